@@ -1,0 +1,68 @@
+// cutecall/abi.h — the flat call ABI between cutecall and a compiled kernel.
+//
+// Owns: the layout of the packed argument array handed to
+// CuteDSLRT_Function_Run, and the integer encoding of a launch plan as it
+// travels in an XLA attribute, a bundle manifest or a Python call.
+// Must not change without bumping kPlanVersion (and the FFI target suffix):
+// compiled executables, jax.export artifacts and bundles carry these values.
+// Documented for users in docs/abi.md.
+//
+// Packed arguments (every entry points at storage holding the value):
+//   packed[0]              -> void*   stream (cudaStream_t)
+//   packed[1 .. n]         -> Slot    one per flat ABI slot, in plan order
+//   packed[n + 1]          -> int32_t CUDA status written by the launcher
+// Slots, per tensor operand in kernel order:
+//   data pointer, then each dynamic shape value (dim order; int32 unless the
+//   operand is flagged 64-bit), then each dynamic stride value (int64,
+//   elements; only for strided operands).
+#ifndef CUTECALL_ABI_H_
+#define CUTECALL_ABI_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cutecall::abi {
+
+inline constexpr int64_t kPlanVersion = 1;
+// Upper bound of flat slots per call; packing storage lives on the stack.
+inline constexpr size_t kMaxSlots = 256;
+inline constexpr int64_t kMaxRank = 8;
+
+// One 8-byte cell per ABI slot. int32 values sit at offset 0 (little-endian
+// hosts only: x86-64 and aarch64), so a pointer to the Slot is a valid
+// pointer to the int32 the launcher reads.
+union Slot {
+  void* ptr;
+  int32_t i32;
+  int64_t i64;
+  float f32;
+  double f64;
+  uint64_t bits;
+};
+static_assert(sizeof(Slot) == 8, "Slot must be 8 bytes");
+static_assert(alignof(Slot) == 8, "Slot must be 8-byte aligned");
+static_assert(offsetof(Slot, i32) == 0 && offsetof(Slot, i64) == 0 &&
+                  offsetof(Slot, ptr) == 0,
+              "every Slot member starts at offset 0");
+static_assert(std::is_trivially_copyable_v<Slot>);
+
+// Where a kernel tensor operand comes from in an XLA custom call.
+enum class Source : int64_t { kArg = 0, kRet = 1 };
+
+// Operand flags.
+inline constexpr int64_t kFlagShape64 = 1 << 0;   // shape slots are int64
+inline constexpr int64_t kFlagStrided = 1 << 1;   // stride slots follow
+
+// Encoded plan, version 1 (all int64):
+//   header:  [kPlanVersion, num_args, num_rets, num_operands, num_scalars=0]
+//   operand: [source, index, rank, elem_bytes, align, flags,
+//             n_static, (dim, value) * n_static,
+//             n_dyn_shape, (dim, divisibility) * n_dyn_shape,
+//             n_dyn_stride, (dim, divisibility) * n_dyn_stride]
+inline constexpr size_t kHeaderSize = 5;
+inline constexpr size_t kOperandFixedSize = 6;
+
+}  // namespace cutecall::abi
+
+#endif  // CUTECALL_ABI_H_

@@ -1,0 +1,278 @@
+#include "cutecall/launch_plan.h"
+
+#include <cstdint>
+#include <limits>
+
+namespace cutecall {
+namespace {
+
+// Reads an encoded plan front to back; every read is bounds-checked.
+class Cursor {
+ public:
+  Cursor(const int64_t* data, size_t size) : data_(data), size_(size) {}
+  bool Next(int64_t* out) {
+    if (pos_ >= size_) return false;
+    *out = data_[pos_++];
+    return true;
+  }
+  bool done() const { return pos_ == size_; }
+  size_t pos() const { return pos_; }
+
+ private:
+  const int64_t* data_;
+  size_t size_;
+  size_t pos_ = 0;
+};
+
+Status PlanError(const std::string& kernel, const std::string& what) {
+  return InvalidArgument("cutecall: invalid launch plan for kernel '" + kernel +
+                         "': " + what);
+}
+
+std::vector<std::string> SplitNames(std::string_view names) {
+  std::vector<std::string> out;
+  if (names.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    size_t comma = names.find(',', start);
+    out.emplace_back(names.substr(start, comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
+
+}  // namespace
+
+ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
+                                      std::string kernel_name,
+                                      std::string_view names) {
+  LaunchPlan plan;
+  plan.kernel_name_ = std::move(kernel_name);
+  const std::string& k = plan.kernel_name_;
+  if (encoded == nullptr && size != 0) return PlanError(k, "null data");
+  Cursor c(encoded, size);
+  int64_t version, num_args, num_rets, num_operands, num_scalars;
+  if (!c.Next(&version) || !c.Next(&num_args) || !c.Next(&num_rets) ||
+      !c.Next(&num_operands) || !c.Next(&num_scalars)) {
+    return PlanError(k, "truncated header (" + std::to_string(size) +
+                            " values)");
+  }
+  if (version != abi::kPlanVersion) {
+    return PlanError(k, "version " + std::to_string(version) +
+                            " is not supported (this build reads version " +
+                            std::to_string(abi::kPlanVersion) + ")");
+  }
+  constexpr int64_t kLimit = 1 << 16;
+  if (num_args < 0 || num_args > kLimit || num_rets < 0 || num_rets > kLimit ||
+      num_operands < 0 || num_operands > kLimit) {
+    return PlanError(k, "operand counts out of range");
+  }
+  if (num_scalars != 0) {
+    return PlanError(k, "num_scalars must be 0 in plan version 1");
+  }
+  plan.num_args_ = size_t(num_args);
+  plan.num_rets_ = size_t(num_rets);
+  std::vector<std::string> name_list = SplitNames(names);
+  if (!name_list.empty() && name_list.size() != size_t(num_operands)) {
+    return PlanError(k, std::to_string(name_list.size()) +
+                            " operand names for " +
+                            std::to_string(num_operands) + " operands");
+  }
+
+  size_t slot = 0;
+  for (int64_t i = 0; i < num_operands; ++i) {
+    OperandPlan op;
+    op.name = name_list.empty() ? "operand " + std::to_string(i)
+                                : name_list[size_t(i)];
+    const std::string where = "operand " + std::to_string(i) + " ('" +
+                              op.name + "'): ";
+    int64_t source, index, rank, elem_bytes, align, flags;
+    if (!c.Next(&source) || !c.Next(&index) || !c.Next(&rank) ||
+        !c.Next(&elem_bytes) || !c.Next(&align) || !c.Next(&flags)) {
+      return PlanError(k, where + "truncated");
+    }
+    if (source != int64_t(abi::Source::kArg) &&
+        source != int64_t(abi::Source::kRet)) {
+      return PlanError(k, where + "source " + std::to_string(source) +
+                              " is neither 0 (arg) nor 1 (result)");
+    }
+    op.source = abi::Source(source);
+    int64_t bound = op.source == abi::Source::kArg ? num_args : num_rets;
+    if (index < 0 || index >= bound) {
+      return PlanError(k, where + "index " + std::to_string(index) +
+                              " out of range [0, " + std::to_string(bound) +
+                              ")");
+    }
+    if (rank < 0 || rank > abi::kMaxRank) {
+      return PlanError(k, where + "rank " + std::to_string(rank) +
+                              " out of range [0, " +
+                              std::to_string(abi::kMaxRank) + "]");
+    }
+    if (elem_bytes <= 0 || elem_bytes > 64) {
+      return PlanError(k, where + "element size " +
+                              std::to_string(elem_bytes) + " is invalid");
+    }
+    if (!IsPowerOfTwo(align)) {
+      return PlanError(k, where + "alignment " + std::to_string(align) +
+                              " is not a power of two");
+    }
+    if ((flags & ~(abi::kFlagShape64 | abi::kFlagStrided)) != 0) {
+      return PlanError(k, where + "unknown flags " + std::to_string(flags));
+    }
+    op.index = int32_t(index);
+    op.rank = int32_t(rank);
+    op.elem_bytes = int32_t(elem_bytes);
+    op.align = align;
+    op.flags = flags;
+
+    bool seen[abi::kMaxRank] = {};
+    auto read_rules = [&](std::vector<DimRule>* rules, const char* what,
+                          bool is_static) -> Status {
+      int64_t n;
+      if (!c.Next(&n)) return PlanError(k, where + "truncated " + what);
+      if (n < 0 || n > rank) {
+        return PlanError(k, where + "bad " + what + " count " +
+                                std::to_string(n));
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t dim, value;
+        if (!c.Next(&dim) || !c.Next(&value)) {
+          return PlanError(k, where + "truncated " + what);
+        }
+        if (dim < 0 || dim >= rank) {
+          return PlanError(k, where + what + " dim " + std::to_string(dim) +
+                                  " out of range for rank " +
+                                  std::to_string(rank));
+        }
+        if (is_static ? value < 0 : value < 1) {
+          return PlanError(k, where + what + " value " +
+                                  std::to_string(value) + " for dim " +
+                                  std::to_string(dim) + " is invalid");
+        }
+        rules->push_back({int32_t(dim), value});
+      }
+      return Status::Ok();
+    };
+    if (Status s = read_rules(&op.static_dims, "static dims", true); !s.ok())
+      return s;
+    if (Status s = read_rules(&op.dyn_shape, "dynamic dims", false); !s.ok())
+      return s;
+    for (const auto& rules : {&op.static_dims, &op.dyn_shape}) {
+      for (const DimRule& r : *rules) {
+        if (seen[r.dim]) {
+          return PlanError(k, where + "dim " + std::to_string(r.dim) +
+                                  " is described twice");
+        }
+        seen[r.dim] = true;
+      }
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      if (!seen[d]) {
+        return PlanError(k, where + "dim " + std::to_string(d) +
+                                " is neither static nor dynamic");
+      }
+    }
+    if (Status s = read_rules(&op.dyn_stride, "dynamic strides", false);
+        !s.ok())
+      return s;
+    if (!op.dyn_stride.empty() && !(flags & abi::kFlagStrided)) {
+      return PlanError(k, where + "dynamic strides on a compact operand");
+    }
+    op.first_slot = slot;
+    slot += 1 + op.dyn_shape.size() + op.dyn_stride.size();
+    if (slot > abi::kMaxSlots) {
+      return PlanError(k, "more than " + std::to_string(abi::kMaxSlots) +
+                              " ABI slots");
+    }
+    plan.operands_.push_back(std::move(op));
+  }
+  if (!c.done()) {
+    return PlanError(k, "trailing data at position " + std::to_string(c.pos()));
+  }
+  plan.num_slots_ = slot;
+  return plan;
+}
+
+Status LaunchPlan::OperandError(const OperandPlan& op,
+                                const std::string& what) const {
+  return InvalidArgument("cutecall: kernel '" + kernel_name_ + "', " +
+                         (op.source == abi::Source::kArg ? "input " : "output ") +
+                         "'" + op.name + "': " + what);
+}
+
+Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
+                               abi::Slot* slots) const {
+  const OperandPlan& op = operands_[i];
+  if (buffer.rank != op.rank) {
+    return OperandError(op, "rank " + std::to_string(buffer.rank) +
+                                " does not match the compiled rank " +
+                                std::to_string(op.rank));
+  }
+  auto address = reinterpret_cast<uintptr_t>(buffer.data);
+  if (address % uintptr_t(op.align) != 0) {
+    return OperandError(op, "data pointer " + std::to_string(address) +
+                                " is not aligned to " +
+                                std::to_string(op.align) + " bytes");
+  }
+  for (const DimRule& r : op.static_dims) {
+    if (buffer.dims[r.dim] != r.value) {
+      return OperandError(op, "dim " + std::to_string(r.dim) + " is " +
+                                  std::to_string(buffer.dims[r.dim]) +
+                                  " but the kernel was compiled for " +
+                                  std::to_string(r.value));
+    }
+  }
+  abi::Slot* out = slots + op.first_slot;
+  (out++)->ptr = buffer.data;
+  const bool wide = (op.flags & abi::kFlagShape64) != 0;
+  for (const DimRule& r : op.dyn_shape) {
+    int64_t v = buffer.dims[r.dim];
+    if (v % r.value != 0) {
+      return OperandError(op, "dim " + std::to_string(r.dim) + " = " +
+                                  std::to_string(v) +
+                                  " is not divisible by " +
+                                  std::to_string(r.value));
+    }
+    if (wide) {
+      (out++)->i64 = v;
+    } else {
+      if (v > std::numeric_limits<int32_t>::max()) {
+        return OperandError(op, "dim " + std::to_string(r.dim) + " = " +
+                                    std::to_string(v) +
+                                    " does not fit the kernel's int32 shape");
+      }
+      abi::Slot s;
+      s.i64 = 0;
+      s.i32 = int32_t(v);
+      *out++ = s;
+    }
+  }
+  if (!op.dyn_stride.empty()) {
+    int64_t compact[abi::kMaxRank];
+    const int64_t* strides = buffer.strides;
+    if (strides == nullptr) {
+      int64_t acc = 1;
+      for (int32_t d = op.rank - 1; d >= 0; --d) {
+        compact[d] = acc;
+        acc *= buffer.dims[d];
+      }
+      strides = compact;
+    }
+    for (const DimRule& r : op.dyn_stride) {
+      int64_t v = strides[r.dim];
+      if (v % r.value != 0) {
+        return OperandError(op, "stride of dim " + std::to_string(r.dim) +
+                                    " = " + std::to_string(v) +
+                                    " is not divisible by " +
+                                    std::to_string(r.value));
+      }
+      (out++)->i64 = v;
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace cutecall

@@ -1,0 +1,132 @@
+#include "cutecall/module_registry.h"
+
+#include <exception>
+
+namespace cutecall {
+
+LoadedModule::LoadedModule(const RuntimeTable* rt, void* module,
+                           void* function, Digest key, std::string prefix,
+                           std::string kernel_name)
+    : rt_(rt),
+      module_(module),
+      function_(function),
+      key_(key),
+      prefix_(std::move(prefix)),
+      kernel_name_(std::move(kernel_name)) {}
+
+LoadedModule::~LoadedModule() {
+  try {
+    rt_->module_destroy(module_);
+  } catch (...) {  // never let the runtime's exceptions escape a destructor
+  }
+}
+
+Status LoadedModule::Run(void* stream, abi::Slot* slots,
+                         size_t num_slots) const {
+  if (num_slots > abi::kMaxSlots) {
+    return InvalidArgument("cutecall: kernel '" + kernel_name_ + "': " +
+                           std::to_string(num_slots) + " slots exceed " +
+                           std::to_string(abi::kMaxSlots));
+  }
+  void* packed[abi::kMaxSlots + 2];
+  int32_t cuda_status = 0;
+  packed[0] = &stream;
+  for (size_t i = 0; i < num_slots; ++i) packed[i + 1] = &slots[i];
+  packed[num_slots + 1] = &cuda_status;
+  int rc;
+  try {
+    rc = rt_->function_run(function_, packed, num_slots + 2);
+  } catch (const std::exception& e) {
+    return Internal("cutecall: kernel '" + kernel_name_ +
+                    "': the CuTe DSL runtime raised: " + e.what());
+  } catch (...) {
+    return Internal("cutecall: kernel '" + kernel_name_ +
+                    "': the CuTe DSL runtime raised an unknown exception");
+  }
+  if (cuda_status != 0) {
+    return Internal("cutecall: kernel '" + kernel_name_ +
+                    "' failed to launch: " + CudaErrorText(cuda_status));
+  }
+  if (rc != 0) {
+    return Internal("cutecall: kernel '" + kernel_name_ +
+                    "' failed in the CuTe DSL runtime: " +
+                    RuntimeErrorText(*rt_, rc));
+  }
+  return Status::Ok();
+}
+
+ModuleRegistry& ModuleRegistry::Global() {
+  static ModuleRegistry* registry = new ModuleRegistry();  // lives to exit
+  return *registry;
+}
+
+ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
+    const Digest& key, std::string_view bytes, const std::string& prefix,
+    const std::string& kernel_name) {
+  const std::string who = "cutecall: kernel '" + kernel_name + "': ";
+  if (bytes.empty()) return InvalidArgument(who + "module bytes are empty");
+  if (Sha256(bytes) != key) {
+    return InvalidArgument(who + "module digest does not match its key " +
+                           ToHex(key) + " (corrupt or tampered object)");
+  }
+  if (Status s = CheckElfDefines(bytes, prefix + "_version"); !s.ok()) {
+    return Status(s.code(), who + s.message() +
+                                " (wrong function prefix or not a CuTe DSL "
+                                "object)");
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  auto slot_key = std::make_pair(key, prefix);
+  auto it = modules_.find(slot_key);
+  if (it != modules_.end()) {
+    if (auto live = it->second.lock()) return live;
+  }
+  ErrorOr<const RuntimeTable*> rt_or = Runtime();
+  if (!rt_or.ok()) return rt_or.status();
+  const RuntimeTable* rt = rt_or.value();
+  void* module = nullptr;
+  void* function = nullptr;
+  int rc;
+  try {
+    rc = rt->module_create_from_bytes(
+        &module, reinterpret_cast<const unsigned char*>(bytes.data()),
+        bytes.size(), nullptr, 0);
+  } catch (...) {
+    return Internal(who + "the CuTe DSL runtime raised while loading");
+  }
+  if (rc != 0 || module == nullptr) {
+    return Internal(who + "cannot load module: " + RuntimeErrorText(*rt, rc));
+  }
+  try {
+    rc = rt->module_get_function(&function, module, prefix.c_str());
+  } catch (...) {
+    rc = -1;
+  }
+  if (rc != 0 || function == nullptr) {
+    std::string text = rc == -1 ? std::string("the runtime raised")
+                                : RuntimeErrorText(*rt, rc);
+    try {
+      rt->module_destroy(module);
+    } catch (...) {
+    }
+    return Internal(who + "cannot get function '" + prefix + "': " + text);
+  }
+  auto loaded = std::make_shared<LoadedModule>(rt, module, function, key,
+                                               prefix, kernel_name);
+  modules_[slot_key] = loaded;
+  ++total_loads_;
+  return loaded;
+}
+
+size_t ModuleRegistry::live_modules() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [k, w] : modules_) n += w.expired() ? 0 : 1;
+  return n;
+}
+
+size_t ModuleRegistry::total_loads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return total_loads_;
+}
+
+}  // namespace cutecall

@@ -1,0 +1,138 @@
+// XLA FFI wiring: decode XLA's call frame, forward to CallState.
+#include "cutecall/xla_ffi.h"
+
+#include <memory>
+#include <string_view>
+
+#include "cutecall/call_state.h"
+#include "xla/ffi/api/ffi.h"
+
+namespace cutecall::xla_ffi {
+namespace ffi = ::xla::ffi;
+
+namespace {
+
+struct FfiState {
+  static ffi::TypeId id;
+  std::unique_ptr<CallState> call;
+};
+ffi::TypeId FfiState::id = {};
+const XLA_FFI_TypeInfo kStateInfo = ffi::MakeTypeInfo<FfiState>();
+
+ffi::Error ToFfi(const Status& s) {
+  switch (s.code()) {
+    case Code::kOk: return ffi::Error::Success();
+    case Code::kInvalidArgument:
+      return ffi::Error(ffi::ErrorCode::kInvalidArgument, s.message());
+    case Code::kFailedPrecondition:
+      return ffi::Error(ffi::ErrorCode::kFailedPrecondition, s.message());
+    case Code::kNotFound:
+      return ffi::Error(ffi::ErrorCode::kNotFound, s.message());
+    case Code::kInternal:
+      return ffi::Error(ffi::ErrorCode::kInternal, s.message());
+  }
+  return ffi::Error::Internal(s.message());
+}
+
+// Raw access to XLA's buffers: no per-operand diagnostics on the hot path.
+struct Args : ffi::RemainingArgs {
+  explicit Args(const ffi::RemainingArgs& r) : ffi::RemainingArgs(r) {}
+  ErrorOr<BufferView> operator()(size_t i) const {
+    size_t idx = offset() + i;
+    if (args()->types[idx] != XLA_FFI_ArgType_BUFFER) {
+      return InvalidArgument("cutecall: operand " + std::to_string(i) +
+                             " is not a buffer");
+    }
+    auto* b = static_cast<XLA_FFI_Buffer*>(args()->args[idx]);
+    return BufferView{b->data, b->dims, b->rank, nullptr};
+  }
+};
+
+struct Rets : ffi::RemainingRets {
+  explicit Rets(const ffi::RemainingRets& r) : ffi::RemainingRets(r) {}
+  ErrorOr<BufferView> operator()(size_t i) const {
+    size_t idx = offset() + i;
+    if (rets()->types[idx] != XLA_FFI_RetType_BUFFER) {
+      return InvalidArgument("cutecall: result " + std::to_string(i) +
+                             " is not a buffer");
+    }
+    auto* b = static_cast<XLA_FFI_Buffer*>(rets()->rets[idx]);
+    return BufferView{b->data, b->dims, b->rank, nullptr};
+  }
+};
+
+ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
+    std::string_view module, std::string_view key, std::string_view function,
+    std::string_view kernel, ffi::Span<const int64_t> plan,
+    std::string_view operands) {
+  CallAttributes attrs;
+  attrs.module = module;
+  attrs.key = key;
+  attrs.function = function;
+  attrs.kernel = kernel;
+  attrs.plan = plan.begin();
+  attrs.plan_size = plan.size();
+  attrs.operand_names = operands;
+  ErrorOr<std::unique_ptr<CallState>> call = CallState::Instantiate(attrs);
+  if (!call.ok()) return ffi::Unexpected(ToFfi(call.status()));
+  auto state = std::make_unique<FfiState>();
+  state->call = std::move(call).value();
+  return state;
+}
+
+ffi::Error PrepareImpl(FfiState* state) {
+  if (state == nullptr || !state->call) {
+    return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                      "cutecall: prepare before instantiate");
+  }
+  return ToFfi(state->call->Prepare());
+}
+
+ffi::Error ExecuteImpl(void* stream, ffi::RemainingArgs args,
+                       ffi::RemainingRets rets, FfiState* state) {
+  if (state == nullptr || !state->call) {
+    return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
+                      "cutecall: execute before instantiate");
+  }
+  return ToFfi(state->call->Execute(stream, args.size(), rets.size(),
+                                    Args(args), Rets(rets)));
+}
+
+XLA_FFI_DEFINE_HANDLER(kInstantiate, InstantiateImpl,
+                       ffi::Ffi::BindInstantiate()
+                           .Attr<std::string_view>("module")
+                           .Attr<std::string_view>("key")
+                           .Attr<std::string_view>("function")
+                           .Attr<std::string_view>("kernel")
+                           .Attr<ffi::Span<const int64_t>>("plan")
+                           .Attr<std::string_view>("operands"));
+
+XLA_FFI_DEFINE_HANDLER(kPrepare, PrepareImpl,
+                       ffi::Ffi::BindPrepare().Ctx<ffi::State<FfiState>>());
+
+XLA_FFI_DEFINE_HANDLER(kExecute, ExecuteImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<void*>>()
+                           .RemainingArgs()
+                           .RemainingRets()
+                           .Ctx<ffi::State<FfiState>>(),
+                       {ffi::Traits::kCmdBufferCompatible});
+
+XLA_FFI_DEFINE_HANDLER(kExecuteNoGraph, ExecuteImpl,
+                       ffi::Ffi::Bind()
+                           .Ctx<ffi::PlatformStream<void*>>()
+                           .RemainingArgs()
+                           .RemainingRets()
+                           .Ctx<ffi::State<FfiState>>());
+
+}  // namespace
+
+XLA_FFI_Handler* InstantiateHandler() { return kInstantiate; }
+XLA_FFI_Handler* PrepareHandler() { return kPrepare; }
+XLA_FFI_Handler* ExecuteHandler() { return kExecute; }
+XLA_FFI_Handler* ExecuteNoGraphHandler() { return kExecuteNoGraph; }
+
+XLA_FFI_TypeId* StateTypeId() { return &FfiState::id; }
+const XLA_FFI_TypeInfo* StateTypeInfo() { return &kStateInfo; }
+
+}  // namespace cutecall::xla_ffi

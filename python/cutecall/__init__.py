@@ -1,0 +1,22 @@
+"""cutecall: run CuTe DSL kernels inside JAX programs through a C++ runtime.
+
+    import cutecall
+    call = cutecall.cutlass_call(launcher, output_shape_dtype=...)
+    y = call(x)
+"""
+
+__version__ = "0.1.0"
+
+from ._api import CutlassCall, cutlass_call
+from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
+from ._spec import TensorSpec
+
+__all__ = [
+    "cutlass_call",
+    "CutlassCall",
+    "TensorSpec",
+    "CompileError",
+    "CompiledKernel",
+    "compile_stats",
+    "clear_cache",
+]

@@ -1,0 +1,205 @@
+"""The compile driver: a specialization in, object bytes and a plan out.
+
+Owns the in-process compile cache (bounded LRU, keyed by the content
+specialization key of ``_spec.specialization_key``) and the lock that
+serializes ``cute.compile``, which is not thread-safe. Compiles are counted
+(``compile_stats``) so tests can assert how often the DSL ran.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+import re
+import threading
+import time
+from typing import Any, Callable
+
+import numpy as np
+
+from . import _compat, _spec
+
+_CACHE_CAPACITY = 1024
+
+
+class CompileError(RuntimeError):
+    """The CuTe DSL failed to compile a kernel (message names the kernel)."""
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class KernelSpec:
+    """Everything the generated entry point bakes in. Hashed by content key;
+    handed to ``cutecall_entry`` as its Constexpr."""
+
+    launcher: Callable
+    constexprs: tuple
+    operands: tuple
+    num_inputs: int   # kernel tensor operands that are inputs (first ones)
+    num_args: int     # XLA operands of the custom call
+    num_rets: int     # XLA results of the custom call
+    input_tree: Any
+    output_tree: Any
+    key: str
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, KernelSpec) and other.key == self.key
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledKernel:
+    """A compiled specialization: object bytes named by their SHA-256, the
+    function prefix inside them and the launch plan. Immutable; equality and
+    hash by content, so JAX's caches treat equal kernels as equal."""
+
+    name: str
+    key: str
+    module: bytes
+    sha256: str
+    function: str
+    plan: tuple
+    operand_names: str
+    num_slots: int
+    arch: str
+    compile_seconds: float
+
+    def __hash__(self):
+        return hash((self.key, self.sha256))
+
+    def __eq__(self, other):
+        return (isinstance(other, CompiledKernel) and other.key == self.key
+                and other.sha256 == self.sha256)
+
+    def __repr__(self):
+        return (f"CompiledKernel({self.name}, sha256={self.sha256[:12]}, "
+                f"{len(self.module)} bytes, {self.arch})")
+
+    @property
+    def plan_array(self) -> np.ndarray:
+        return np.asarray(self.plan, dtype=np.int64)
+
+
+class _Cache:
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.entries: collections.OrderedDict[str, CompiledKernel] = \
+            collections.OrderedDict()
+        self.compiles = 0
+        self.hits = 0
+
+    def get(self, key):
+        kernel = self.entries.get(key)
+        if kernel is not None:
+            self.entries.move_to_end(key)
+            self.hits += 1
+        return kernel
+
+    def put(self, key, kernel):
+        self.entries[key] = kernel
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.capacity:
+            self.entries.popitem(last=False)
+
+
+_lock = threading.Lock()
+_cache = _Cache(_CACHE_CAPACITY)
+
+
+def compile_stats() -> dict:
+    """{'compiles': DSL compiles run, 'hits': cache hits, 'entries': size}."""
+    with _lock:
+        return {"compiles": _cache.compiles, "hits": _cache.hits,
+                "entries": len(_cache.entries)}
+
+
+def clear_cache() -> None:
+    """Drops every in-process compiled kernel (counters are kept)."""
+    with _lock:
+        _cache.entries.clear()
+
+
+def _arch_from_capability(cc: str) -> str:
+    major, minor = (int(x) for x in str(cc).split(".")[:2])
+    suffix = "a" if major >= 9 else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def default_arch() -> str:
+    """$CUTECALL_ARCH, else the first CUDA device JAX sees, else sm_90a."""
+    env = os.environ.get("CUTECALL_ARCH")
+    if env:
+        return env
+    try:
+        import jax
+        devices = jax.devices("cuda")
+    except RuntimeError:
+        devices = []
+    if devices and getattr(devices[0], "compute_capability", None):
+        return _arch_from_capability(devices[0].compute_capability)
+    return "sm_90a"
+
+
+def resolve_options(compile_options: str | None) -> tuple[str, str]:
+    """(options passed to cute.compile, target arch)."""
+    options = (compile_options or "").strip()
+    m = re.search(r"--gpu-arch[= ](\S+)", options)
+    if m:
+        return options, m.group(1)
+    arch = default_arch()
+    return (options + f" --gpu-arch {arch}").strip(), arch
+
+
+def versions() -> dict:
+    from . import __version__
+    return {"cutecall": __version__, "dsl": _compat.dsl_version()}
+
+
+def get_or_compile(spec: KernelSpec, name: str, options: str,
+                   arch: str) -> CompiledKernel:
+    """Returns the compiled kernel for `spec`, compiling on a cache miss."""
+    with _lock:
+        kernel = _cache.get(spec.key)
+        if kernel is not None:
+            return kernel
+        kernel = _compile_locked(spec, name, options, arch)
+        _cache.compiles += 1
+        _cache.put(spec.key, kernel)
+        return kernel
+
+
+def _compile_locked(spec, name, options, arch) -> CompiledKernel:
+    try:
+        import cuda.bindings.driver as cuda
+        import cutlass.cute as cute
+
+        from . import _wrapper
+    except ImportError as e:
+        raise CompileError(
+            f"cutecall: compiling kernel '{name}' needs the CuTe DSL "
+            f"(pip install 'nvidia-cutlass-dsl[cu13]'): {e}") from e
+    prefix = "cc_" + spec.key[:16]
+    start = time.perf_counter()
+    try:
+        with _compat.dsl_target_arch(arch):
+            compiled = cute.compile(_wrapper.cutecall_entry, cuda.CUstream(0),
+                                    *_wrapper.example_slots(spec), spec=spec,
+                                    options=options)
+            module = bytes(compiled.dump_to_object(prefix))
+    except Exception as e:  # the DSL raises many types; keep the cause
+        raise CompileError(f"cutecall: CuTe DSL compilation of kernel '{name}' "
+                           f"for {arch} failed: {e}") from e
+    seconds = time.perf_counter() - start
+    plan = _spec.encode_plan(spec.operands, spec.num_args, spec.num_rets)
+    names = ",".join(op.name for op in spec.operands)
+    from . import _core
+    num_slots = _core.check_plan(plan.tolist(), name, names)
+    _core.check_object(module, prefix)
+    return CompiledKernel(
+        name=name, key=spec.key, module=module,
+        sha256=hashlib.sha256(module).hexdigest(), function=prefix,
+        plan=tuple(int(x) for x in plan), operand_names=names,
+        num_slots=num_slots, arch=arch, compile_seconds=seconds)

@@ -1,0 +1,57 @@
+"""The JAX primitive ``cutecall_call`` and its lowering.
+
+One primitive for every kernel: its params carry the compiled kernel
+(content-hashed), so JAX's own caches key on kernel content. The lowering
+emits a typed FFI custom call whose attributes hold the object bytes, their
+SHA-256, the function prefix and the launch plan: compiled executables and
+``jax.export`` artifacts are self-contained.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+from jax._src import dispatch
+
+from . import _runtime
+from ._compat import Primitive, mlir
+
+cutecall_p = Primitive("cutecall_call")
+cutecall_p.multiple_results = True
+cutecall_p.def_impl(functools.partial(dispatch.apply_primitive, cutecall_p))
+
+
+@cutecall_p.def_abstract_eval
+def _abstract_eval(*avals, kernel, out_avals, aliases, allow_cuda_graph,
+                   in_layouts, out_layouts):
+    del avals, kernel, aliases, allow_cuda_graph, in_layouts, out_layouts
+    return out_avals
+
+
+def _cuda_lowering(ctx, *args, kernel, out_avals, aliases, allow_cuda_graph,
+                   in_layouts, out_layouts):
+    del out_avals
+    target = _runtime.TARGET if allow_cuda_graph else _runtime.TARGET_NO_GRAPH
+    rule = jax.ffi.ffi_lowering(
+        target,
+        operand_layouts=list(in_layouts),
+        result_layouts=list(out_layouts),
+        operand_output_aliases=dict(aliases) or None,
+    )
+    return rule(ctx, *args, module=kernel.module, key=kernel.sha256,
+                function=kernel.function, kernel=kernel.name,
+                plan=kernel.plan_array, operands=kernel.operand_names)
+
+
+def _unsupported_lowering(ctx, *args, kernel, **params):
+    platforms = getattr(ctx.module_context, "platforms", None) or ["?"]
+    raise NotImplementedError(
+        f"cutecall: kernel '{kernel.name}' runs only on CUDA GPUs, but this "
+        f"computation is lowered for {', '.join(platforms)}. Put the inputs on "
+        "a GPU, or inspect the lowered call with "
+        "jax.jit(f).trace(*args).lower(lowering_platforms=('cuda',)).")
+
+
+mlir.register_lowering(cutecall_p, _unsupported_lowering)
+mlir.register_lowering(cutecall_p, _cuda_lowering, platform="cuda")

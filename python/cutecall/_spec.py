@@ -1,0 +1,281 @@
+"""Operand specs, the launch plan encoding and the specialization key.
+
+Pure Python, no CuTe DSL import: everything here runs on any machine.
+The plan encoding is the C++ ``abi.h`` contract; the key is content only
+(launcher source, operand spec, constexprs, options, arch, versions), never
+object identity, and holds no dynamic extent: one compile serves all shapes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import inspect
+import json
+import textwrap
+from typing import Any, Callable
+
+import numpy as np
+
+PLAN_VERSION = 1
+SOURCE_ARG, SOURCE_RET = 0, 1
+FLAG_SHAPE64, FLAG_STRIDED = 1, 2
+MAX_RANK = 8
+
+# numpy dtype name -> (CuTe DSL type name, bytes per element)
+_DTYPES = {
+    "bool": ("Boolean", 1),
+    "int8": ("Int8", 1), "int16": ("Int16", 2), "int32": ("Int32", 4),
+    "int64": ("Int64", 8),
+    "uint8": ("Uint8", 1), "uint16": ("Uint16", 2), "uint32": ("Uint32", 4),
+    "uint64": ("Uint64", 8),
+    "float16": ("Float16", 2), "bfloat16": ("BFloat16", 2),
+    "float32": ("Float32", 4), "float64": ("Float64", 8),
+    "float8_e4m3fn": ("Float8E4M3FN", 1), "float8_e5m2": ("Float8E5M2", 1),
+    "float8_e8m0fnu": ("Float8E8M0FNU", 1),
+}
+
+
+def cutlass_dtype(dtype, what: str) -> tuple[str, int]:
+    name = np.dtype(dtype).name
+    if name not in _DTYPES:
+        raise TypeError(f"cutecall: {what} has dtype {name}, which cutecall "
+                        f"does not map to a CuTe DSL type; supported: "
+                        f"{', '.join(sorted(_DTYPES))}")
+    return _DTYPES[name]
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """How one array operand reaches the kernel as a ``cute.Tensor``.
+
+    Args:
+      layout: CuTe stride order of the array in memory, ``layout[d]`` ranking
+        dim ``d``'s stride (0 = fastest). ``None`` is row-major. XLA is asked
+        for this physical layout, so no transpose is added by cutecall.
+      mode: a permutation applied to the tensor's modes (a view, no copy).
+      static: ``True`` bakes every extent into the kernel, or a tuple of bools
+        per dim. Default: every dim is a runtime value (one compile serves
+        every shape).
+      divisibility: an int per dim (or one int for all) the kernel may assume
+        divides that extent; checked before every launch.
+      ptr_assumed_align: alignment in bytes the kernel may assume of the data
+        pointer; checked before every launch. Default 16.
+    """
+
+    layout: tuple[int, ...] | None = None
+    mode: tuple[int, ...] | None = None
+    static: bool | tuple[bool, ...] | None = None
+    divisibility: int | tuple[int, ...] | None = None
+    ptr_assumed_align: int = 16
+
+
+@dataclasses.dataclass(frozen=True)
+class OperandSpec:
+    """One kernel tensor operand, as compiled (hashable, content only)."""
+
+    name: str
+    source: int          # SOURCE_ARG or SOURCE_RET
+    index: int           # XLA operand / result index
+    cutlass_dtype: str
+    elem_bytes: int
+    rank: int
+    static_shape: tuple  # int per static dim, None per dynamic dim
+    divisibility: tuple  # int per dim (1 = no assumption)
+    order: tuple         # CuTe stride ranks per dim
+    mode: tuple | None
+    align: int
+    shape64: bool = False
+    strided: bool = False
+    static_stride: tuple = ()
+
+    def key(self) -> list:
+        return [self.name, self.source, self.index, self.cutlass_dtype,
+                self.rank, list(self.static_shape), list(self.divisibility),
+                list(self.order), None if self.mode is None else list(self.mode),
+                self.align, self.shape64, self.strided, list(self.static_stride)]
+
+
+def _per_dim(value, rank: int, what: str, default):
+    if value is None:
+        return (default,) * rank
+    if isinstance(value, (bool, int, np.integer)):
+        return (value,) * rank
+    value = tuple(value)
+    if len(value) != rank:
+        raise ValueError(f"cutecall: {what} has {len(value)} entries for a "
+                         f"rank-{rank} operand: {value!r}")
+    return value
+
+
+def make_operand(name: str, source: int, index: int, shape, dtype,
+                 spec: TensorSpec | None) -> OperandSpec:
+    spec = spec or TensorSpec()
+    if not isinstance(spec, TensorSpec):
+        raise TypeError(f"cutecall: spec for {name} must be a cutecall."
+                        f"TensorSpec, got {type(spec).__name__}: {spec!r}")
+    shape = tuple(shape)
+    rank = len(shape)
+    if rank == 0:
+        raise ValueError(f"cutecall: {name} is rank 0; pass a shape-(1,) array "
+                         "(rank-0 tensors are not supported)")
+    if rank > MAX_RANK:
+        raise ValueError(f"cutecall: {name} has rank {rank} > {MAX_RANK}")
+    ct, nbytes = cutlass_dtype(dtype, name)
+    static = _per_dim(spec.static, rank, f"{name}: static", False)
+    div = tuple(int(d) for d in _per_dim(spec.divisibility, rank,
+                                         f"{name}: divisibility", 1))
+    for d, v in enumerate(div):
+        if v < 1:
+            raise ValueError(f"cutecall: {name}: divisibility of dim {d} must "
+                             f"be >= 1, got {v}")
+    order = tuple(range(rank - 1, -1, -1)) if spec.layout is None \
+        else tuple(int(x) for x in spec.layout)
+    if sorted(order) != list(range(rank)):
+        raise ValueError(f"cutecall: {name}: layout {spec.layout!r} is not a "
+                         f"permutation of 0..{rank - 1}")
+    if spec.mode is not None and sorted(spec.mode) != list(range(rank)):
+        raise ValueError(f"cutecall: {name}: mode {spec.mode!r} is not a "
+                         f"permutation of 0..{rank - 1}")
+    align = int(spec.ptr_assumed_align)
+    if align < 1 or align & (align - 1):
+        raise ValueError(f"cutecall: {name}: ptr_assumed_align must be a power "
+                         f"of two, got {align}")
+    static_shape = []
+    for d in range(rank):
+        if static[d]:
+            if not isinstance(shape[d], (int, np.integer)):
+                raise ValueError(f"cutecall: {name}: dim {d} is symbolic "
+                                 f"({shape[d]}) and cannot be static")
+            if shape[d] % div[d]:
+                raise ValueError(f"cutecall: {name}: dim {d} = {shape[d]} is "
+                                 f"not divisible by {div[d]}")
+            static_shape.append(int(shape[d]))
+        else:
+            static_shape.append(None)
+    return OperandSpec(name=name, source=source, index=index, cutlass_dtype=ct,
+                       elem_bytes=nbytes, rank=rank,
+                       static_shape=tuple(static_shape), divisibility=div,
+                       order=order,
+                       mode=None if spec.mode is None else tuple(spec.mode),
+                       align=align)
+
+
+def xla_layout(op: OperandSpec) -> tuple[int, ...]:
+    """XLA minor-to-major for the operand's CuTe stride order."""
+    return tuple(sorted(range(op.rank), key=lambda d: op.order[d]))
+
+
+def encode_plan(operands, num_args: int, num_rets: int) -> np.ndarray:
+    """The int64 launch plan of abi.h, version 1."""
+    out = [PLAN_VERSION, num_args, num_rets, len(operands), 0]
+    for op in operands:
+        flags = (FLAG_SHAPE64 if op.shape64 else 0) | \
+                (FLAG_STRIDED if op.strided else 0)
+        out += [op.source, op.index, op.rank, op.elem_bytes, op.align, flags]
+        statics = [(d, v) for d, v in enumerate(op.static_shape) if v is not None]
+        dyn = [(d, op.divisibility[d]) for d, v in enumerate(op.static_shape)
+               if v is None]
+        out.append(len(statics))
+        for d, v in statics:
+            out += [d, v]
+        out.append(len(dyn))
+        for d, v in dyn:
+            out += [d, v]
+        dyn_stride = [] if not op.strided else \
+            [(d, 1) for d, v in enumerate(op.static_stride) if v is None]
+        out.append(len(dyn_stride))
+        for d, v in dyn_stride:
+            out += [d, v]
+    return np.asarray(out, dtype=np.int64)
+
+
+# ---------------------------------------------------------------------------
+# Content fingerprints
+
+def _source_digest(fn) -> str:
+    """SHA-256 of the function's source and of its whole source file (which
+    holds the kernels it launches)."""
+    target = inspect.unwrap(getattr(fn, "__wrapped__", fn))
+    h = hashlib.sha256()
+    for get in (inspect.getsource, inspect.getsourcefile):
+        try:
+            value = get(target)
+        except (OSError, TypeError):
+            value = None
+        if get is inspect.getsourcefile and value:
+            try:
+                with open(value, "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(value.encode())
+        elif value:
+            h.update(_strip_decorators(value).encode())
+    return h.hexdigest()
+
+
+def _strip_decorators(source: str) -> str:
+    """Source without leading decorator lines: the DSL rewrites __wrapped__
+    after the first compile and the rewritten function's source has none."""
+    lines = textwrap.dedent(source).splitlines()
+    while lines and lines[0].lstrip().startswith("@"):
+        lines.pop(0)
+    return "\n".join(lines)
+
+
+def fingerprint(value, what: str) -> Any:
+    """A JSON-able, address-free description of a constexpr or launcher."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return [type(value).__name__, value if not isinstance(value, float)
+                else repr(value)]
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return [type(value).__name__, repr(value.item())]
+    if isinstance(value, (tuple, list)):
+        return [type(value).__name__, [fingerprint(v, what) for v in value]]
+    if isinstance(value, np.dtype):
+        return ["dtype", value.name]
+    if isinstance(value, type):
+        return ["type", value.__module__, value.__qualname__]
+    if callable(value):
+        target = inspect.unwrap(getattr(value, "__wrapped__", value))
+        closure = []
+        for cell in getattr(target, "__closure__", None) or ():
+            try:
+                closure.append(fingerprint(cell.cell_contents, what))
+            except ValueError:
+                closure.append(["empty-cell"])
+        return ["callable", getattr(target, "__module__", "?"),
+                getattr(target, "__qualname__", type(target).__name__),
+                _source_digest(value), closure]
+    if hasattr(value, "__array__") or hasattr(value, "aval"):
+        raise TypeError(f"cutecall: {what} is an array ({type(value).__name__}); "
+                        "constexprs must be Python values. Pass arrays as "
+                        "positional operands.")
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"cutecall: {what} = {value!r} is not hashable; "
+                        "constexprs must be hashable Python values") from None
+    r = repr(value)
+    if " at 0x" in r:
+        raise TypeError(f"cutecall: {what} = {r} has no stable repr; pass a "
+                        "value whose repr does not contain an address")
+    return ["repr", type(value).__module__, type(value).__qualname__, r]
+
+
+def specialization_key(launcher: Callable, operands, input_tree: str,
+                       output_tree: str, constexprs, compile_options,
+                       arch: str, versions: dict) -> str:
+    doc = {
+        "launcher": fingerprint(launcher, "launcher"),
+        "operands": [op.key() for op in operands],
+        "trees": [input_tree, output_tree],
+        "constexprs": [[k, fingerprint(v, f"constexpr {k!r}")]
+                       for k, v in constexprs],
+        "options": compile_options or "",
+        "arch": arch,
+        "versions": versions,
+        "plan": PLAN_VERSION,
+    }
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()

@@ -1,0 +1,107 @@
+"""The generated entry point every cutecall kernel is compiled through.
+
+``cutecall_entry`` is a ``@cute.jit`` function whose runtime parameters are
+the flat ABI of ``docs/abi.md``: the stream, then per tensor operand a data
+pointer followed by its dynamic shape values (and, for strided operands, its
+dynamic strides). Everything else -- dtypes, ranks, static extents,
+divisibility, pytree structure, the user's launcher and its constexprs -- is
+baked in through the ``Constexpr`` parameter ``spec``. Tensors are rebuilt
+with ``cute.make_tensor(ptr, layout)``: a view of the caller's memory, never
+a copy.
+
+This module imports the CuTe DSL at import time; import it only to compile.
+The DSL needs real source files, which is why this lives in its own module.
+"""
+
+from __future__ import annotations
+
+import cutlass
+import cutlass.cute as cute
+import cuda.bindings.driver as cuda
+
+
+def _as_i64(v):
+    return v if isinstance(v, int) else cutlass.Int64(v)
+
+
+def _compact_strides(shape, order):
+    """Strides of a compact layout. ``order[d]`` ranks dim d's stride
+    (0 = fastest), the CuTe convention: row-major rank-3 is (2, 1, 0)."""
+    strides = [None] * len(shape)
+    acc = 1
+    for d in sorted(range(len(shape)), key=lambda d: order[d]):
+        strides[d] = acc
+        if isinstance(acc, int) and isinstance(shape[d], int):
+            acc = acc * shape[d]
+        else:
+            acc = _as_i64(acc) * _as_i64(shape[d])
+    return tuple(strides)
+
+
+def build_tensors(slots, spec):
+    """Rebuilds the kernel's tensors from the flat slots (trace time)."""
+    tensors = []
+    k = 0
+    for op in spec.operands:
+        ptr = slots[k]
+        k += 1
+        shape = []
+        for d in range(op.rank):
+            if op.static_shape[d] is not None:
+                shape.append(op.static_shape[d])
+                continue
+            v = slots[k]
+            k += 1
+            if op.divisibility[d] > 1:
+                v = cute.assume(v, divby=op.divisibility[d])
+            shape.append(v)
+        shape = tuple(shape)
+        if op.strided:
+            stride = []
+            for d in range(op.rank):
+                if op.static_stride[d] is not None:
+                    stride.append(op.static_stride[d])
+                else:
+                    stride.append(slots[k])
+                    k += 1
+            stride = tuple(stride)
+        else:
+            stride = _compact_strides(shape, op.order)
+        layout = cute.make_layout(shape, stride=stride)
+        if op.mode is not None:
+            layout = cute.select(layout, mode=list(op.mode))
+        tensors.append(cute.make_tensor(ptr, layout))
+    return tensors
+
+
+def call_launcher(stream, tensors, spec):
+    """Calls the user's launcher with the signature it declares."""
+    import jax  # tree utilities only
+
+    n_in = spec.num_inputs
+    ins = jax.tree.unflatten(spec.input_tree, tensors[:n_in])
+    outs = jax.tree.unflatten(spec.output_tree, tensors[n_in:])
+    spec.launcher(stream, *ins, *outs, **dict(spec.constexprs))
+
+
+@cute.jit
+def cutecall_entry(stream: cuda.CUstream, *slots, spec: cutlass.Constexpr):
+    tensors = build_tensors(slots, spec)
+    call_launcher(stream, tensors, spec)
+
+
+def example_slots(spec):
+    """Placeholder runtime arguments that fix the entry point's signature."""
+    args = []
+    for op in spec.operands:
+        dtype = getattr(cutlass, op.cutlass_dtype)
+        args.append(cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem,
+                                          assumed_align=op.align))
+        for d in range(op.rank):
+            if op.static_shape[d] is None:
+                args.append(cutlass.Int64(0) if op.shape64 else cutlass.Int32(0))
+        if op.strided:
+            for d in range(op.rank):
+                if op.static_stride[d] is None:
+                    args.append(cutlass.Int64(0))
+    return args

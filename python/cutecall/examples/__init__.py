@@ -1,0 +1,1 @@
+"""Example CuTe DSL kernels (launchers) for cutecall tests and benchmarks."""
