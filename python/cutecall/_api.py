@@ -82,7 +82,14 @@ class CutlassCall:
                              f"to one output: {aliases!r}")
         return tuple(sorted(out))
 
+    def _check_inputs(self, args):
+        for i, x in enumerate(jax.tree.leaves(args)):
+            if not hasattr(x, "shape") or not hasattr(x, "dtype"):
+                raise TypeError(f"cutecall: input {i} of '{self.name}' must be "
+                                f"an array, got {type(x).__name__}: {x!r}")
+
     def __call__(self, *args):
+        self._check_inputs(args)
         return self._jitted(*args)
 
     def _trace(self, *args):
@@ -165,6 +172,7 @@ class CutlassCall:
     def lower(self, *args, platform: str = "cuda"):
         """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
         the custom call."""
+        self._check_inputs(args)
         return self._jitted.trace(*args).lower(lowering_platforms=(platform,))
 
 

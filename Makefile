@@ -1,0 +1,47 @@
+# cutecall — the two set-up commands of the README.
+#   make demo   compile a CuTe DSL kernel and run it from JAX (on a machine
+#               without a GPU: compile, print the lowered call, say so)
+#   make test   every test this machine can run (C++ and Python)
+# Both create the environment (.venv) on first use.
+
+VENV      := .venv
+PY        := $(VENV)/bin/python
+PIP       := $(VENV)/bin/pip
+DEPS      := "jax>=0.7.2,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
+             "nanobind>=2.4" "scikit-build-core>=0.10" "pytest>=8" numpy
+SOURCES   := $(shell find cpp python -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' \)) \
+             CMakeLists.txt pyproject.toml
+JOBS      ?= 2
+
+.PHONY: demo test test-cpp test-python install clean
+
+$(VENV)/.deps: pyproject.toml
+	@test -x $(PY) || $$(tools/find_python.sh) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q $(DEPS)
+	@touch $@
+
+$(VENV)/.installed: $(VENV)/.deps $(SOURCES)
+	$(PIP) install -q --no-build-isolation --no-deps .
+	@touch $@
+
+install: $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(PY) -m cutecall.demo
+
+test: test-cpp test-python
+
+test-cpp: $(VENV)/.deps
+	@mkdir -p build
+	cmake -S . -B build/tests -DCUTECALL_BUILD_TESTS=ON -DCUTECALL_BUILD_PYTHON=OFF \
+	      -DCUTECALL_BUILD_XLA=ON -DPython_EXECUTABLE=$(abspath $(PY)) > build/tests.log 2>&1 \
+	  || { cat build/tests.log; exit 1; }
+	cmake --build build/tests -j $(JOBS)
+	ctest --test-dir build/tests --output-on-failure
+
+test-python: $(VENV)/.installed
+	$(PY) -m pytest tests -q -rs
+
+clean:
+	rm -rf build $(VENV)

@@ -1,0 +1,32 @@
+"""Shared fixtures. GPU tests carry @pytest.mark.gpu and skip cleanly when
+JAX sees no CUDA device."""
+
+import jax
+import pytest
+
+
+def _has_gpu() -> bool:
+    try:
+        return bool(jax.devices("cuda"))
+    except RuntimeError:
+        return False
+
+
+HAS_GPU = _has_gpu()
+
+
+def pytest_collection_modifyitems(config, items):
+    if HAS_GPU:
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible to JAX)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def compiles():
+    """Counts DSL compiles inside the test: compiles() -> number so far."""
+    import cutecall
+    start = cutecall.compile_stats()["compiles"]
+    return lambda: cutecall.compile_stats()["compiles"] - start
