@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Download the wheels the GPU machine lacks and split them into two carry sets.
+#
+#   tools/gpu/fetch_wheels.sh            (run HERE, on the machine with PyPI access)
+#
+# The GPU machine has no network and no nvidia-cutlass-dsl. Files reach it only
+# inside the repository working tree, at most 64 MiB per call, and the CUDA 13
+# libs wheel alone is ~92 MB. So the wheels travel in two device calls:
+#
+#   .whl/part1/  first byte chunk of the cu13 libs wheel          (device call 1)
+#   .whl/part2/  second chunk + every other wheel + SHA256SUMS     (device call 2)
+#
+# .whl/dl/ keeps the downloaded wheels themselves (never carried). The split
+# point balances the two parts. part1 holds SHA256SUMS.part1 (for stage1.sh)
+# and part2 holds SHA256SUMS (the whole cu13 wheel, each chunk, each wheel)
+# for setup.sh to check. See tools/gpu/README.md for the device-side sequence.
+#
+# Idempotent: pip skips wheels already in .whl/dl/, and both parts are rebuilt
+# from scratch on every run. Environment overrides: PIP (pip command),
+# WHL_DIR (default <repo>/.whl).
+set -euo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+whl="${WHL_DIR:-$repo/.whl}"
+dl="$whl/dl"
+if [ -n "${PIP:-}" ]; then
+  read -r -a pip <<<"$PIP"
+elif [ -x "$repo/.venv/bin/pip" ]; then
+  pip=("$repo/.venv/bin/pip")
+else
+  pip=(python3 -m pip)
+fi
+
+# name==version, one per wheel. The cu13 libs wheel is the one that is split.
+CUTLASS_VER=4.8.1
+BIG="nvidia-cutlass-dsl-libs-cu13==$CUTLASS_VER"
+SMALL=(
+  "nvidia-cutlass-dsl==$CUTLASS_VER"           # shim: the .pth file, metadata
+  "nvidia-cutlass-dsl-libs-base==$CUTLASS_VER" # cutlass python package
+  "nvidia-cutlass-dsl-libs-core==$CUTLASS_VER" # cutlass python package (core)
+  "apache-tvm-ffi==0.1.15.post2"               # tvm_ffi, for benchmark path (d)
+  "jax-tvm-ffi==0.1.3"                         # jax_tvm_ffi, for path (d)
+  "typing-extensions==4.16.0"                  # tvm-ffi needs >=4.13; setup.sh installs it only if the device's is older
+)
+
+download() {
+  "${pip[@]}" download --no-deps --only-binary=:all: \
+    --python-version 3.12 --implementation cp \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
+    --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux2014_x86_64 \
+    --progress-bar off -q -d "$dl" "$@"
+}
+
+# The file pip saved for NAME==VER (wheel names use underscores, any case).
+wheel_file() {
+  local spec="$1" name ver
+  name="${spec%%==*}"; ver="${spec#*==}"
+  name="$(echo "$name" | tr '[:upper:]-' '[:lower:]_')"
+  local f
+  for f in "$dl"/*.whl; do
+    local base lower
+    base="$(basename "$f")"
+    lower="$(echo "$base" | tr '[:upper:]' '[:lower:]')"
+    if [[ "$lower" == "${name}-${ver}-"* ]]; then
+      echo "$f"; return 0
+    fi
+  done
+  echo "fetch_wheels.sh: no wheel for $spec in $dl" >&2
+  return 1
+}
+
+size_of() { stat -c %s "$1"; }
+mib() { awk -v b="$1" 'BEGIN { if (b < 1048576) printf "%.0f KiB", b / 1024; else printf "%.1f MiB", b / 1048576 }'; }
+
+mkdir -p "$dl"
+echo "== downloading into $dl"
+download "$BIG" "${SMALL[@]}"
+
+big_file="$(wheel_file "$BIG")"
+big_name="$(basename "$big_file")"
+big_size="$(size_of "$big_file")"
+small_files=()
+small_total=0
+for spec in "${SMALL[@]}"; do
+  f="$(wheel_file "$spec")"
+  small_files+=("$f")
+  small_total=$((small_total + $(size_of "$f")))
+done
+
+# Split point: make part1 (chunk 0) and part2 (chunk 1 + small wheels) equal.
+cut=$(((big_size + small_total + 1) / 2))
+if [ "$cut" -ge "$big_size" ]; then cut=$((big_size / 2)); fi
+
+echo "== splitting $big_name ($(mib "$big_size")) at byte $cut"
+rm -rf "$whl/part1" "$whl/part2"
+mkdir -p "$whl/part1" "$whl/part2"
+chunk0="$whl/part1/$big_name.chunk0"
+chunk1="$whl/part2/$big_name.chunk1"
+head -c "$cut" "$big_file" >"$chunk0"
+tail -c +"$((cut + 1))" "$big_file" >"$chunk1"
+for f in "${small_files[@]}"; do cp "$f" "$whl/part2/"; done
+
+# Sanity: the chunks must rebuild the wheel byte for byte.
+big_sha="$(sha256sum "$big_file" | cut -d' ' -f1)"
+cat_sha="$(cat "$chunk0" "$chunk1" | sha256sum | cut -d' ' -f1)"
+if [ "$big_sha" != "$cat_sha" ]; then
+  echo "fetch_wheels.sh: chunks do not rebuild $big_name" >&2
+  exit 1
+fi
+
+(cd "$whl/part1" && sha256sum -- *.chunk0 >SHA256SUMS.part1)
+{
+  echo "$big_sha  $big_name"
+  (cd "$whl/part1" && sha256sum -- *.chunk0)
+  (cd "$whl/part2" && sha256sum -- *.chunk1 *.whl)
+} >"$whl/part2/SHA256SUMS"
+
+# What one device call would carry: the working tree that travels anyway
+# (tracked + untracked-not-ignored files) plus one part.
+tree_bytes=0
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+  tree_bytes="$(cd "$repo" && git ls-files -z -co --exclude-standard |
+    xargs -0 -r stat -c %s 2>/dev/null | awk '{ s += $1 } END { print s + 0 }')"
+fi
+p1="$(du -sb "$whl/part1" | cut -f1)"
+p2="$(du -sb "$whl/part2" | cut -f1)"
+
+echo
+echo "== wheels"
+for f in "$big_file" "${small_files[@]}"; do
+  printf '  %-12s %s\n' "$(mib "$(size_of "$f")")" "$(basename "$f")"
+done
+echo
+echo "== carry sets (limit 64 MiB per call, working tree included)"
+printf '  .whl/part1  %-12s -> call 1 carries %s with the tree\n' "$(mib "$p1")" "$(mib $((p1 + tree_bytes)))"
+printf '  .whl/part2  %-12s -> call 2 carries %s with the tree\n' "$(mib "$p2")" "$(mib $((p2 + tree_bytes)))"
+printf '  working tree that travels anyway: %s\n' "$(mib "$tree_bytes")"
+limit=$((60 * 1048576))
+for p in "$p1" "$p2"; do
+  if [ $((p + tree_bytes)) -gt "$limit" ]; then
+    echo "WARNING: a call would carry more than 60 MiB; shrink the working tree" >&2
+  fi
+done
+echo
+ls -l "$whl/part1" "$whl/part2"

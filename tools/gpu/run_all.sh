@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Device call 2 (after stage1.sh): install, build, then every GPU check of the
+# foundation issue in one call. Logs and results land in $OUT.
+#   run(command="bash tools/gpu/run_all.sh", carry=[".whl/part2"])
+# Steps can be limited with RUN_STEPS="tests demo bench" (default: all).
+set -uo pipefail
+OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
+steps="${RUN_STEPS:-tests demo bench}"
+bash tools/gpu/setup.sh > "$OUT/setup.log" 2>&1 || { tail -40 "$OUT/setup.log"; exit 1; }
+tail -15 "$OUT/setup.log"
+. /tmp/site/env.sh
+export PYTHONUNBUFFERED=1
+rc=0
+if [[ " $steps " == *" tests "* ]]; then
+  echo "== pytest (GPU tests included)"
+  timeout 300 python3 -m pytest tests -q -rs -x --junitxml="$OUT/pytest.xml" > "$OUT/pytest.log" 2>&1 || rc=1
+  tail -25 "$OUT/pytest.log"
+fi
+if [[ " $steps " == *" demo "* ]]; then
+  echo "== make demo equivalent"
+  timeout 120 python3 -m cutecall.demo 2>&1 | tee "$OUT/demo.log" | tail -12 || rc=1
+fi
+if [[ " $steps " == *" bench "* ]]; then
+  echo "== bench/overhead"
+  timeout 300 python3 bench/overhead/run.py --out "$OUT/overhead.json" > "$OUT/bench.log" 2>&1 || rc=1
+  tail -45 "$OUT/bench.log"
+fi
+exit $rc
