@@ -89,8 +89,11 @@ class CutlassCall:
                                 f"an array, got {type(x).__name__}: {x!r}")
 
     def __call__(self, *args):
-        self._check_inputs(args)
-        return self._jitted(*args)
+        try:
+            return self._jitted(*args)
+        except TypeError:
+            self._check_inputs(args)  # a clearer error, if an input is bad
+            raise
 
     def _trace(self, *args):
         flat_in, in_tree = jax.tree.flatten(args)
