@@ -12,9 +12,10 @@ ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
   }
   Digest key;
   if (!FromHex(a.key, &key)) {
+    std::string shown(a.key.substr(0, 80));
     return InvalidArgument(who + "attribute 'key' must be 64 hex characters, "
-                                 "got " + std::to_string(a.key.size()) +
-                           " characters");
+                                 "got '" + shown + "' (" +
+                           std::to_string(a.key.size()) + " characters)");
   }
   if (Sha256(a.module) != key) {
     return InvalidArgument(who + "attribute 'key' " + std::string(a.key) +

@@ -24,6 +24,11 @@ Status CheckElfDefines(std::string_view b, std::string_view symbol) {
   if (b[4] != 2 || b[5] != 1) {
     return InvalidArgument("module bytes are not a 64-bit little-endian ELF");
   }
+  uint16_t type = 0;
+  if (!ReadAt(b, 0x10, &type) || type != 1 /* ET_REL */) {
+    return InvalidArgument("module bytes are not a relocatable ELF object "
+                           "(e_type " + std::to_string(type) + ")");
+  }
   uint64_t shoff = 0;
   uint16_t shentsize = 0, shnum = 0;
   if (!ReadAt(b, 0x28, &shoff) || !ReadAt(b, 0x3A, &shentsize) ||

@@ -68,10 +68,14 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
   constexpr int64_t kLimit = 1 << 16;
   if (num_args < 0 || num_args > kLimit || num_rets < 0 || num_rets > kLimit ||
       num_operands < 0 || num_operands > kLimit) {
-    return PlanError(k, "operand counts out of range");
+    return PlanError(k, "operand counts out of range: num_args=" +
+                            std::to_string(num_args) + ", num_rets=" +
+                            std::to_string(num_rets) + ", num_operands=" +
+                            std::to_string(num_operands));
   }
   if (num_scalars != 0) {
-    return PlanError(k, "num_scalars must be 0 in plan version 1");
+    return PlanError(k, "num_scalars must be 0 in plan version 1, got " +
+                            std::to_string(num_scalars));
   }
   plan.num_args_ = size_t(num_args);
   plan.num_rets_ = size_t(num_rets);

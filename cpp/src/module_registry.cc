@@ -21,10 +21,10 @@ LoadedModule::~LoadedModule() {
   }
 }
 
-Status LoadedModule::Run(void* stream, abi::Slot* slots,
-                         size_t num_slots) const {
+Status LoadedModule::Run(void* stream, abi::Slot* slots, size_t num_slots,
+                         const std::string& kernel) const {
   if (num_slots > abi::kMaxSlots) {
-    return InvalidArgument("cutecall: kernel '" + kernel_name_ + "': " +
+    return InvalidArgument("cutecall: kernel '" + kernel + "': " +
                            std::to_string(num_slots) + " slots exceed " +
                            std::to_string(abi::kMaxSlots));
   }
@@ -37,18 +37,18 @@ Status LoadedModule::Run(void* stream, abi::Slot* slots,
   try {
     rc = rt_->function_run(function_, packed, num_slots + 2);
   } catch (const std::exception& e) {
-    return Internal("cutecall: kernel '" + kernel_name_ +
+    return Internal("cutecall: kernel '" + kernel +
                     "': the CuTe DSL runtime raised: " + e.what());
   } catch (...) {
-    return Internal("cutecall: kernel '" + kernel_name_ +
+    return Internal("cutecall: kernel '" + kernel +
                     "': the CuTe DSL runtime raised an unknown exception");
   }
   if (cuda_status != 0) {
-    return Internal("cutecall: kernel '" + kernel_name_ +
+    return Internal("cutecall: kernel '" + kernel +
                     "' failed to launch: " + CudaErrorText(cuda_status));
   }
   if (rc != 0) {
-    return Internal("cutecall: kernel '" + kernel_name_ +
+    return Internal("cutecall: kernel '" + kernel +
                     "' failed in the CuTe DSL runtime: " +
                     RuntimeErrorText(*rt_, rc));
   }
@@ -81,7 +81,9 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
     if (auto live = it->second.lock()) return live;
   }
   ErrorOr<const RuntimeTable*> rt_or = Runtime();
-  if (!rt_or.ok()) return rt_or.status();
+  if (!rt_or.ok()) {
+    return Status(rt_or.status().code(), who + rt_or.status().message());
+  }
   const RuntimeTable* rt = rt_or.value();
   void* module = nullptr;
   void* function = nullptr;
@@ -96,14 +98,15 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
   if (rc != 0 || module == nullptr) {
     return Internal(who + "cannot load module: " + RuntimeErrorText(*rt, rc));
   }
+  bool raised = false;
   try {
     rc = rt->module_get_function(&function, module, prefix.c_str());
   } catch (...) {
-    rc = -1;
+    raised = true;
   }
-  if (rc != 0 || function == nullptr) {
-    std::string text = rc == -1 ? std::string("the runtime raised")
-                                : RuntimeErrorText(*rt, rc);
+  if (raised || rc != 0 || function == nullptr) {
+    std::string text = raised ? std::string("the runtime raised")
+                              : RuntimeErrorText(*rt, rc);
     try {
       rt->module_destroy(module);
     } catch (...) {

@@ -64,7 +64,7 @@ Digest Sha256(std::string_view bytes) {
   for (size_t i = 0; i < full; ++i) Compress(h, p + 64 * i);
   uint8_t tail[128] = {};
   size_t rem = n - 64 * full;
-  std::memcpy(tail, p + 64 * full, rem);
+  if (rem != 0) std::memcpy(tail, p + 64 * full, rem);
   tail[rem] = 0x80;
   size_t tail_len = rem < 56 ? 64 : 128;
   uint64_t bits = uint64_t(n) * 8;

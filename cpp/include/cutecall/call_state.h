@@ -68,7 +68,7 @@ class CallState {
       if (!b.ok()) return b.status();
       if (Status s = plan_.PackOperand(i, b.value(), slots); !s.ok()) return s;
     }
-    return module->Run(stream, slots, plan_.num_slots());
+    return module->Run(stream, slots, plan_.num_slots(), plan_.kernel_name());
   }
 
  private:

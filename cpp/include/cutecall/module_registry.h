@@ -39,8 +39,10 @@ class LoadedModule {
   LoadedModule& operator=(const LoadedModule&) = delete;
 
   // Runs the function: packed = {&stream, &slots[0..n), &status}. Errors name
-  // the kernel and carry the runtime or CUDA status.
-  Status Run(void* stream, abi::Slot* slots, size_t num_slots) const;
+  // `kernel` (the calling site's name: one module may serve several names)
+  // and carry the runtime or CUDA status.
+  Status Run(void* stream, abi::Slot* slots, size_t num_slots,
+             const std::string& kernel) const;
 
   const Digest& key() const { return key_; }
   const std::string& kernel_name() const { return kernel_name_; }

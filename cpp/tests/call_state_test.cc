@@ -1,0 +1,512 @@
+#include "cutecall/call_state.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_runtime.h"
+#include "plan_builder.h"
+#include "test_util.h"
+
+namespace cutecall {
+namespace {
+
+using abi::Source;
+using cutecall_test::DynamicOperand;
+using cutecall_test::Encode;
+using cutecall_test::FakeRuntime;
+using cutecall_test::IsError;
+using cutecall_test::IsOk;
+using cutecall_test::OperandSpec;
+using cutecall_test::PlanSpec;
+using cutecall_test::RunCall;
+using cutecall_test::TestObjectBytes;
+
+// The call site under test: out = f(x, y), with
+//   x   input 0, rank 2, both dims dynamic                 slots 0..2
+//   y   input 1, rank 1, dim 0 dynamic, divisible by 4    slots 3..4
+//   out result 0, rank 2, dim 0 dynamic, dim 1 static 8   slots 5..6
+PlanSpec SaxpyPlan() {
+  OperandSpec x = DynamicOperand(Source::kArg, 0, 2);
+  x.align = 16;
+  OperandSpec y;
+  y.index = 1;
+  y.rank = 1;
+  y.dyn_shape = {{0, 4}};
+  OperandSpec out;
+  out.source = int64_t(Source::kRet);
+  out.rank = 2;
+  out.static_dims = {{1, 8}};
+  out.dyn_shape = {{0, 1}};
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.num_rets = 1;
+  spec.operands = {x, y, out};
+  return spec;
+}
+
+void* Address(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+// Runs Execute with buffers served from vectors.
+Status ExecuteWith(const CallState& state, void* stream,
+                   const std::vector<BufferView>& args,
+                   const std::vector<BufferView>& rets) {
+  return state.Execute(
+      stream, args.size(), rets.size(),
+      [&](size_t i) -> ErrorOr<BufferView> { return args.at(i); },
+      [&](size_t i) -> ErrorOr<BufferView> { return rets.at(i); });
+}
+
+class CallStateTest : public ::testing::Test {
+ protected:
+  CallAttributes Attributes() const {
+    CallAttributes a;
+    a.module = object_;
+    a.key = key_hex_;
+    a.function = "cc_test";
+    a.kernel = "saxpy";
+    a.plan = plan_.data();
+    a.plan_size = plan_.size();
+    a.operand_names = "x,y,out";
+    return a;
+  }
+
+  std::unique_ptr<CallState> Instantiated() {
+    ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(Attributes());
+    EXPECT_TRUE(IsOk(state));
+    return state.ok() ? std::move(state).value() : nullptr;
+  }
+
+  std::unique_ptr<CallState> Prepared() {
+    std::unique_ptr<CallState> state = Instantiated();
+    if (state) {
+      EXPECT_TRUE(IsOk(state->Prepare()));
+    }
+    return state;
+  }
+
+  FakeRuntime fake_;  // declared first: outlives every module of the test
+  const std::string& object_ = TestObjectBytes();
+  const std::string key_hex_ = ToHex(Sha256(object_));
+  const std::vector<int64_t> plan_ = Encode(SaxpyPlan());
+
+  // Valid buffers for the call site.
+  const int64_t x_dims_[2] = {6, 10};
+  const int64_t y_dims_[1] = {12};
+  const int64_t out_dims_[2] = {6, 8};
+  const std::vector<BufferView> args_ = {{Address(0x1000), x_dims_, 2},
+                                         {Address(0x2000), y_dims_, 1}};
+  const std::vector<BufferView> rets_ = {{Address(0x3000), out_dims_, 2}};
+};
+
+// ---------------------------------------------------------------------------
+// Instantiate
+
+TEST_F(CallStateTest, InstantiateParsesThePlanWithoutLoading) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_FALSE(state->prepared());
+  EXPECT_EQ(state->plan().kernel_name(), "saxpy");
+  EXPECT_EQ(state->plan().num_slots(), 7u);
+  EXPECT_EQ(state->plan().operands()[2].name, "out");
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateCopiesTheAttributes) {
+  std::unique_ptr<CallState> state;
+  {
+    std::string module = object_;
+    std::string function = "cc_test";
+    std::vector<int64_t> plan = plan_;
+    CallAttributes a = Attributes();
+    a.module = module;
+    a.function = function;
+    a.plan = plan.data();
+    ErrorOr<std::unique_ptr<CallState>> s = CallState::Instantiate(a);
+    ASSERT_TRUE(IsOk(s));
+    state = std::move(s).value();
+    module.assign(module.size(), '\0');  // scribble before the views go away
+    function.assign(function.size(), 'z');
+  }
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  ASSERT_EQ(fake_.creates.size(), 1u);
+  EXPECT_EQ(fake_.creates[0].bytes, object_);
+  EXPECT_EQ(fake_.get_functions.at(0).prefix, "cc_test");
+}
+
+TEST_F(CallStateTest, InstantiateRejectsEmptyModule) {
+  CallAttributes a = Attributes();
+  a.module = {};
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "'module' is empty"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateRejectsKeyOfWrongLength) {
+  CallAttributes a = Attributes();
+  const std::string short_key = key_hex_.substr(0, 63);
+  a.key = short_key;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "'key' must be 64 hex characters",
+                       "(63 characters)"}));
+  a.key = {};
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "(0 characters)"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateRejectsNonHexKey) {
+  std::string bad = key_hex_;
+  bad[10] = 'g';
+  CallAttributes a = Attributes();
+  a.key = bad;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "'key' must be 64 hex characters"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateRejectsKeyNotMatchingTheModule) {
+  const std::string other = ToHex(Sha256("another module"));
+  CallAttributes a = Attributes();
+  a.key = other;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "does not match", other, key_hex_}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateRejectsEmptyFunction) {
+  CallAttributes a = Attributes();
+  a.function = {};
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "'function' is empty"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateRejectsAnInvalidPlan) {
+  PlanSpec spec = SaxpyPlan();
+  spec.operands[1].align = 3;
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "operand 1 ('y')", "alignment 3"}));
+  a.plan_size = 2;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "truncated header"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, InstantiateNamesAnUnnamedKernel) {
+  CallAttributes a = Attributes();
+  a.kernel = {};
+  a.function = {};
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel '<unnamed>'"}));
+}
+
+// ---------------------------------------------------------------------------
+// Prepare
+
+TEST_F(CallStateTest, ExecuteBeforePrepareFails) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, rets_),
+                      Code::kFailedPrecondition,
+                      {"kernel 'saxpy'", "execute before prepare"}));
+  EXPECT_TRUE(fake_.runs.empty());
+}
+
+TEST_F(CallStateTest, PrepareIsIdempotent) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  EXPECT_TRUE(state->prepared());
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  EXPECT_EQ(fake_.creates.size(), 1u);
+  EXPECT_EQ(fake_.get_functions.size(), 1u);
+}
+
+TEST_F(CallStateTest, ConcurrentPrepareLoadsOnce) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  constexpr int kThreads = 8;
+  std::vector<Status> results(kThreads);
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      results[t] = state->Prepare();
+    });
+  }
+  go = true;
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(IsOk(results[t])) << "thread " << t;
+  EXPECT_TRUE(state->prepared());
+  EXPECT_EQ(fake_.creates.size(), 1u);
+}
+
+TEST_F(CallStateTest, CallSitesWithTheSameModuleShareOneLoad) {
+  std::unique_ptr<CallState> a = Prepared();
+  std::unique_ptr<CallState> b = Prepared();
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(fake_.creates.size(), 1u);
+  a.reset();
+  EXPECT_EQ(fake_.destroy_count(), 0);
+  b.reset();
+  EXPECT_EQ(fake_.destroy_count(), 1);
+}
+
+TEST_F(CallStateTest, FailedPrepareCanBeRetried) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  fake_.create_error = cutecall_test::kFakeErrorInvalidModule;
+  EXPECT_TRUE(IsError(state->Prepare(), Code::kInternal,
+                      {"kernel 'saxpy'", "CuteDSLRT_Error_InvalidModule"}));
+  EXPECT_FALSE(state->prepared());
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, rets_),
+                      Code::kFailedPrecondition, {"execute before prepare"}));
+  fake_.create_error = 0;
+  EXPECT_TRUE(IsOk(state->Prepare()));
+  EXPECT_TRUE(state->prepared());
+}
+
+TEST_F(CallStateTest, PrepareWithAWrongFunctionPrefixIsNotFound) {
+  CallAttributes a = Attributes();
+  a.function = "cc_nope";
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  EXPECT_TRUE(IsError(state.value()->Prepare(), Code::kNotFound,
+                      {"kernel 'saxpy'", "'cc_nope_version'"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, DestroyingThePreparedStateReleasesTheModule) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(fake_.destroy_count(), 0);
+  state.reset();
+  ASSERT_EQ(fake_.destroy_count(), 1);
+  EXPECT_EQ(fake_.destroyed[0], fake_.creates.at(0).module);
+}
+
+// ---------------------------------------------------------------------------
+// Execute
+
+TEST_F(CallStateTest, ExecuteRejectsWrongOperandCounts) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, {args_[0]}, rets_),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "called with 1 operands and 1 results",
+                       "compiled for 2 and 1"}));
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, {}),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "called with 2 operands and 0 results"}));
+  EXPECT_TRUE(fake_.runs.empty());
+}
+
+TEST_F(CallStateTest, ExecutePacksOperandsFromArgsAndResults) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  void* stream = Address(0x5150);
+  ASSERT_TRUE(IsOk(ExecuteWith(*state, stream, args_, rets_)));
+
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  EXPECT_EQ(run.function, fake_.get_functions.at(0).function);
+  EXPECT_EQ(run.stream, stream);
+  ASSERT_EQ(run.args.size(), 7u + 2u);
+  ASSERT_EQ(run.slots.size(), 7u);
+  EXPECT_EQ(run.slots[0].ptr, Address(0x1000));  // x
+  EXPECT_EQ(run.slots[1].bits, 6u);              // x dims, int32
+  EXPECT_EQ(run.slots[2].bits, 10u);
+  EXPECT_EQ(run.slots[3].ptr, Address(0x2000));  // y
+  EXPECT_EQ(run.slots[4].bits, 12u);
+  EXPECT_EQ(run.slots[5].ptr, Address(0x3000));  // out
+  EXPECT_EQ(run.slots[6].bits, 6u);              // out dim 0; dim 1 is static
+  EXPECT_EQ(run.status_on_entry, 0);
+}
+
+TEST_F(CallStateTest, ExecuteFollowsPlanOrderNotOperandOrder) {
+  // The kernel takes (y, x): operand 0 is input 1 and operand 1 is input 0.
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.operands = {DynamicOperand(Source::kArg, 1, 1),
+                   DynamicOperand(Source::kArg, 0, 2)};
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  a.operand_names = {};
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  ASSERT_TRUE(IsOk(state.value()->Prepare()));
+
+  std::vector<size_t> fetched;
+  Status s = state.value()->Execute(
+      nullptr, 2, 0,
+      [&](size_t i) -> ErrorOr<BufferView> {
+        fetched.push_back(i);
+        return args_.at(i);
+      },
+      [&](size_t) -> ErrorOr<BufferView> {
+        return InvalidArgument("no results in this plan");
+      });
+  ASSERT_TRUE(IsOk(s));
+  EXPECT_EQ(fetched, (std::vector<size_t>{1, 0}));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  ASSERT_EQ(run.slots.size(), 5u);
+  EXPECT_EQ(run.slots[0].ptr, Address(0x2000));
+  EXPECT_EQ(run.slots[1].bits, 12u);
+  EXPECT_EQ(run.slots[2].ptr, Address(0x1000));
+  EXPECT_EQ(run.slots[3].bits, 6u);
+  EXPECT_EQ(run.slots[4].bits, 10u);
+}
+
+TEST_F(CallStateTest, ExecutePropagatesABufferFetchError) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  Status s = state->Execute(
+      nullptr, 2, 1,
+      [&](size_t i) -> ErrorOr<BufferView> {
+        if (i == 1) return InvalidArgument("cannot fetch input 1 of saxpy");
+        return args_.at(i);
+      },
+      [&](size_t i) -> ErrorOr<BufferView> { return rets_.at(i); });
+  EXPECT_TRUE(IsError(s, Code::kInvalidArgument, {"cannot fetch input 1 of saxpy"}));
+  EXPECT_TRUE(fake_.runs.empty());
+}
+
+TEST_F(CallStateTest, ExecutePropagatesPackingErrors) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+
+  const int64_t y_dims[1] = {10};  // not divisible by 4
+  EXPECT_TRUE(IsError(
+      ExecuteWith(*state, nullptr, {args_[0], {Address(0x2000), y_dims, 1}}, rets_),
+      Code::kInvalidArgument,
+      {"kernel 'saxpy'", "input 'y'", "dim 0 = 10 is not divisible by 4"}));
+
+  const int64_t out_dims[2] = {6, 9};  // dim 1 compiled as 8
+  EXPECT_TRUE(IsError(
+      ExecuteWith(*state, nullptr, args_, {{Address(0x3000), out_dims, 2}}),
+      Code::kInvalidArgument,
+      {"kernel 'saxpy'", "output 'out'", "dim 1 is 9 but the kernel was compiled for 8"}));
+
+  EXPECT_TRUE(IsError(
+      ExecuteWith(*state, nullptr, {{Address(0x1004), x_dims_, 2}, args_[1]}, rets_),
+      Code::kInvalidArgument,
+      {"kernel 'saxpy'", "input 'x'", "data pointer 4100 is not aligned to 16 bytes"}));
+  EXPECT_TRUE(fake_.runs.empty());
+}
+
+TEST_F(CallStateTest, ExecuteSurfacesRunFailuresWithTheKernelName) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+
+  fake_.run_cuda_status = 700;
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, rets_), Code::kInternal,
+                      {"kernel 'saxpy'", "cudaErrorIllegalAddress (700)"}));
+  fake_.run_cuda_status = 0;
+
+  fake_.run_error = cutecall_test::kFakeErrorLaunch;
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, rets_), Code::kInternal,
+                      {"kernel 'saxpy'", "CuteDSLRT_Error_LaunchFailed"}));
+  fake_.run_error = 0;
+
+  fake_.run_throws = true;
+  EXPECT_TRUE(IsError(ExecuteWith(*state, nullptr, args_, rets_), Code::kInternal,
+                      {"kernel 'saxpy'", "fake run threw"}));
+  EXPECT_EQ(fake_.runs.size(), 3u);
+}
+
+// Known gap (see the report): call sites sharing a module report the kernel
+// name of the first call site that loaded it.
+TEST_F(CallStateTest, RunErrorsNameTheCallingKernelWhenTheModuleIsShared) {
+  std::unique_ptr<CallState> first = Prepared();  // kernel 'saxpy'
+  CallAttributes a = Attributes();
+  a.kernel = "saxpy_v2";
+  ErrorOr<std::unique_ptr<CallState>> second = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(second));
+  ASSERT_TRUE(IsOk(second.value()->Prepare()));
+  fake_.run_cuda_status = 700;
+  EXPECT_TRUE(IsError(ExecuteWith(*second.value(), nullptr, args_, rets_),
+                      Code::kInternal, {"kernel 'saxpy_v2'"}));
+}
+
+// Known gap (see the report): a 64-character key with a non-hex character is
+// reported as "got 64 characters", without the key.
+TEST_F(CallStateTest, NonHexKeyErrorNamesTheKey) {
+  std::string bad = key_hex_;
+  bad[10] = 'g';
+  CallAttributes a = Attributes();
+  a.key = bad;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", bad}));
+}
+
+// ---------------------------------------------------------------------------
+// Without any runtime
+
+// No override, no library path and CUTECALL_DSL_RUNTIME unset (restored after).
+class CallStateNoRuntimeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_FALSE(RuntimeLoaded());
+    if (const char* env = std::getenv("CUTECALL_DSL_RUNTIME")) saved_env_ = env;
+    unsetenv("CUTECALL_DSL_RUNTIME");
+    SetRuntimeLibraryPath("");
+  }
+  void TearDown() override {
+    if (saved_env_) setenv("CUTECALL_DSL_RUNTIME", saved_env_->c_str(), 1);
+  }
+
+  std::unique_ptr<CallState> Instantiated() {
+    CallAttributes a;
+    a.module = object_;
+    a.key = key_hex_;
+    a.function = "cc_test";
+    a.kernel = "saxpy";
+    a.plan = plan_.data();
+    a.plan_size = plan_.size();
+    ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+    EXPECT_TRUE(IsOk(state));
+    return state.ok() ? std::move(state).value() : nullptr;
+  }
+
+  const std::string& object_ = TestObjectBytes();
+  const std::string key_hex_ = ToHex(Sha256(object_));
+  const std::vector<int64_t> plan_ = Encode(SaxpyPlan());
+
+ private:
+  std::optional<std::string> saved_env_;
+};
+
+TEST_F(CallStateNoRuntimeTest, InstantiateNeedsNoRuntimeAndPrepareReportsItsAbsence) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(state->Prepare(), Code::kFailedPrecondition,
+                      {"CUTECALL_DSL_RUNTIME"}));
+  EXPECT_FALSE(state->prepared());
+}
+
+// Known gap (see the report): the missing-runtime error does not say which
+// kernel needed it.
+TEST_F(CallStateNoRuntimeTest, PrepareWithoutRuntimeNamesTheKernel) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(state->Prepare(), Code::kFailedPrecondition,
+                      {"kernel 'saxpy'"}));
+}
+
+}  // namespace
+}  // namespace cutecall

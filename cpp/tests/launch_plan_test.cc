@@ -1,0 +1,699 @@
+#include "cutecall/launch_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "plan_builder.h"
+#include "test_util.h"
+
+namespace cutecall {
+namespace {
+
+using abi::Slot;
+using abi::Source;
+using cutecall_test::DynamicOperand;
+using cutecall_test::Encode;
+using cutecall_test::IsError;
+using cutecall_test::IsOk;
+using cutecall_test::OperandSpec;
+using cutecall_test::PlanSpec;
+
+constexpr char kKernel[] = "my_kernel";
+
+ErrorOr<LaunchPlan> ParseSpec(const PlanSpec& spec,
+                              std::string_view names = {}) {
+  std::vector<int64_t> encoded = Encode(spec);
+  return LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel, names);
+}
+
+// A plan with the single operand `op` (named "x") and enough args/results
+// for its index.
+ErrorOr<LaunchPlan> ParseOne(const OperandSpec& op) {
+  PlanSpec spec;
+  spec.num_args = op.source == int64_t(Source::kArg) ? op.index + 1 : 0;
+  spec.num_rets = op.source == int64_t(Source::kRet) ? op.index + 1 : 0;
+  spec.operands = {op};
+  return ParseSpec(spec, "x");
+}
+
+// Parses a plan expected to be rejected and checks the error names the
+// kernel and every fragment.
+::testing::AssertionResult Rejects(
+    const PlanSpec& spec, std::initializer_list<std::string_view> fragments,
+    std::string_view names = {}) {
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec, names);
+  ::testing::AssertionResult r = IsError(plan, Code::kInvalidArgument, fragments);
+  if (!r) return r;
+  return IsError(plan, Code::kInvalidArgument, {"kernel 'my_kernel'"});
+}
+
+::testing::AssertionResult RejectsOperand(
+    const OperandSpec& op, std::initializer_list<std::string_view> fragments) {
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.num_rets = 1;
+  spec.operands = {op};
+  return Rejects(spec, fragments, "x");
+}
+
+void* Address(uintptr_t a) { return reinterpret_cast<void*>(a); }
+
+// Slot storage pre-filled with a recognisable pattern, so tests can see
+// which slots were written and whether the upper bytes were cleared.
+std::vector<Slot> PoisonedSlots(size_t n) {
+  std::vector<Slot> slots(n);
+  for (Slot& s : slots) s.bits = 0xDEADBEEFDEADBEEFull;
+  return slots;
+}
+
+// ---------------------------------------------------------------------------
+// Parse: valid plans
+
+TEST(LaunchPlanParseTest, EmptyPlan) {
+  PlanSpec spec;
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_args(), 0u);
+  EXPECT_EQ(plan->num_rets(), 0u);
+  EXPECT_EQ(plan->num_slots(), 0u);
+  EXPECT_TRUE(plan->operands().empty());
+  EXPECT_EQ(plan->kernel_name(), kKernel);
+}
+
+TEST(LaunchPlanParseTest, SlotCountsAndOffsets) {
+  OperandSpec a = DynamicOperand(Source::kArg, 0, 2);  // ptr + 2 dims
+  OperandSpec b;                                       // ptr only
+  b.index = 1;
+  b.rank = 1;
+  b.elem_bytes = 2;
+  b.align = 16;
+  b.static_dims = {{0, 128}};
+  OperandSpec c;  // ptr + 2 dims + 2 strides
+  c.source = int64_t(Source::kRet);
+  c.index = 0;
+  c.rank = 3;
+  c.elem_bytes = 8;
+  c.align = 32;
+  c.flags = abi::kFlagStrided | abi::kFlagShape64;
+  c.static_dims = {{2, 4}};
+  c.dyn_shape = {{1, 16}, {0, 1}};
+  c.dyn_stride = {{0, 8}, {1, 1}};
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.num_rets = 1;
+  spec.operands = {a, b, c};
+
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_args(), 2u);
+  EXPECT_EQ(plan->num_rets(), 1u);
+  EXPECT_EQ(plan->num_slots(), 3u + 1u + 5u);
+  const std::vector<OperandPlan>& ops = plan->operands();
+  ASSERT_EQ(ops.size(), 3u);
+  EXPECT_EQ(ops[0].first_slot, 0u);
+  EXPECT_EQ(ops[1].first_slot, 3u);
+  EXPECT_EQ(ops[2].first_slot, 4u);
+
+  const OperandPlan& out = ops[2];
+  EXPECT_EQ(out.source, Source::kRet);
+  EXPECT_EQ(out.index, 0);
+  EXPECT_EQ(out.rank, 3);
+  EXPECT_EQ(out.elem_bytes, 8);
+  EXPECT_EQ(out.align, 32);
+  EXPECT_EQ(out.flags, abi::kFlagStrided | abi::kFlagShape64);
+  ASSERT_EQ(out.static_dims.size(), 1u);
+  EXPECT_EQ(out.static_dims[0].dim, 2);
+  EXPECT_EQ(out.static_dims[0].value, 4);
+  ASSERT_EQ(out.dyn_shape.size(), 2u);  // kept in plan order
+  EXPECT_EQ(out.dyn_shape[0].dim, 1);
+  EXPECT_EQ(out.dyn_shape[0].value, 16);
+  EXPECT_EQ(out.dyn_shape[1].dim, 0);
+  ASSERT_EQ(out.dyn_stride.size(), 2u);
+  EXPECT_EQ(out.dyn_stride[0].dim, 0);
+  EXPECT_EQ(out.dyn_stride[0].value, 8);
+}
+
+TEST(LaunchPlanParseTest, NamesComeFromTheCommaSeparatedList) {
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.num_rets = 1;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1),
+                   DynamicOperand(Source::kArg, 1, 1),
+                   DynamicOperand(Source::kRet, 0, 1)};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec, "x,bias,out");
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->operands()[0].name, "x");
+  EXPECT_EQ(plan->operands()[1].name, "bias");
+  EXPECT_EQ(plan->operands()[2].name, "out");
+}
+
+TEST(LaunchPlanParseTest, DefaultNamesAreOperandIndices) {
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1),
+                   DynamicOperand(Source::kArg, 1, 1)};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->operands()[0].name, "operand 0");
+  EXPECT_EQ(plan->operands()[1].name, "operand 1");
+}
+
+TEST(LaunchPlanParseTest, AcceptsRankZeroAndMaxRankAndZeroExtent) {
+  OperandSpec scalar;  // rank 0: one pointer slot
+  OperandSpec wide = DynamicOperand(Source::kArg, 1, abi::kMaxRank);
+  OperandSpec empty;
+  empty.index = 2;
+  empty.rank = 1;
+  empty.static_dims = {{0, 0}};
+  PlanSpec spec;
+  spec.num_args = 3;
+  spec.operands = {scalar, wide, empty};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 1u + 1u + size_t(abi::kMaxRank) + 1u);
+}
+
+TEST(LaunchPlanParseTest, AcceptsExactlyMaxSlots) {
+  // 32 operands of rank 7, all dims dynamic: 8 slots each, 256 in all.
+  PlanSpec spec;
+  spec.num_args = 32;
+  for (int64_t i = 0; i < 32; ++i) {
+    spec.operands.push_back(DynamicOperand(Source::kArg, i, 7));
+  }
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), abi::kMaxSlots);
+}
+
+TEST(LaunchPlanParseTest, OperandsMayShareABuffer) {
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1),
+                   DynamicOperand(Source::kArg, 0, 1)};
+  EXPECT_TRUE(IsOk(ParseSpec(spec)));
+}
+
+// ---------------------------------------------------------------------------
+// Parse: rejected plans
+
+TEST(LaunchPlanParseTest, RejectsNullDataWithNonzeroSize) {
+  EXPECT_TRUE(IsError(LaunchPlan::Parse(nullptr, 5, kKernel),
+                      Code::kInvalidArgument, {"my_kernel", "null data"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsTruncatedHeader) {
+  std::vector<int64_t> header = Encode(PlanSpec{});
+  for (size_t n = 0; n < abi::kHeaderSize; ++n) {
+    EXPECT_TRUE(IsError(LaunchPlan::Parse(n ? header.data() : nullptr, n, kKernel),
+                        Code::kInvalidArgument,
+                        {"my_kernel", "truncated header (" + std::to_string(n) +
+                                          " values)"}))
+        << "size " << n;
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsEveryTruncationOfAValidPlan) {
+  OperandSpec strided = DynamicOperand(Source::kRet, 0, 2);
+  strided.flags = abi::kFlagStrided;
+  strided.dyn_stride = {{0, 1}};
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.num_rets = 1;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 2), strided};
+  std::vector<int64_t> encoded = Encode(spec);
+  ASSERT_TRUE(IsOk(LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel)));
+  for (size_t n = 0; n < encoded.size(); ++n) {
+    // A copy of exactly n values, so a read past the end is a real overread.
+    std::vector<int64_t> prefix(encoded.begin(), encoded.begin() + n);
+    EXPECT_TRUE(IsError(LaunchPlan::Parse(prefix.data(), n, kKernel),
+                        Code::kInvalidArgument, {"my_kernel", "truncated"}))
+        << "size " << n;
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsWrongVersion) {
+  for (int64_t version : {int64_t{0}, int64_t{2}, int64_t{-1}}) {
+    PlanSpec spec;
+    spec.version = version;
+    EXPECT_TRUE(Rejects(spec, {"version " + std::to_string(version) +
+                               " is not supported"}));
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsNegativeOrHugeCounts) {
+  const int64_t huge = (int64_t{1} << 16) + 1;
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  for (int64_t bad : {int64_t{-1}, huge, max}) {
+    PlanSpec args;
+    args.num_args = bad;
+    EXPECT_TRUE(Rejects(args, {"operand counts out of range"})) << bad;
+    PlanSpec rets;
+    rets.num_rets = bad;
+    EXPECT_TRUE(Rejects(rets, {"operand counts out of range"})) << bad;
+    PlanSpec ops;
+    ops.num_operands = bad;
+    EXPECT_TRUE(Rejects(ops, {"operand counts out of range"})) << bad;
+  }
+}
+
+// Known gap (see the report): these messages do not name the offending value.
+TEST(LaunchPlanParseTest, CountErrorsNameTheOffendingValue) {
+  PlanSpec args;
+  args.num_args = -7;
+  EXPECT_TRUE(Rejects(args, {"-7"}));
+  PlanSpec ops;
+  ops.num_operands = 70000;
+  EXPECT_TRUE(Rejects(ops, {"70000"}));
+  PlanSpec scalars;
+  scalars.num_scalars = 37;
+  EXPECT_TRUE(Rejects(scalars, {"37"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsNonzeroScalarCount) {
+  PlanSpec spec;
+  spec.num_scalars = 3;
+  EXPECT_TRUE(Rejects(spec, {"num_scalars must be 0"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsBadSource) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+  op.source = 2;
+  EXPECT_TRUE(RejectsOperand(op, {"operand 0 ('x')", "source 2"}));
+  op.source = -1;
+  EXPECT_TRUE(RejectsOperand(op, {"operand 0 ('x')", "source -1"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsArgIndexOutOfRange) {
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.num_rets = 5;  // result count must not widen the argument range
+  spec.operands = {DynamicOperand(Source::kArg, 2, 1)};
+  EXPECT_TRUE(Rejects(spec, {"operand 0 ('x')", "index 2 out of range [0, 2)"},
+                      "x"));
+  spec.operands = {DynamicOperand(Source::kArg, -1, 1)};
+  EXPECT_TRUE(Rejects(spec, {"index -1 out of range [0, 2)"}, "x"));
+}
+
+TEST(LaunchPlanParseTest, RejectsResultIndexOutOfRange) {
+  PlanSpec spec;
+  spec.num_args = 5;  // argument count must not widen the result range
+  spec.num_rets = 1;
+  spec.operands = {DynamicOperand(Source::kRet, 1, 1)};
+  EXPECT_TRUE(Rejects(spec, {"operand 0 ('y')", "index 1 out of range [0, 1)"},
+                      "y"));
+  spec.num_rets = 0;
+  spec.operands = {DynamicOperand(Source::kRet, 0, 1)};
+  EXPECT_TRUE(Rejects(spec, {"index 0 out of range [0, 0)"}, "y"));
+}
+
+TEST(LaunchPlanParseTest, RejectsRankOutOfRange) {
+  OperandSpec op;
+  op.rank = abi::kMaxRank + 1;
+  EXPECT_TRUE(RejectsOperand(op, {"operand 0 ('x')", "rank 9 out of range [0, 8]"}));
+  op.rank = -1;
+  EXPECT_TRUE(RejectsOperand(op, {"rank -1 out of range"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsBadElementSize) {
+  for (int64_t bad : {int64_t{0}, int64_t{-4}, int64_t{65}}) {
+    OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+    op.elem_bytes = bad;
+    EXPECT_TRUE(RejectsOperand(
+        op, {"operand 0 ('x')", "element size " + std::to_string(bad)}));
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsNonPowerOfTwoAlignment) {
+  for (int64_t bad : {int64_t{0}, int64_t{3}, int64_t{12}, int64_t{-8}}) {
+    OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+    op.align = bad;
+    EXPECT_TRUE(RejectsOperand(
+        op, {"operand 0 ('x')",
+             "alignment " + std::to_string(bad) + " is not a power of two"}));
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsUnknownFlags) {
+  for (int64_t bad : {int64_t{4}, int64_t{8} | abi::kFlagShape64,
+                      std::numeric_limits<int64_t>::min()}) {
+    OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+    op.flags = bad;
+    EXPECT_TRUE(RejectsOperand(
+        op, {"operand 0 ('x')", "unknown flags " + std::to_string(bad)}));
+  }
+}
+
+TEST(LaunchPlanParseTest, RejectsDimDescribedTwice) {
+  OperandSpec both = DynamicOperand(Source::kArg, 0, 2);
+  both.static_dims = {{1, 4}};
+  EXPECT_TRUE(RejectsOperand(both, {"operand 0 ('x')", "dim 1 is described twice"}));
+
+  OperandSpec static_twice;
+  static_twice.rank = 2;
+  static_twice.static_dims = {{0, 4}, {0, 4}};
+  EXPECT_TRUE(RejectsOperand(static_twice, {"dim 0 is described twice"}));
+
+  OperandSpec dynamic_twice;
+  dynamic_twice.rank = 2;
+  dynamic_twice.dyn_shape = {{1, 1}, {1, 2}};
+  EXPECT_TRUE(RejectsOperand(dynamic_twice, {"dim 1 is described twice"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsDimNeitherStaticNorDynamic) {
+  OperandSpec op;
+  op.rank = 3;
+  op.static_dims = {{0, 4}};
+  op.dyn_shape = {{2, 1}};
+  EXPECT_TRUE(RejectsOperand(
+      op, {"operand 0 ('x')", "dim 1 is neither static nor dynamic"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsRuleDimOutOfRange) {
+  OperandSpec op;
+  op.rank = 2;
+  op.static_dims = {{0, 4}};
+  op.dyn_shape = {{2, 1}};
+  EXPECT_TRUE(RejectsOperand(
+      op, {"operand 0 ('x')", "dynamic dims dim 2 out of range for rank 2"}));
+  op.dyn_shape = {{-1, 1}};
+  EXPECT_TRUE(RejectsOperand(op, {"dynamic dims dim -1 out of range"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsBadRuleCounts) {
+  OperandSpec op;
+  op.rank = 1;
+  op.static_dims = {{0, 1}, {0, 1}};  // 2 rules for rank 1
+  EXPECT_TRUE(RejectsOperand(op, {"operand 0 ('x')", "bad static dims count 2"}));
+
+  // A negative count cannot be built from rules: patch the encoding.
+  PlanSpec spec;
+  spec.num_args = 1;
+  OperandSpec one = DynamicOperand(Source::kArg, 0, 1);
+  spec.operands = {one};
+  std::vector<int64_t> encoded = Encode(spec);
+  const size_t n_static = abi::kHeaderSize + abi::kOperandFixedSize;
+  ASSERT_EQ(encoded[n_static], 0);
+  encoded[n_static] = -1;
+  EXPECT_TRUE(IsError(LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel),
+                      Code::kInvalidArgument,
+                      {"my_kernel", "bad static dims count -1"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsDivisibilityBelowOne) {
+  OperandSpec shape = DynamicOperand(Source::kArg, 0, 2);
+  shape.dyn_shape[1].second = 0;
+  EXPECT_TRUE(RejectsOperand(
+      shape, {"operand 0 ('x')", "dynamic dims value 0 for dim 1 is invalid"}));
+
+  OperandSpec stride = DynamicOperand(Source::kArg, 0, 2);
+  stride.flags = abi::kFlagStrided;
+  stride.dyn_stride = {{0, -2}};
+  EXPECT_TRUE(RejectsOperand(
+      stride, {"dynamic strides value -2 for dim 0 is invalid"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsNegativeStaticExtent) {
+  OperandSpec op;
+  op.rank = 1;
+  op.static_dims = {{0, -3}};
+  EXPECT_TRUE(RejectsOperand(
+      op, {"operand 0 ('x')", "static dims value -3 for dim 0 is invalid"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsDynamicStridesOnCompactOperand) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.dyn_stride = {{0, 1}};  // no kFlagStrided
+  EXPECT_TRUE(RejectsOperand(
+      op, {"operand 0 ('x')", "dynamic strides on a compact operand"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsMoreThanMaxSlots) {
+  PlanSpec spec;
+  spec.num_args = 33;
+  for (int64_t i = 0; i < 32; ++i) {
+    spec.operands.push_back(DynamicOperand(Source::kArg, i, 7));
+  }
+  spec.operands.push_back(DynamicOperand(Source::kArg, 32, 0));  // slot 257
+  EXPECT_TRUE(Rejects(spec, {"more than 256 ABI slots"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsTrailingData) {
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1)};
+  std::vector<int64_t> encoded = Encode(spec);
+  const size_t end = encoded.size();
+  encoded.push_back(0);
+  EXPECT_TRUE(IsError(LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel),
+                      Code::kInvalidArgument,
+                      {"my_kernel", "trailing data at position " +
+                                        std::to_string(end)}));
+}
+
+TEST(LaunchPlanParseTest, RejectsNameCountMismatch) {
+  PlanSpec spec;
+  spec.num_args = 3;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1),
+                   DynamicOperand(Source::kArg, 1, 1),
+                   DynamicOperand(Source::kArg, 2, 1)};
+  EXPECT_TRUE(Rejects(spec, {"2 operand names for 3 operands"}, "a,b"));
+  EXPECT_TRUE(Rejects(spec, {"4 operand names for 3 operands"}, "a,b,c,d"));
+  EXPECT_TRUE(Rejects(spec, {"4 operand names for 3 operands"}, "a,b,c,"));
+}
+
+TEST(LaunchPlanParseTest, ErrorsNameTheOffendingOperand) {
+  OperandSpec bad = DynamicOperand(Source::kArg, 1, 1);
+  bad.align = 6;
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 1), bad};
+  EXPECT_TRUE(Rejects(spec, {"operand 1 ('bias')", "alignment 6"}, "x,bias"));
+  EXPECT_TRUE(Rejects(spec, {"operand 1 ('operand 1')", "alignment 6"}));
+}
+
+// ---------------------------------------------------------------------------
+// PackOperand
+
+TEST(LaunchPlanPackTest, WritesPointerThenInt32DynamicDims) {
+  OperandSpec op;
+  op.rank = 3;
+  op.align = 16;
+  op.static_dims = {{1, 4}};
+  op.dyn_shape = {{0, 2}, {2, 5}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->num_slots(), 3u);
+
+  const int64_t dims[] = {6, 4, 10};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x1000), dims, 3}, slots.data())));
+  EXPECT_EQ(slots[0].ptr, Address(0x1000));
+  EXPECT_EQ(slots[1].bits, 6u);   // int32 6, upper 4 bytes zero
+  EXPECT_EQ(slots[2].bits, 10u);
+  EXPECT_EQ(slots[1].i32, 6);
+  EXPECT_EQ(slots[3].bits, 0xDEADBEEFDEADBEEFull);  // untouched
+}
+
+TEST(LaunchPlanPackTest, WritesAtTheOperandsFirstSlot) {
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.num_rets = 1;
+  spec.operands = {DynamicOperand(Source::kArg, 0, 2),
+                   DynamicOperand(Source::kRet, 0, 1)};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->operands()[1].first_slot, 3u);
+
+  const int64_t dims[] = {7};
+  std::vector<Slot> slots = PoisonedSlots(5);
+  ASSERT_TRUE(IsOk(plan->PackOperand(1, {Address(0x2000), dims, 1}, slots.data())));
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(slots[i].bits, 0xDEADBEEFDEADBEEFull);
+  EXPECT_EQ(slots[3].ptr, Address(0x2000));
+  EXPECT_EQ(slots[4].bits, 7u);
+}
+
+TEST(LaunchPlanPackTest, Int32BoundaryIsAccepted) {
+  ErrorOr<LaunchPlan> plan = ParseOne(DynamicOperand(Source::kArg, 0, 1));
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {std::numeric_limits<int32_t>::max()};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x10), dims, 1}, slots.data())));
+  EXPECT_EQ(slots[1].bits, 0x7FFFFFFFull);
+}
+
+TEST(LaunchPlanPackTest, Shape64OperandsGetInt64Dims) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagShape64;
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {int64_t{3000000000}, 5};
+  std::vector<Slot> slots = PoisonedSlots(3);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x40), dims, 2}, slots.data())));
+  EXPECT_EQ(slots[0].ptr, Address(0x40));
+  EXPECT_EQ(slots[1].i64, int64_t{3000000000});
+  EXPECT_EQ(slots[2].i64, 5);
+}
+
+TEST(LaunchPlanPackTest, StridedOperandUsesGivenStrides) {
+  OperandSpec op;
+  op.rank = 2;
+  op.flags = abi::kFlagStrided;
+  op.dyn_shape = {{0, 1}, {1, 1}};
+  op.dyn_stride = {{0, 1}, {1, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->num_slots(), 5u);
+
+  const int64_t dims[] = {4, 8};
+  const int64_t strides[] = {1, 4};  // column-major
+  std::vector<Slot> slots = PoisonedSlots(5);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[0].ptr, Address(0x80));
+  EXPECT_EQ(slots[1].bits, 4u);
+  EXPECT_EQ(slots[2].bits, 8u);
+  EXPECT_EQ(slots[3].i64, 1);  // strides are int64
+  EXPECT_EQ(slots[4].i64, 4);
+}
+
+TEST(LaunchPlanPackTest, StridedOperandComputesRowMajorStridesWhenNull) {
+  OperandSpec op;
+  op.rank = 3;
+  op.flags = abi::kFlagStrided;
+  op.static_dims = {{0, 3}, {1, 4}, {2, 5}};
+  op.dyn_stride = {{0, 1}, {1, 1}, {2, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+
+  const int64_t dims[] = {3, 4, 5};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 3}, slots.data())));
+  EXPECT_EQ(slots[1].i64, 20);
+  EXPECT_EQ(slots[2].i64, 5);
+  EXPECT_EQ(slots[3].i64, 1);
+}
+
+TEST(LaunchPlanPackTest, OnlyDynamicStridesGetSlots) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{0, 2}};  // stride of dim 1 is static
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->num_slots(), 4u);
+
+  const int64_t dims[] = {3, 7};
+  const int64_t strides[] = {8, 1};  // padded rows
+  std::vector<Slot> slots = PoisonedSlots(5);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[1].bits, 3u);
+  EXPECT_EQ(slots[2].bits, 7u);
+  EXPECT_EQ(slots[3].i64, 8);
+  EXPECT_EQ(slots[4].bits, 0xDEADBEEFDEADBEEFull);
+}
+
+TEST(LaunchPlanPackTest, AcceptsNullDataForEmptyArrays) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+  op.align = 16;
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {0};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {nullptr, dims, 1}, slots.data())));
+  EXPECT_EQ(slots[0].ptr, nullptr);
+  EXPECT_EQ(slots[1].bits, 0u);
+}
+
+TEST(LaunchPlanPackTest, RejectsRankMismatch) {
+  ErrorOr<LaunchPlan> plan = ParseOne(DynamicOperand(Source::kArg, 0, 3));
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {1, 2};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 2}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "input 'x'",
+                       "rank 2 does not match the compiled rank 3"}));
+}
+
+TEST(LaunchPlanPackTest, RejectsMisalignedPointer) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 1);
+  op.align = 16;
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {4};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x1008), dims, 1}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "input 'x'",
+                       "data pointer 4104 is not aligned to 16 bytes"}));
+}
+
+TEST(LaunchPlanPackTest, RejectsStaticDimMismatchNamingOutputs) {
+  OperandSpec op;
+  op.source = int64_t(Source::kRet);
+  op.rank = 2;
+  op.static_dims = {{1, 4}};
+  op.dyn_shape = {{0, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 2}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "output 'x'",
+                       "dim 1 is 5 but the kernel was compiled for 4"}));
+}
+
+TEST(LaunchPlanPackTest, RejectsDimNotDivisible) {
+  OperandSpec op;
+  op.rank = 1;
+  op.dyn_shape = {{0, 4}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {6};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 1}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "input 'x'",
+                       "dim 0 = 6 is not divisible by 4"}));
+}
+
+TEST(LaunchPlanPackTest, RejectsStrideNotDivisible) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{0, 4}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 6};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  // Given strides.
+  const int64_t strides[] = {6, 1};
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 2, strides},
+                                        slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "input 'x'",
+                       "stride of dim 0 = 6 is not divisible by 4"}));
+  // Computed row-major strides: stride of dim 0 is dims[1] = 6.
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 2}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"stride of dim 0 = 6 is not divisible by 4"}));
+}
+
+TEST(LaunchPlanPackTest, RejectsDimBeyondInt32) {
+  ErrorOr<LaunchPlan> plan = ParseOne(DynamicOperand(Source::kArg, 0, 1));
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {int64_t{1} << 31};
+  std::vector<Slot> slots = PoisonedSlots(2);
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), dims, 1}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "input 'x'",
+                       "dim 0 = 2147483648 does not fit the kernel's int32 shape"}));
+}
+
+}  // namespace
+}  // namespace cutecall
