@@ -34,17 +34,23 @@ ffi::Error ToFfi(const Status& s) {
   return ffi::Error::Internal(s.message());
 }
 
+ErrorOr<BufferView> View(bool is_buffer, void* p, const char* what,
+                         size_t i) {
+  if (!is_buffer) {
+    return InvalidArgument("cutecall: " + std::string(what) + " " +
+                           std::to_string(i) + " is not a buffer");
+  }
+  auto* b = static_cast<XLA_FFI_Buffer*>(p);
+  return BufferView{b->data, b->dims, b->rank, nullptr};
+}
+
 // Raw access to XLA's buffers: no per-operand diagnostics on the hot path.
 struct Args : ffi::RemainingArgs {
   explicit Args(const ffi::RemainingArgs& r) : ffi::RemainingArgs(r) {}
   ErrorOr<BufferView> operator()(size_t i) const {
     size_t idx = offset() + i;
-    if (args()->types[idx] != XLA_FFI_ArgType_BUFFER) {
-      return InvalidArgument("cutecall: operand " + std::to_string(i) +
-                             " is not a buffer");
-    }
-    auto* b = static_cast<XLA_FFI_Buffer*>(args()->args[idx]);
-    return BufferView{b->data, b->dims, b->rank, nullptr};
+    return View(args()->types[idx] == XLA_FFI_ArgType_BUFFER,
+                args()->args[idx], "operand", i);
   }
 };
 
@@ -52,12 +58,8 @@ struct Rets : ffi::RemainingRets {
   explicit Rets(const ffi::RemainingRets& r) : ffi::RemainingRets(r) {}
   ErrorOr<BufferView> operator()(size_t i) const {
     size_t idx = offset() + i;
-    if (rets()->types[idx] != XLA_FFI_RetType_BUFFER) {
-      return InvalidArgument("cutecall: result " + std::to_string(i) +
-                             " is not a buffer");
-    }
-    auto* b = static_cast<XLA_FFI_Buffer*>(rets()->rets[idx]);
-    return BufferView{b->data, b->dims, b->rank, nullptr};
+    return View(rets()->types[idx] == XLA_FFI_RetType_BUFFER,
+                rets()->rets[idx], "result", i);
   }
 };
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping
 
 import jax
 

@@ -12,7 +12,6 @@ except ImportError:  # pragma: no cover
     from jax.core import Primitive  # type: ignore
 
 from jax._src.interpreters import mlir  # lowering registration
-from jax.interpreters import ad, batching  # noqa: F401  (rules, later issues)
 
 
 def package_version(name: str) -> str | None:
