@@ -2,7 +2,8 @@
 # Device call 2 (after stage1.sh): install, build, then every GPU check of the
 # foundation issue in one call. Logs and results land in $OUT.
 #   run(command="bash tools/gpu/run_all.sh", carry=[".whl/part2"])
-# Steps can be limited with RUN_STEPS="tests demo bench" (default: all).
+# Steps can be limited with RUN_STEPS="tests demo bench" (default: all);
+# BENCH_ARGS adds arguments to bench/overhead/run.py (e.g. "--trials 31").
 set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
 steps="${RUN_STEPS:-tests demo bench}"
@@ -22,7 +23,7 @@ if [[ " $steps " == *" demo "* ]]; then
 fi
 if [[ " $steps " == *" bench "* ]]; then
   echo "== bench/overhead"
-  timeout 300 python3 bench/overhead/run.py --out "$OUT/overhead.json" > "$OUT/bench.log" 2>&1 || rc=1
+  timeout 500 python3 bench/overhead/run.py --out "$OUT/overhead.json" ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1 || rc=1
   tail -45 "$OUT/bench.log"
 fi
 exit $rc
