@@ -31,6 +31,13 @@ bool Resolve(void* handle, const char* name, Fn* out, std::string* missing) {
   return *out != nullptr;
 }
 
+// The path set explicitly, else $CUTECALL_DSL_RUNTIME, else "". Holds l.mu.
+std::string ConfiguredPath(const Loader& l) {
+  if (!l.path.empty()) return l.path;
+  const char* env = std::getenv("CUTECALL_DSL_RUNTIME");
+  return env ? env : "";
+}
+
 }  // namespace
 
 void SetRuntimeLibraryPath(std::string path) {
@@ -42,9 +49,7 @@ void SetRuntimeLibraryPath(std::string path) {
 std::string RuntimeLibraryPath() {
   Loader& l = GetLoader();
   std::lock_guard<std::mutex> lock(l.mu);
-  if (!l.path.empty()) return l.path;
-  const char* env = std::getenv("CUTECALL_DSL_RUNTIME");
-  return env ? env : "";
+  return ConfiguredPath(l);
 }
 
 bool RuntimeLoaded() {
@@ -58,11 +63,7 @@ ErrorOr<const RuntimeTable*> Runtime() {
   std::lock_guard<std::mutex> lock(l.mu);
   if (l.override_table != nullptr) return l.override_table;
   if (l.loaded) return &l.table;
-  std::string path = l.path;
-  if (path.empty()) {
-    const char* env = std::getenv("CUTECALL_DSL_RUNTIME");
-    if (env != nullptr) path = env;
-  }
+  std::string path = ConfiguredPath(l);
   if (path.empty()) {
     return FailedPrecondition(
         "cutecall: the CuTe DSL runtime library (libcute_dsl_runtime.so) was "

@@ -198,19 +198,20 @@ def _source_digest(fn) -> str:
     holds the kernels it launches)."""
     target = inspect.unwrap(getattr(fn, "__wrapped__", fn))
     h = hashlib.sha256()
-    for get in (inspect.getsource, inspect.getsourcefile):
+    try:
+        h.update(_strip_decorators(inspect.getsource(target)).encode())
+    except (OSError, TypeError):
+        pass
+    try:
+        path = inspect.getsourcefile(target)
+    except TypeError:
+        path = None
+    if path:
         try:
-            value = get(target)
-        except (OSError, TypeError):
-            value = None
-        if get is inspect.getsourcefile and value:
-            try:
-                with open(value, "rb") as f:
-                    h.update(f.read())
-            except OSError:
-                h.update(value.encode())
-        elif value:
-            h.update(_strip_decorators(value).encode())
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(path.encode())
     return h.hexdigest()
 
 
