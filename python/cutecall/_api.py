@@ -2,189 +2,365 @@
 
 from __future__ import annotations
 
-import inspect
-from typing import Any, Callable, Mapping
+import dataclasses
+import warnings
+from typing import Any, Callable, Hashable, Mapping
 
 import jax
 
-from . import _compile, _runtime, _spec
+from . import _compile, _runtime, _signature, _spec
 from ._primitive import cutecall_p
 
 __all__ = ["cutlass_call", "CutlassCall"]
 
-
-def _launcher_param_names(fn) -> list[str]:
-    """Positional parameter names after the stream, for error messages."""
-    try:
-        sig = inspect.signature(inspect.unwrap(getattr(fn, "__wrapped__", fn)))
-    except (TypeError, ValueError):
-        return []
-    names = [p.name for p in sig.parameters.values()
-             if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return names[1:]
+KeyPath = tuple  # a jax.tree_util key path: (SequenceKey(0), GetAttrKey("x"))
 
 
-def _per_leaf(spec, n: int, what: str) -> list:
+# ---------------------------------------------------------------------------
+# Specs: a TensorSpec for all arrays, a flat list, or a pytree mirroring them
+
+def _is_spec_leaf(x) -> bool:
+    if x is None or isinstance(x, _spec.TensorSpec):
+        return True
+    # NVIDIA's legacy shorthand: a bare int sequence is TensorSpec(mode=...).
+    return isinstance(x, (list, tuple)) and bool(x) and \
+        all(isinstance(i, int) for i in x)
+
+
+def _spec_leaf(x, what: str):
+    if x is None or isinstance(x, _spec.TensorSpec):
+        return x
+    if isinstance(x, (list, tuple)):
+        return _spec.TensorSpec(mode=tuple(x))
+    raise TypeError(f"cutecall: {what} entries must be cutecall.TensorSpec, None "
+                    f"or a mode tuple, got {type(x).__name__}: {x!r}")
+
+
+def _flat_specs(spec, present: list[bool], what: str) -> list:
+    """One spec (or None) per present array, from `spec` that is None, one
+    TensorSpec for all, or a sequence/pytree with one entry per array --
+    either per present array or mirroring absent (None) ones too."""
+    n = sum(present)
     if spec is None or isinstance(spec, _spec.TensorSpec):
         return [spec] * n
-    spec = list(spec)
-    if len(spec) != n:
-        raise ValueError(f"cutecall: {what} has {len(spec)} entries for {n} "
-                         f"arrays: {spec!r}")
-    return spec
+    leaves = [_spec_leaf(x, what)
+              for x in jax.tree.leaves(spec, is_leaf=_is_spec_leaf)]
+    if len(leaves) == n:
+        return leaves
+    if len(leaves) == len(present):
+        for p, s in zip(present, leaves):
+            if not p and s is not None:
+                raise ValueError(f"cutecall: {what} gives {s!r} for an absent "
+                                 "(None) array; an absent array takes None")
+        return [s for p, s in zip(present, leaves) if p]
+    raise ValueError(f"cutecall: {what} has {len(leaves)} entries for {n} arrays: "
+                     f"{spec!r}")
+
+
+def _deprecated_mode(spec, mode, what: str):
+    if mode is None:
+        return spec
+    if spec is not None:
+        raise ValueError(f"cutecall: {what}_spec and {what}_mode cannot both be "
+                         f"set; {what}_mode is deprecated, use {what}_spec")
+    warnings.warn(f"cutecall: {what}_mode is deprecated; use "
+                  f"{what}_spec=cutecall.TensorSpec(mode=...)",
+                  DeprecationWarning, stacklevel=3)
+    return mode
+
+
+# ---------------------------------------------------------------------------
+# Aliases: {input: output} over top-level positions (ints) or leaves (paths)
+
+def _check_aliases(aliases) -> tuple:
+    if aliases is None:
+        return ()
+    if not isinstance(aliases, Mapping):
+        raise TypeError("cutecall: input_output_aliases must be a dict "
+                        f"{{input: output}}, got {aliases!r}")
+    out = []
+    for i, o in aliases.items():
+        for side, v in (("input", i), ("output", o)):
+            ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or \
+                (isinstance(v, tuple) and bool(v))
+            if not ok:
+                raise TypeError(f"cutecall: input_output_aliases {side} {v!r} "
+                                "must be a non-negative int (a top-level "
+                                "argument/output) or a jax.tree_util key path")
+        out.append((i, o))
+    if len({o for _, o in out}) != len(out):
+        raise ValueError("cutecall: input_output_aliases maps two inputs to one "
+                         f"output: {aliases!r}")
+    return tuple(out)
+
+
+def _leaves_under(paths: list, prefix: tuple) -> list[int]:
+    return [k for k, p in enumerate(paths) if tuple(p[:len(prefix)]) == prefix]
+
+
+def _resolve_aliases(aliases, in_paths, out_paths, binding, name):
+    """Flat (input leaf, output leaf) pairs, the top-level outputs removed from
+    the kernel (int aliases) and the output leaves hidden from it (paths)."""
+    pairs, whole_outputs, hidden = [], set(), set()
+    key = jax.tree_util.SequenceKey
+    for i, o in aliases:
+        if isinstance(i, int):
+            if i >= len(binding.slots_by_call) or binding.slots_by_call[i] is None:
+                raise ValueError(f"cutecall: input_output_aliases input {i} of "
+                                 f"'{name}' is not an array argument of the call")
+            i = (key(i),)
+        if isinstance(o, int):
+            whole_outputs.add(o)
+            o = (key(o),)
+        ins, outs = _leaves_under(in_paths, i), _leaves_under(out_paths, o)
+        if not ins or not outs:
+            side, p = ("input", i) if not ins else ("output", o)
+            raise ValueError(f"cutecall: input_output_aliases {side} "
+                             f"{jax.tree_util.keystr(p)} of '{name}' selects no "
+                             "array")
+        if len(ins) != len(outs) or any(
+                in_paths[a][len(i):] != out_paths[b][len(o):]
+                for a, b in zip(ins, outs)):
+            raise ValueError(f"cutecall: input_output_aliases "
+                             f"{jax.tree_util.keystr(i)} -> "
+                             f"{jax.tree_util.keystr(o)} of '{name}': the input "
+                             "and output pytrees differ")
+        pairs += zip(ins, outs)
+        if not (len(o) == 1 and getattr(o[0], "idx", None) in whole_outputs):
+            hidden.update(outs)
+    return tuple(pairs), whole_outputs, hidden
+
+
+# ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class _CallBinding:
+    """Static part of one call: the launcher binding plus, per positional
+    argument of the call, its array index (None for a runtime scalar)."""
+
+    binding: _signature.Binding
+    slots_by_call: tuple
 
 
 class CutlassCall:
     """A CuTe DSL launcher bound to an output contract; call it with arrays.
 
     Created by :func:`cutlass_call`. Calling it traces once per input
-    shape/dtype signature (``jax.jit`` semantics) and compiles once per
-    specialization: dynamic dims are runtime values, so new shapes reuse the
-    compiled kernel.
+    shape/dtype signature and runtime-scalar value (``jax.jit`` semantics)
+    and compiles once per specialization: dynamic dims and runtime scalars
+    are runtime values, so new shapes and values reuse the compiled kernel.
     """
 
     def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
                  input_output_aliases, allow_cuda_graph, compile_options,
-                 name, constexprs):
+                 compile_key, use_static_tensors, operand_order, name,
+                 constexprs):
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
+        if output_shape_dtype is None:
+            raise ValueError("cutecall: output_shape_dtype must be specified")
+        if operand_order not in _signature.ORDERS:
+            raise ValueError(f"cutecall: operand_order must be one of "
+                             f"{_signature.ORDERS}, got {operand_order!r}")
         self.fn = fn
         self.output_shape_dtype = output_shape_dtype
         self.input_spec = input_spec
         self.output_spec = output_spec
-        self.aliases = self._check_aliases(input_output_aliases)
+        self.aliases = _check_aliases(input_output_aliases)
         self.allow_cuda_graph = bool(allow_cuda_graph)
         self.options, self.arch = _compile.resolve_options(compile_options)
+        self.use_static_tensors = bool(use_static_tensors)
+        self.operand_order = operand_order
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.sig = _signature.analyze(fn)
         self.constexprs = tuple(sorted(constexprs.items()))
+        self.sig.check_constexprs(constexprs)
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")
-        self._param_names = _launcher_param_names(fn)
+        if compile_key is not None:
+            try:
+                hash(compile_key)
+            except TypeError:
+                raise TypeError(f"cutecall: compile_key must be hashable, got "
+                                f"{compile_key!r}") from None
+        self.compile_key = None if compile_key is None else \
+            _spec.fingerprint(compile_key, "compile_key")
         _runtime.ensure_registered()
-        self._jitted = jax.jit(self._trace)
+        self._jitted = jax.jit(self._trace, static_argnums=(1, 2))
 
-    @staticmethod
-    def _check_aliases(aliases) -> tuple:
-        if aliases is None:
-            return ()
-        if not isinstance(aliases, Mapping):
-            raise TypeError("cutecall: input_output_aliases must be a dict "
-                            f"{{input index: output index}}, got {aliases!r}")
-        out = []
-        for i, o in aliases.items():
-            if not isinstance(i, int) or not isinstance(o, int) or i < 0 or o < 0:
-                raise TypeError("cutecall: input_output_aliases entries must be "
-                                f"non-negative ints, got {i!r}: {o!r}")
-            out.append((i, o))
-        if len({o for _, o in out}) != len(out):
-            raise ValueError("cutecall: input_output_aliases maps two inputs "
-                             f"to one output: {aliases!r}")
-        return tuple(sorted(out))
-
-    def _check_inputs(self, args):
-        for i, x in enumerate(jax.tree.leaves(args)):
-            if not hasattr(x, "shape") or not hasattr(x, "dtype"):
-                raise TypeError(f"cutecall: input {i} of '{self.name}' must be "
-                                f"an array, got {type(x).__name__}: {x!r}")
-
-    def __call__(self, *args):
-        try:
-            return self._jitted(*args)
-        except TypeError:
-            self._check_inputs(args)  # a clearer error, if an input is bad
-            raise
-
-    def _trace(self, *args):
-        # Leaves are tracers here: __call__ and lower() vet the inputs.
-        flat_in, in_tree = jax.tree.flatten(args)
+    # -- call ---------------------------------------------------------------
+    def _outputs(self, args):
         outs = self.output_shape_dtype
         if callable(outs) and not isinstance(outs, jax.ShapeDtypeStruct):
             outs = outs(*args)
-        flat_out, ret_tree = jax.tree.flatten(outs)
-        for j, o in enumerate(flat_out):
-            if not isinstance(o, jax.ShapeDtypeStruct):
+        leaves, tree = jax.tree.flatten(outs)
+        structs = []
+        for j, o in enumerate(leaves):
+            if not (hasattr(o, "shape") and hasattr(o, "dtype")):
                 raise TypeError(f"cutecall: output_shape_dtype leaf {j} of "
                                 f"'{self.name}' must be a jax.ShapeDtypeStruct, "
                                 f"got {type(o).__name__}: {o!r}")
-        positional = tuple(outs) if isinstance(outs, (list, tuple)) else (outs,)
-        for i, o in self.aliases:
-            if i >= len(flat_in) or o >= len(flat_out):
-                raise ValueError(f"cutecall: input_output_aliases {{{i}: {o}}} is "
-                                 f"out of range for {len(flat_in)} inputs and "
-                                 f"{len(flat_out)} outputs")
-            if (flat_in[i].shape, flat_in[i].dtype) != \
-                    (flat_out[o].shape, flat_out[o].dtype):
-                raise ValueError(f"cutecall: input {i} {flat_in[i].dtype}"
-                                 f"{list(flat_in[i].shape)} cannot alias output "
-                                 f"{o} {flat_out[o].dtype}{list(flat_out[o].shape)}")
-        aliased_outs = {o for _, o in self.aliases}
+            structs.append(jax.ShapeDtypeStruct(o.shape, o.dtype))
+        top = len(outs) if isinstance(outs, (list, tuple)) else 1
+        return tree, tuple(structs), top
 
-        in_specs = _per_leaf(self.input_spec, len(flat_in), "input_spec")
-        out_specs = _per_leaf(self.output_spec, len(flat_out), "output_spec")
-        names = self._param_names
-        operands = []
-        for i, (x, s) in enumerate(zip(flat_in, in_specs)):
-            nm = names[i] if i < len(names) and len(flat_in) == len(args) \
-                else f"input{i}"
-            operands.append(_spec.make_operand(nm, _spec.SOURCE_ARG, i,
-                                               x.shape, x.dtype, s))
-        kernel_outs = [j for j in range(len(flat_out)) if j not in aliased_outs]
-        for j in kernel_outs:
-            k = len(flat_in) + kernel_outs.index(j)
-            nm = names[k] if k < len(names) else f"output{j}"
+    def _bind(self, args, kwargs):
+        for i, x in enumerate(args):
+            if x is not None and not _signature.is_scalar_value(x):
+                for leaf in jax.tree.leaves(x):
+                    if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+                        raise TypeError(
+                            f"cutecall: argument {i} of '{self.name}' must be an "
+                            f"array, a pytree of arrays, a scalar or None, got "
+                            f"{type(leaf).__name__}: {leaf!r}")
+        outs = self._outputs(args)
+        whole = {o for _, o in self.aliases if isinstance(o, int)}
+        binding, arrays = _signature.bind(
+            self.sig, args, kwargs, outs[2] - len(whole), self.operand_order,
+            dict(self.constexprs))
+        by_call = [None] * len(args)
+        for k, pos in enumerate(binding.arrays):
+            by_call[pos] = k
+        return _CallBinding(binding, tuple(by_call)), tuple(arrays), outs
+
+    def __call__(self, *args, **kwargs):
+        static, arrays, outs = self._bind(args, kwargs)
+        return self._jitted(arrays, static, outs)
+
+    def lower(self, *args, platform: str = "cuda", **kwargs):
+        """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
+        the custom call. Arrays may be ``jax.ShapeDtypeStruct``s."""
+        static, arrays, outs = self._bind(args, kwargs)
+        return self._jitted.trace(arrays, static, outs).lower(
+            lowering_platforms=(platform,))
+
+    # -- trace ----------------------------------------------------------------
+    def _operand_name(self, binding, arg_index, path) -> str:
+        params = self.sig.params if self.sig.inspected else ()
+        base = None
+        for i, slot in enumerate(binding.slots):
+            if slot == ("in", arg_index) and i < len(params):
+                base = params[i].name
+        base = base or f"input{arg_index}"
+        return base + jax.tree_util.keystr(tuple(path[1:]))
+
+    def _trace(self, arrays, static: _CallBinding, outs):
+        binding = static.binding
+        ret_tree, out_structs, top = outs
+        in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
+        flat_in = [x for _, x in in_leaves]
+        # Paths rooted at the call's positional arguments, for aliases.
+        in_paths = [(jax.tree_util.SequenceKey(binding.arrays[p[0].idx]),) +
+                    tuple(p[1:]) for p, _ in in_leaves]
+        positional = jax.tree.unflatten(ret_tree, out_structs)
+        if top == 1 and not isinstance(positional, (list, tuple)):
+            positional = (positional,)
+        out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
+        out_paths = [tuple(p) for p, _ in out_leaves]
+
+        pairs, whole, hidden = _resolve_aliases(
+            self.aliases, in_paths, out_paths, static, self.name)
+        for a, b in pairs:
+            x, o = flat_in[a], out_structs[b]
+            if (x.shape, x.dtype) != (o.shape, o.dtype):
+                raise ValueError(f"cutecall: input {jax.tree_util.keystr(in_paths[a])} "
+                                 f"{x.dtype}{list(x.shape)} of '{self.name}' cannot "
+                                 f"alias output {jax.tree_util.keystr(out_paths[b])} "
+                                 f"{o.dtype}{list(o.shape)}")
+        aliased = {b for _, b in pairs}
+
+        present_in = [x is not None for x in
+                      jax.tree.leaves(arrays, is_leaf=lambda x: x is None)]
+        in_specs = _flat_specs(self.input_spec, present_in, "input_spec")
+        out_specs = _flat_specs(self.output_spec, [True] * len(out_structs),
+                                "output_spec")
+        operands, shapes = [], []
+        for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
             operands.append(_spec.make_operand(
-                nm, _spec.SOURCE_RET, j, flat_out[j].shape, flat_out[j].dtype,
-                out_specs[j]))
-        if self.aliases:
-            if any(not isinstance(o, jax.ShapeDtypeStruct) for o in positional):
-                raise ValueError("cutecall: input_output_aliases needs a flat "
-                                 "tuple of outputs")
-            out_tree = jax.tree.structure(tuple(flat_out[j] for j in kernel_outs))
-        else:
-            out_tree = jax.tree.structure(positional)
+                self._operand_name(binding, path[0].idx, path), _spec.SOURCE_ARG,
+                k, x.shape, x.dtype, s, self.use_static_tensors))
+            shapes.append(tuple(x.shape))
+        kernel_outs = [b for b in range(len(out_structs)) if b not in aliased]
+        params = self.sig.params if self.sig.inspected else ()
+        out_names = {slot[1]: params[i].name for i, slot in enumerate(binding.slots)
+                     if slot[0] == "out" and i < len(params)}
+        kept = [j for j in range(top) if j not in whole]
+        for b in kernel_outs:
+            path = out_paths[b]
+            j = kept.index(path[0].idx)
+            nm = out_names.get(j, f"output{path[0].idx}") + \
+                jax.tree_util.keystr(tuple(path[1:]))
+            o = out_structs[b]
+            operands.append(_spec.make_operand(
+                nm, _spec.SOURCE_RET, b, o.shape, o.dtype, out_specs[b],
+                self.use_static_tensors))
+            shapes.append(tuple(o.shape))
+        operands, symbols = _spec.tie_dims(operands, shapes)
 
+        # The kernel's outputs: top-level outputs not aliased whole, with
+        # path-aliased leaves hidden (None).
+        kernel_positional = []
+        for j in kept:
+            sub = positional[j]
+            leaves, tree = jax.tree.flatten(sub)
+            base = _leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
+            kernel_positional.append(jax.tree.unflatten(
+                tree, [None if b in hidden else leaf
+                       for b, leaf in zip(base, leaves)]))
+        out_tree = jax.tree.structure(tuple(kernel_positional))
+
+        scalar_types = tuple(s.scalar_type for s in binding.scalars)
         key = _spec.specialization_key(
             self.fn, operands, str(in_tree), str(out_tree), self.constexprs,
-            self.options, self.arch, _compile.versions())
+            self.options, self.arch, _compile.versions(),
+            extra=[list(map(list, binding.slots)), list(scalar_types),
+                   list(map(list, binding.keyword_scalars)), list(symbols),
+                   self.compile_key])
         spec = _compile.KernelSpec(
             launcher=self.fn, constexprs=self.constexprs,
             operands=tuple(operands), num_inputs=len(flat_in),
-            num_args=len(flat_in), num_rets=len(flat_out), input_tree=in_tree,
-            output_tree=out_tree, key=key)
+            num_args=len(flat_in), num_rets=len(out_structs), input_tree=in_tree,
+            output_tree=out_tree, key=key,
+            param_names=tuple(p.name for p in params) or
+            tuple(f"p{i}" for i in range(len(binding.slots))),
+            slots=binding.slots, keyword_scalars=binding.keyword_scalars,
+            scalar_types=scalar_types, symbols=symbols)
         kernel = _compile.get_or_compile(spec, self.name, self.options, self.arch)
 
         in_layouts = tuple(_spec.xla_layout(op) for op in operands
                            if op.source == _spec.SOURCE_ARG)
         out_layout = {op.index: _spec.xla_layout(op) for op in operands
                       if op.source == _spec.SOURCE_RET}
-        for i, o in self.aliases:
-            out_layout[o] = in_layouts[i]
-        out_layouts = tuple(out_layout[j] for j in range(len(flat_out)))
+        for a, b in pairs:
+            out_layout[b] = in_layouts[a]
         results = cutecall_p.bind(
             *flat_in, kernel=kernel,
+            scalars=tuple(s.bits for s in binding.scalars),
             out_avals=tuple(jax.core.ShapedArray(o.shape, o.dtype)
-                            for o in flat_out),
-            aliases=self.aliases, allow_cuda_graph=self.allow_cuda_graph,
-            in_layouts=in_layouts, out_layouts=out_layouts)
+                            for o in out_structs),
+            aliases=pairs, allow_cuda_graph=self.allow_cuda_graph,
+            in_layouts=in_layouts,
+            out_layouts=tuple(out_layout[b] for b in range(len(out_structs))))
         return jax.tree.unflatten(ret_tree, results)
 
-    def lower(self, *args, platform: str = "cuda"):
-        """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
-        the custom call."""
-        self._check_inputs(args)
-        return self._jitted.trace(*args).lower(lowering_platforms=(platform,))
 
-
-def cutlass_call(fn: Callable, *, output_shape_dtype: Any,
+def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  input_spec: Any = None, output_spec: Any = None,
-                 input_output_aliases: Mapping[int, int] | None = None,
+                 input_mode: Any = None, output_mode: Any = None,
+                 input_output_aliases: Mapping | None = None,
                  allow_cuda_graph: bool = True,
+                 ffi_call_target: str | None = None,
                  compile_options: str | None = None,
+                 compile_key: Hashable | None = None,
+                 use_static_tensors: bool = False,
+                 operand_order: str = "inputs_first",
                  name: str | None = None, **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
-    Example::
+    A drop-in for NVIDIA's ``cutlass.jax.cutlass_call`` (same arguments and
+    meaning), with dynamic shapes by default, runtime scalars, free launcher
+    signatures and per-dim control. Example::
 
         import jax, jax.numpy as jnp, cutecall
         from cutecall.examples.kernels import vector_add
@@ -196,34 +372,63 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any,
         c = jax.jit(add)(a, b)      # or inside any jitted program
 
     Args:
-      fn: a ``@cute.jit`` launcher ``fn(stream, *inputs, *outputs,
-        **constexprs)``. It launches its kernels on ``stream`` (XLA's).
-        Inputs and outputs arrive as ``cute.Tensor`` views of row-major
-        device memory (lists/tuples of arrays arrive as lists/tuples).
+      fn: a ``@cute.jit`` launcher (or a lambda/function calling one). Its
+        parameters are read from its signature: the stream (annotated
+        ``cuda.CUstream`` or named ``stream``; first, last, anywhere or
+        absent -- launches that name no stream go on XLA's stream), the
+        call's arguments then the outputs (``operand_order="outputs_first"``
+        swaps them), runtime scalars (annotated ``cutlass.Float32``,
+        ``Int32``, ``Int64``, ``Boolean``... or any Python scalar passed to
+        the call) and keyword-only constexprs. Arrays arrive as
+        ``cute.Tensor`` views, lists/tuples of arrays as lists/tuples of
+        tensors, ``None`` as ``None`` (``Optional`` tensor parameters).
       output_shape_dtype: a ``jax.ShapeDtypeStruct`` or a pytree of them;
-        or a function of the input arrays returning one (handy when output
-        shapes follow input shapes).
+        or a function of the call's arguments returning one.
       input_spec, output_spec: a :class:`TensorSpec` for all arrays, or one
-        per flattened array: static dims, divisibility, layout, mode,
-        alignment. Default: every dim is a runtime value, row-major, 16-byte
-        aligned pointers.
-      input_output_aliases: ``{input index: output index}`` over flattened
-        arrays. The output reuses the input's buffer (donate the input to
-        avoid a copy) and is not passed to ``fn``; the kernel writes
-        through the input tensor.
+        per array (a flat sequence or a pytree mirroring the arguments;
+        ``None`` entries take the default; a bare int tuple is a mode). Dims
+        are runtime values, row-major, 16-byte aligned unless a spec says
+        otherwise.
+      input_mode, output_mode: deprecated (NVIDIA's); a mode per array. Use
+        ``TensorSpec(mode=...)``.
+      input_output_aliases: ``{input: output}``: ints select top-level
+        arguments and outputs (whole pytrees; the output is not passed to
+        ``fn``, which writes through the input), key paths select single
+        leaves (the output leaf reaches ``fn`` as ``None``). Donate the input
+        to avoid a copy.
       allow_cuda_graph: when False, XLA never captures this call in a CUDA
         graph (command buffer).
+      ffi_call_target: accepted for compatibility; must name one of
+        cutecall's own targets (cutecall implements its ABI, not NVIDIA's).
       compile_options: a ``cute.compile`` options string; ``--gpu-arch`` picks
         the target (default: $CUTECALL_ARCH, the visible GPU, else sm_90a).
+      compile_key: an extra hashable component of the compile key (the key
+        is always the content: launcher source, specs, constexprs, options).
+      use_static_tensors: bake every extent in (one compile per shape);
+        ``TensorSpec.static`` overrides it per array.
+      operand_order: ``"inputs_first"`` (default) or ``"outputs_first"``: the
+        order of the launcher's array parameters.
       name: the kernel name used in errors and the HLO (default: fn's name).
       **constexprs: compile-time keyword arguments passed to ``fn``; part of
-        the specialization key, so they must be hashable Python values.
+        the compile key, so they must be hashable Python values. Values given
+        here are compile-time; values given to the call are runtime.
 
     Returns:
-      A :class:`CutlassCall`; call it with the input arrays (or pytrees).
-      Repeated calls reuse one trace per signature and one compile per
-      specialization.
+      A :class:`CutlassCall`; call it with the arguments (arrays, pytrees,
+      ``None``, runtime scalars positionally or by keyword).
     """
+    input_spec = _deprecated_mode(input_spec, input_mode, "input")
+    output_spec = _deprecated_mode(output_spec, output_mode, "output")
+    if ffi_call_target is not None:
+        ours = {_runtime.TARGET: True, _runtime.TARGET_NO_GRAPH: False}
+        if ffi_call_target not in ours:
+            raise ValueError(
+                f"cutecall: ffi_call_target={ffi_call_target!r}: cutecall calls "
+                f"kernels through its own targets ({_runtime.TARGET}, "
+                f"{_runtime.TARGET_NO_GRAPH}), whose ABI differs from NVIDIA's "
+                "CuTeDSL call ABI; leave ffi_call_target unset")
+        allow_cuda_graph = ours[ffi_call_target]
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
                        input_output_aliases, allow_cuda_graph, compile_options,
-                       name, constexprs)
+                       compile_key, use_static_tensors, operand_order, name,
+                       constexprs)

@@ -4,6 +4,8 @@ releases lives here and nowhere else."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 import importlib.metadata
 
 try:  # jax >= 0.4.36
@@ -43,3 +45,50 @@ def dsl_target_arch(arch: str):
         yield
     finally:
         envar._arch = previous
+
+
+_launch_stream = contextvars.ContextVar("cutecall_launch_stream", default=None)
+_launch_patch_lock = threading.Lock()
+_launch_patched = False
+
+
+def _patch_launch_default_stream() -> None:
+    """Makes ``kernel(...).launch(...)`` without a stream use the stream set
+    by :func:`launches_on`, instead of CUDA's legacy default stream (which
+    does not order with XLA's or torch's stream: a race). Outside
+    ``launches_on`` the DSL behaves exactly as before. Hooks the DSL's
+    ``_preprocess_launch_config_args`` (nvidia-cutlass-dsl 4.8)."""
+    global _launch_patched
+    with _launch_patch_lock:
+        if _launch_patched:
+            return
+        from cutlass.cutlass_dsl.cutlass import CutlassBaseDSL
+
+        original = getattr(CutlassBaseDSL, "_preprocess_launch_config_args", None)
+        if original is None:
+            raise RuntimeError(
+                "cutecall: this CuTe DSL version has no "
+                "CutlassBaseDSL._preprocess_launch_config_args; launchers must "
+                "pass stream= to every kernel launch")
+
+        def preprocess(self, args, kwargs):
+            original(self, args, kwargs)
+            stream = _launch_stream.get()
+            if stream is not None and kwargs.get("async_deps") is None \
+                    and len(args) < 7:  # async_deps is LaunchConfig's 7th field
+                kwargs["async_deps"] = stream
+
+        CutlassBaseDSL._preprocess_launch_config_args = preprocess
+        _launch_patched = True
+
+
+@contextlib.contextmanager
+def launches_on(stream):
+    """While tracing a cutecall entry point: kernel launches that name no
+    stream go on `stream` (the caller's: XLA's or torch's)."""
+    _patch_launch_default_stream()
+    token = _launch_stream.set(stream)
+    try:
+        yield
+    finally:
+        _launch_stream.reset(token)

@@ -39,9 +39,14 @@ class KernelSpec:
     num_inputs: int   # kernel tensor operands that are inputs (first ones)
     num_args: int     # XLA operands of the custom call
     num_rets: int     # XLA results of the custom call
-    input_tree: Any
-    output_tree: Any
+    input_tree: Any   # tuple of the call's array arguments (None allowed)
+    output_tree: Any  # tuple of the kernel's outputs (None: aliased leaf)
     key: str
+    param_names: tuple = ()      # the launcher's positional parameters
+    slots: tuple = ()            # _signature.Binding.slots
+    keyword_scalars: tuple = ()  # (keyword-only parameter, scalar index)
+    scalar_types: tuple = ()     # runtime scalar types, slot order
+    symbols: tuple = ()          # tied-dim symbol names, index order
 
     def __hash__(self):
         return hash(self.key)
@@ -63,6 +68,7 @@ class CompiledKernel:
     function: str
     plan: tuple
     operand_names: str
+    symbol_names: str
     num_slots: int
     arch: str
     compile_seconds: float
@@ -193,13 +199,15 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
         raise CompileError(f"cutecall: CuTe DSL compilation of kernel '{name}' "
                            f"for {arch} failed: {e}") from e
     seconds = time.perf_counter() - start
-    plan = _spec.encode_plan(spec.operands, spec.num_args, spec.num_rets)
+    plan = _spec.encode_plan(spec.operands, spec.num_args, spec.num_rets,
+                             len(spec.scalar_types))
     names = ",".join(op.name for op in spec.operands)
+    symbols = ",".join(spec.symbols)
     from . import _core
-    num_slots = _core.check_plan(plan.tolist(), name, names)
+    num_slots = _core.check_plan(plan.tolist(), name, names, symbols)
     _core.check_object(module, prefix)
     return CompiledKernel(
         name=name, key=spec.key, module=module,
         sha256=hashlib.sha256(module).hexdigest(), function=prefix,
         plan=tuple(int(x) for x in plan), operand_names=names,
-        num_slots=num_slots, arch=arch, compile_seconds=seconds)
+        symbol_names=symbols, num_slots=num_slots, arch=arch, compile_seconds=seconds)

@@ -3,7 +3,8 @@
 One primitive for every kernel: its params carry the compiled kernel
 (content-hashed), so JAX's own caches key on kernel content. The lowering
 emits a typed FFI custom call whose attributes hold the object bytes, their
-SHA-256, the function prefix and the launch plan: compiled executables and
+SHA-256, the function prefix, the launch plan and the call's runtime scalar
+values (raw 8-byte slots, ``scalars``): compiled executables and
 ``jax.export`` artifacts are self-contained.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 import functools
 
 import jax
+import numpy as np
 from jax._src import dispatch
 
 from . import _runtime
@@ -23,14 +25,15 @@ cutecall_p.def_impl(functools.partial(dispatch.apply_primitive, cutecall_p))
 
 
 @cutecall_p.def_abstract_eval
-def _abstract_eval(*avals, kernel, out_avals, aliases, allow_cuda_graph,
-                   in_layouts, out_layouts):
-    del avals, kernel, aliases, allow_cuda_graph, in_layouts, out_layouts
+def _abstract_eval(*avals, kernel, scalars, out_avals, aliases,
+                   allow_cuda_graph, in_layouts, out_layouts):
+    del avals, kernel, scalars, aliases, allow_cuda_graph, in_layouts
+    del out_layouts
     return out_avals
 
 
-def _cuda_lowering(ctx, *args, kernel, out_avals, aliases, allow_cuda_graph,
-                   in_layouts, out_layouts):
+def _cuda_lowering(ctx, *args, kernel, scalars, out_avals, aliases,
+                   allow_cuda_graph, in_layouts, out_layouts):
     del out_avals
     target = _runtime.TARGET if allow_cuda_graph else _runtime.TARGET_NO_GRAPH
     rule = jax.ffi.ffi_lowering(
@@ -41,7 +44,9 @@ def _cuda_lowering(ctx, *args, kernel, out_avals, aliases, allow_cuda_graph,
     )
     return rule(ctx, *args, module=kernel.module, key=kernel.sha256,
                 function=kernel.function, kernel=kernel.name,
-                plan=kernel.plan_array, operands=kernel.operand_names)
+                plan=kernel.plan_array, operands=kernel.operand_names,
+                symbols=kernel.symbol_names,
+                scalars=np.asarray(scalars, dtype=np.int64))
 
 
 def _unsupported_lowering(ctx, *args, kernel, **params):

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2
 SOURCE_ARG, SOURCE_RET = 0, 1
 FLAG_SHAPE64, FLAG_STRIDED = 1, 2
 MAX_RANK = 8
@@ -32,7 +32,10 @@ _DTYPES = {
     "float16": ("Float16", 2), "bfloat16": ("BFloat16", 2),
     "float32": ("Float32", 4), "float64": ("Float64", 8),
     "float8_e4m3fn": ("Float8E4M3FN", 1), "float8_e5m2": ("Float8E5M2", 1),
-    "float8_e8m0fnu": ("Float8E8M0FNU", 1),
+    "float8_e8m0fnu": ("Float8E8M0FNU", 1), "float8_e4m3": ("Float8E4M3", 1),
+    "float8_e4m3b11fnuz": ("Float8E4M3B11FNUZ", 1),
+    # Sub-byte types: two elements per byte; elem_bytes is informational.
+    "int4": ("Int4", 1), "float4_e2m1fn": ("Float4E2M1FN", 1),
 }
 
 
@@ -61,6 +64,10 @@ class TensorSpec:
         divides that extent; checked before every launch.
       ptr_assumed_align: alignment in bytes the kernel may assume of the data
         pointer; checked before every launch. Default 16.
+      dims: a name (or None) per dim. Dims of any operands that share a name
+        are one runtime value: the kernel receives it once (so the compiler
+        knows they are equal) and the extents are checked equal before every
+        launch. cutecall's addition; NVIDIA's TensorSpec has no such field.
     """
 
     layout: tuple[int, ...] | None = None
@@ -68,6 +75,7 @@ class TensorSpec:
     static: bool | tuple[bool, ...] | None = None
     divisibility: int | tuple[int, ...] | None = None
     ptr_assumed_align: int = 16
+    dims: tuple[str | None, ...] | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,12 +96,15 @@ class OperandSpec:
     shape64: bool = False
     strided: bool = False
     static_stride: tuple = ()
+    dims: tuple = ()     # dim name or None per dim (from TensorSpec.dims)
+    tie: tuple = ()      # per dim: symbol index (shared runtime value) or -1
 
     def key(self) -> list:
         return [self.name, self.source, self.index, self.cutlass_dtype,
                 self.rank, list(self.static_shape), list(self.divisibility),
                 list(self.order), None if self.mode is None else list(self.mode),
-                self.align, self.shape64, self.strided, list(self.static_stride)]
+                self.align, self.shape64, self.strided, list(self.static_stride),
+                list(self.tie)]
 
 
 def _per_dim(value, rank: int, what: str, default):
@@ -109,8 +120,9 @@ def _per_dim(value, rank: int, what: str, default):
 
 
 def make_operand(name: str, source: int, index: int, shape, dtype,
-                 spec: TensorSpec | None) -> OperandSpec:
-    spec = spec or TensorSpec()
+                 spec: TensorSpec | None, static_default: bool = False
+                 ) -> OperandSpec:
+    spec = spec or TensorSpec(static=static_default or None)
     if not isinstance(spec, TensorSpec):
         raise TypeError(f"cutecall: spec for {name} must be a cutecall."
                         f"TensorSpec, got {type(spec).__name__}: {spec!r}")
@@ -122,7 +134,14 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
     if rank > MAX_RANK:
         raise ValueError(f"cutecall: {name} has rank {rank} > {MAX_RANK}")
     ct, nbytes = cutlass_dtype(dtype, name)
-    static = _per_dim(spec.static, rank, f"{name}: static", False)
+    static = _per_dim(static_default if spec.static is None else spec.static,
+                      rank, f"{name}: static", False)
+    dims = (None,) * rank if spec.dims is None else \
+        () if isinstance(spec.dims, str) else tuple(spec.dims)
+    if len(dims) != rank or \
+            any(d is not None and not isinstance(d, str) for d in dims):
+        raise ValueError(f"cutecall: {name}: dims must be a name (str) or None "
+                         f"per dim of the rank-{rank} operand, got {spec.dims!r}")
     div = tuple(int(d) for d in _per_dim(spec.divisibility, rank,
                                          f"{name}: divisibility", 1))
     for d, v in enumerate(div):
@@ -158,7 +177,53 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
                        static_shape=tuple(static_shape), divisibility=div,
                        order=order,
                        mode=None if spec.mode is None else tuple(spec.mode),
-                       align=align)
+                       align=align, dims=tuple(dims), tie=(-1,) * rank)
+
+
+def tie_dims(operands, shapes) -> tuple[list[OperandSpec], tuple[str, ...]]:
+    """Resolves ``TensorSpec.dims`` names across operands.
+
+    A name whose extent is static anywhere becomes static everywhere; a name
+    on two or more dynamic dims becomes a symbol: one runtime value, checked
+    equal before every launch. Extents known at trace time are checked here.
+    Returns the operands with ``tie`` set and the symbol names (index order).
+    """
+    groups: dict[str, list[tuple[int, int]]] = {}
+    for i, op in enumerate(operands):
+        for d, nm in enumerate(op.dims):
+            if nm is not None:
+                groups.setdefault(nm, []).append((i, d))
+    static = {i: list(op.static_shape) for i, op in enumerate(operands)}
+    tie = {i: list(op.tie) for i, op in enumerate(operands)}
+    symbols: list[str] = []
+    for nm, where in groups.items():
+        (i0, d0) = where[0]
+        first = shapes[i0][d0]
+        for i, d in where[1:]:
+            v = shapes[i][d]
+            if isinstance(v, (int, np.integer)) and \
+                    isinstance(first, (int, np.integer)) and v != first:
+                raise ValueError(
+                    f"cutecall: {operands[i].name} dim {d} = {v} must equal "
+                    f"{operands[i0].name} dim {d0} = {first} (tied dim {nm!r})")
+        if any(static[i][d] is not None for i, d in where):
+            for i, d in where:
+                if not isinstance(shapes[i][d], (int, np.integer)):
+                    raise ValueError(f"cutecall: dim {nm!r} is static in one "
+                                     f"operand but symbolic in {operands[i].name}")
+                if shapes[i][d] % operands[i].divisibility[d]:
+                    raise ValueError(
+                        f"cutecall: {operands[i].name}: dim {d} = {shapes[i][d]} "
+                        f"is not divisible by {operands[i].divisibility[d]}")
+                static[i][d] = int(shapes[i][d])
+        elif len(where) > 1:
+            for i, d in where:
+                tie[i][d] = len(symbols)
+            symbols.append(nm)
+    out = [dataclasses.replace(op, static_shape=tuple(static[i]),
+                               tie=tuple(tie[i]))
+           for i, op in enumerate(operands)]
+    return out, tuple(symbols)
 
 
 def xla_layout(op: OperandSpec) -> tuple[int, ...]:
@@ -166,22 +231,24 @@ def xla_layout(op: OperandSpec) -> tuple[int, ...]:
     return tuple(sorted(range(op.rank), key=lambda d: op.order[d]))
 
 
-def encode_plan(operands, num_args: int, num_rets: int) -> np.ndarray:
-    """The int64 launch plan of abi.h, version 1."""
-    out = [PLAN_VERSION, num_args, num_rets, len(operands), 0]
+def encode_plan(operands, num_args: int, num_rets: int,
+                num_scalars: int = 0) -> np.ndarray:
+    """The int64 launch plan of abi.h, version 2 (docs/abi.md)."""
+    out = [PLAN_VERSION, num_args, num_rets, len(operands), num_scalars]
     for op in operands:
         flags = (FLAG_SHAPE64 if op.shape64 else 0) | \
                 (FLAG_STRIDED if op.strided else 0)
         out += [op.source, op.index, op.rank, op.elem_bytes, op.align, flags]
         statics = [(d, v) for d, v in enumerate(op.static_shape) if v is not None]
-        dyn = [(d, op.divisibility[d]) for d, v in enumerate(op.static_shape)
-               if v is None]
+        tie = op.tie or (-1,) * op.rank
+        dyn = [(d, op.divisibility[d], tie[d])
+               for d, v in enumerate(op.static_shape) if v is None]
         out.append(len(statics))
         for d, v in statics:
             out += [d, v]
         out.append(len(dyn))
-        for d, v in dyn:
-            out += [d, v]
+        for entry in dyn:
+            out += list(entry)
         dyn_stride = [] if not op.strided else \
             [(d, 1) for d, v in enumerate(op.static_stride) if v is None]
         out.append(len(dyn_stride))
@@ -266,8 +333,11 @@ def fingerprint(value, what: str) -> Any:
 
 def specialization_key(launcher: Callable, operands, input_tree: str,
                        output_tree: str, constexprs, compile_options,
-                       arch: str, versions: dict) -> str:
+                       arch: str, versions: dict, extra=None) -> str:
+    """`extra`: any further JSON-able content (the call binding, scalar
+    types, tied-dim symbols, a user compile_key)."""
     doc = {
+        "extra": extra,
         "launcher": fingerprint(launcher, "launcher"),
         "operands": [op.key() for op in operands],
         "trees": [input_tree, output_tree],

@@ -19,6 +19,8 @@ import cutlass
 import cutlass.cute as cute
 import cuda.bindings.driver as cuda
 
+from . import _compat
+
 
 def _as_i64(v):
     return v if isinstance(v, int) else cutlass.Int64(v)
@@ -41,6 +43,7 @@ def _compact_strides(shape, order):
 def build_tensors(slots, spec):
     """Rebuilds the kernel's tensors from the flat slots (trace time)."""
     tensors = []
+    symbols = {}  # tied-dim symbol -> its runtime value
     k = 0
     for op in spec.operands:
         ptr = slots[k]
@@ -50,8 +53,14 @@ def build_tensors(slots, spec):
             if op.static_shape[d] is not None:
                 shape.append(op.static_shape[d])
                 continue
-            v = slots[k]
-            k += 1
+            sym = op.tie[d] if op.tie else -1
+            if sym >= 0 and sym in symbols:
+                v = symbols[sym]
+            else:
+                v = slots[k]
+                k += 1
+                if sym >= 0:
+                    symbols[sym] = v
             if op.divisibility[d] > 1:
                 v = cute.assume(v, divby=op.divisibility[d])
             shape.append(v)
@@ -71,37 +80,65 @@ def build_tensors(slots, spec):
         if op.mode is not None:
             layout = cute.select(layout, mode=list(op.mode))
         tensors.append(cute.make_tensor(ptr, layout))
-    return tensors
+    return tensors, list(slots[k:])
 
 
-def call_launcher(stream, tensors, spec):
-    """Calls the user's launcher with the signature it declares."""
+def call_launcher(stream, tensors, scalars, spec):
+    """Calls the user's launcher with the signature it declares: each
+    positional parameter gets the stream, an input pytree, an output or a
+    runtime scalar (``_signature.Binding``); once a parameter is left to its
+    default, later ones go by keyword."""
     import jax  # tree utilities only
 
     n_in = spec.num_inputs
     ins = jax.tree.unflatten(spec.input_tree, tensors[:n_in])
     outs = jax.tree.unflatten(spec.output_tree, tensors[n_in:])
-    spec.launcher(stream, *ins, *outs, **dict(spec.constexprs))
+    values = {"stream": lambda i: stream, "in": lambda i: ins[i],
+              "out": lambda i: outs[i], "scalar": lambda i: scalars[i]}
+    args, kwargs = [], dict(spec.constexprs)
+    by_keyword = False
+    for name, slot in zip(spec.param_names, spec.slots):
+        if slot[0] == "default":
+            by_keyword = True
+            continue
+        value = values[slot[0]](slot[1] if len(slot) > 1 else None)
+        if by_keyword:
+            kwargs[name] = value
+        else:
+            args.append(value)
+    for name, s in spec.keyword_scalars:
+        kwargs[name] = scalars[s]
+    with _compat.launches_on(stream):
+        spec.launcher(*args, **kwargs)
 
 
 @cute.jit
 def cutecall_entry(stream: cuda.CUstream, *slots, spec: cutlass.Constexpr):
-    tensors = build_tensors(slots, spec)
-    call_launcher(stream, tensors, spec)
+    tensors, scalars = build_tensors(slots, spec)
+    call_launcher(stream, tensors, scalars, spec)
 
 
 def example_slots(spec):
     """Placeholder runtime arguments that fix the entry point's signature."""
     args = []
+    seen = set()
     for op in spec.operands:
         dtype = getattr(cutlass, op.cutlass_dtype)
         args.append(cute.runtime.make_ptr(dtype, 0, cute.AddressSpace.gmem,
                                           assumed_align=op.align))
         for d in range(op.rank):
-            if op.static_shape[d] is None:
-                args.append(cutlass.Int64(0) if op.shape64 else cutlass.Int32(0))
+            if op.static_shape[d] is not None:
+                continue
+            sym = op.tie[d] if op.tie else -1
+            if sym >= 0:
+                if sym in seen:
+                    continue
+                seen.add(sym)
+            args.append(cutlass.Int64(0) if op.shape64 else cutlass.Int32(0))
         if op.strided:
             for d in range(op.rank):
                 if op.static_stride[d] is None:
                     args.append(cutlass.Int64(0))
+    for t in spec.scalar_types:
+        args.append(getattr(cutlass, t)(0))
     return args
