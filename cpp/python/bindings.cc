@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cutecall/abi.h"
+#include "cutecall/call_state.h"
 #include "cutecall/launch_plan.h"
 #include "cutecall/module_registry.h"
 #include "cutecall/runtime_table.h"
@@ -72,13 +73,17 @@ NB_MODULE(_core, m) {
   m.def("runtime_loaded", &cutecall::RuntimeLoaded);
 
   m.def("check_plan", [](const std::vector<int64_t>& plan,
-                         const std::string& kernel, const std::string& names) {
-    auto parsed = cutecall::LaunchPlan::Parse(plan.data(), plan.size(),
-                                              kernel, names);
+                         const std::string& name,
+                         const std::string& operand_names,
+                         const std::string& symbol_names) {
+    auto parsed = cutecall::LaunchPlan::Parse(plan.data(), plan.size(), name,
+                                              operand_names, symbol_names);
     if (!parsed.ok()) Raise(parsed.status());
     return parsed->num_slots();
-  }, nb::arg("plan"), nb::arg("kernel"), nb::arg("names") = "",
-     "Validates an encoded launch plan; returns its number of ABI slots.");
+  }, nb::arg("plan"), nb::arg("name"), nb::arg("operand_names") = "",
+     nb::arg("symbol_names") = "",
+     "Validates an encoded launch plan (version 1 or 2); returns its number "
+     "of ABI slots, scalar slots included.");
 
   m.def("check_object", [](nb::bytes data, const std::string& prefix) {
     cutecall::Status s = cutecall::CheckElfDefines(
@@ -95,4 +100,16 @@ NB_MODULE(_core, m) {
     d["total_loads"] = r.total_loads();
     return d;
   });
+
+  m.def("call_stats", [] {
+    cutecall::CallStats s = cutecall::ReadCallStats();
+    nb::dict d;
+    d["instantiates"] = s.instantiates;
+    d["prepares"] = s.prepares;
+    d["executes"] = s.executes;
+    return d;
+  }, "How often the custom call's stages ran in this process, all call "
+     "sites together.");
+  m.def("reset_call_stats", &cutecall::ResetCallStats,
+        "Sets every call_stats counter to 0.");
 }

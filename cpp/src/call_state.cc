@@ -1,9 +1,28 @@
 #include "cutecall/call_state.h"
 
+#include <cstring>
+
 namespace cutecall {
+
+CallStats ReadCallStats() {
+  const internal::CallCounters& c = internal::call_counters;
+  CallStats s;
+  s.instantiates = c.instantiates.load(std::memory_order_relaxed);
+  s.prepares = c.prepares.load(std::memory_order_relaxed);
+  s.executes = c.executes.load(std::memory_order_relaxed);
+  return s;
+}
+
+void ResetCallStats() {
+  internal::CallCounters& c = internal::call_counters;
+  c.instantiates.store(0, std::memory_order_relaxed);
+  c.prepares.store(0, std::memory_order_relaxed);
+  c.executes.store(0, std::memory_order_relaxed);
+}
 
 ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
     const CallAttributes& a) {
+  internal::call_counters.instantiates.fetch_add(1, std::memory_order_relaxed);
   std::string kernel = a.kernel.empty() ? std::string("<unnamed>")
                                         : std::string(a.kernel);
   const std::string who = "cutecall: kernel '" + kernel + "': ";
@@ -25,15 +44,31 @@ ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
   if (a.function.empty()) {
     return InvalidArgument(who + "attribute 'function' is empty");
   }
-  ErrorOr<LaunchPlan> plan =
-      LaunchPlan::Parse(a.plan, a.plan_size, kernel, a.operand_names);
+  ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
+      a.plan, a.plan_size, kernel, a.operand_names, a.symbol_names);
   if (!plan.ok()) return plan.status();
-  return std::unique_ptr<CallState>(
-      new CallState(std::move(plan).value(), key, std::string(a.module),
-                    std::string(a.function)));
+  if (a.num_scalars != plan->num_scalars()) {
+    return InvalidArgument(who + "attribute 'scalars' has " +
+                           std::to_string(a.num_scalars) +
+                           " values but the plan has " +
+                           std::to_string(plan->num_scalars()) +
+                           " runtime scalars");
+  }
+  if (a.scalars == nullptr && a.num_scalars != 0) {
+    return InvalidArgument(who + "attribute 'scalars' is null");
+  }
+  std::vector<abi::Slot> scalars(a.num_scalars);
+  static_assert(sizeof(abi::Slot) == sizeof(int64_t));
+  if (a.num_scalars != 0) {
+    std::memcpy(scalars.data(), a.scalars, a.num_scalars * sizeof(int64_t));
+  }
+  return std::unique_ptr<CallState>(new CallState(
+      std::move(plan).value(), std::move(scalars), key, std::string(a.module),
+      std::string(a.function)));
 }
 
 Status CallState::Prepare() {
+  internal::call_counters.prepares.fetch_add(1, std::memory_order_relaxed);
   if (prepared()) return Status::Ok();
   std::lock_guard<std::mutex> lock(prepare_mu_);
   if (prepared()) return Status::Ok();

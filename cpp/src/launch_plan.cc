@@ -44,11 +44,130 @@ std::vector<std::string> SplitNames(std::string_view names) {
 
 bool IsPowerOfTwo(int64_t v) { return v > 0 && (v & (v - 1)) == 0; }
 
+// SymbolPlan::slot of a symbol not yet defined while parsing.
+constexpr size_t kUnset = ~size_t{0};
+
+// Reads one encoded operand (dynamic-shape entries are triples when
+// `has_symbols`, pairs otherwise); `where` names it in errors. Fills all of
+// `out` but its name, first slot and ties.
+Status ReadOperand(Cursor* cursor, const std::string& k,
+                   const std::string& where, int64_t num_args,
+                   int64_t num_rets, bool has_symbols, OperandPlan* out) {
+  Cursor& c = *cursor;
+  OperandPlan& op = *out;
+  int64_t source, index, rank, elem_bytes, align, flags;
+  if (!c.Next(&source) || !c.Next(&index) || !c.Next(&rank) ||
+      !c.Next(&elem_bytes) || !c.Next(&align) || !c.Next(&flags)) {
+    return PlanError(k, where + "truncated");
+  }
+  if (source != int64_t(abi::Source::kArg) &&
+      source != int64_t(abi::Source::kRet)) {
+    return PlanError(k, where + "source " + std::to_string(source) +
+                            " is neither 0 (arg) nor 1 (result)");
+  }
+  op.source = abi::Source(source);
+  int64_t bound = op.source == abi::Source::kArg ? num_args : num_rets;
+  if (index < 0 || index >= bound) {
+    return PlanError(k, where + "index " + std::to_string(index) +
+                            " out of range [0, " + std::to_string(bound) +
+                            ")");
+  }
+  if (rank < 0 || rank > abi::kMaxRank) {
+    return PlanError(k, where + "rank " + std::to_string(rank) +
+                            " out of range [0, " +
+                            std::to_string(abi::kMaxRank) + "]");
+  }
+  if (elem_bytes <= 0 || elem_bytes > 64) {
+    return PlanError(k, where + "element size " +
+                            std::to_string(elem_bytes) + " is invalid");
+  }
+  if (!IsPowerOfTwo(align)) {
+    return PlanError(k, where + "alignment " + std::to_string(align) +
+                            " is not a power of two");
+  }
+  if ((flags & ~(abi::kFlagShape64 | abi::kFlagStrided)) != 0) {
+    return PlanError(k, where + "unknown flags " + std::to_string(flags));
+  }
+  op.index = int32_t(index);
+  op.rank = int32_t(rank);
+  op.elem_bytes = int32_t(elem_bytes);
+  op.align = align;
+  op.flags = flags;
+
+  bool seen[abi::kMaxRank] = {};
+  // Reads `n, (dim, value[, symbol]) * n`; symbols only where `symbolic`.
+  auto read_rules = [&](std::vector<DimRule>* rules, const char* what,
+                        bool is_static, bool symbolic) -> Status {
+    int64_t n;
+    if (!c.Next(&n)) return PlanError(k, where + "truncated " + what);
+    if (n < 0 || n > rank) {
+      return PlanError(k, where + "bad " + what + " count " +
+                              std::to_string(n));
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t dim, value, symbol = abi::kNoSymbol;
+      if (!c.Next(&dim) || !c.Next(&value) ||
+          (symbolic && !c.Next(&symbol))) {
+        return PlanError(k, where + "truncated " + what);
+      }
+      if (dim < 0 || dim >= rank) {
+        return PlanError(k, where + what + " dim " + std::to_string(dim) +
+                                " out of range for rank " +
+                                std::to_string(rank));
+      }
+      if (is_static ? value < 0 : value < 1) {
+        return PlanError(k, where + what + " value " +
+                                std::to_string(value) + " for dim " +
+                                std::to_string(dim) + " is invalid");
+      }
+      // Every symbol owns a slot, so a valid index is below kMaxSlots.
+      if (symbol < abi::kNoSymbol || symbol >= int64_t(abi::kMaxSlots)) {
+        return PlanError(k, where + what + " symbol " +
+                                std::to_string(symbol) + " for dim " +
+                                std::to_string(dim) + " out of range [-1, " +
+                                std::to_string(abi::kMaxSlots) + ")");
+      }
+      rules->push_back({int32_t(dim), value, int32_t(symbol)});
+    }
+    return Status::Ok();
+  };
+  if (Status s = read_rules(&op.static_dims, "static dims", true, false);
+      !s.ok())
+    return s;
+  if (Status s = read_rules(&op.dyn_shape, "dynamic dims", false,
+                            has_symbols);
+      !s.ok())
+    return s;
+  for (const auto& rules : {&op.static_dims, &op.dyn_shape}) {
+    for (const DimRule& r : *rules) {
+      if (seen[r.dim]) {
+        return PlanError(k, where + "dim " + std::to_string(r.dim) +
+                                " is described twice");
+      }
+      seen[r.dim] = true;
+    }
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!seen[d]) {
+      return PlanError(k, where + "dim " + std::to_string(d) +
+                              " is neither static nor dynamic");
+    }
+  }
+  if (Status s = read_rules(&op.dyn_stride, "dynamic strides", false, false);
+      !s.ok())
+    return s;
+  if (!op.dyn_stride.empty() && !(flags & abi::kFlagStrided)) {
+    return PlanError(k, where + "dynamic strides on a compact operand");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
                                       std::string kernel_name,
-                                      std::string_view names) {
+                                      std::string_view names,
+                                      std::string_view symbol_names) {
   LaunchPlan plan;
   plan.kernel_name_ = std::move(kernel_name);
   const std::string& k = plan.kernel_name_;
@@ -60,9 +179,10 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
     return PlanError(k, "truncated header (" + std::to_string(size) +
                             " values)");
   }
-  if (version != abi::kPlanVersion) {
+  if (version < abi::kOldestPlanVersion || version > abi::kPlanVersion) {
     return PlanError(k, "version " + std::to_string(version) +
-                            " is not supported (this build reads version " +
+                            " is not supported (this build reads versions " +
+                            std::to_string(abi::kOldestPlanVersion) + " to " +
                             std::to_string(abi::kPlanVersion) + ")");
   }
   constexpr int64_t kLimit = 1 << 16;
@@ -73,12 +193,19 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
                             std::to_string(num_rets) + ", num_operands=" +
                             std::to_string(num_operands));
   }
-  if (num_scalars != 0) {
+  if (version == 1 && num_scalars != 0) {
     return PlanError(k, "num_scalars must be 0 in plan version 1, got " +
                             std::to_string(num_scalars));
   }
+  if (num_scalars < 0 || num_scalars > int64_t(abi::kMaxSlots)) {
+    return PlanError(k, "num_scalars " + std::to_string(num_scalars) +
+                            " out of range [0, " +
+                            std::to_string(abi::kMaxSlots) + "]");
+  }
+  const bool has_symbols = version >= 2;
   plan.num_args_ = size_t(num_args);
   plan.num_rets_ = size_t(num_rets);
+  plan.num_scalars_ = size_t(num_scalars);
   std::vector<std::string> name_list = SplitNames(names);
   if (!name_list.empty() && name_list.size() != size_t(num_operands)) {
     return PlanError(k, std::to_string(name_list.size()) +
@@ -93,100 +220,29 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
                                 : name_list[size_t(i)];
     const std::string where = "operand " + std::to_string(i) + " ('" +
                               op.name + "'): ";
-    int64_t source, index, rank, elem_bytes, align, flags;
-    if (!c.Next(&source) || !c.Next(&index) || !c.Next(&rank) ||
-        !c.Next(&elem_bytes) || !c.Next(&align) || !c.Next(&flags)) {
-      return PlanError(k, where + "truncated");
-    }
-    if (source != int64_t(abi::Source::kArg) &&
-        source != int64_t(abi::Source::kRet)) {
-      return PlanError(k, where + "source " + std::to_string(source) +
-                              " is neither 0 (arg) nor 1 (result)");
-    }
-    op.source = abi::Source(source);
-    int64_t bound = op.source == abi::Source::kArg ? num_args : num_rets;
-    if (index < 0 || index >= bound) {
-      return PlanError(k, where + "index " + std::to_string(index) +
-                              " out of range [0, " + std::to_string(bound) +
-                              ")");
-    }
-    if (rank < 0 || rank > abi::kMaxRank) {
-      return PlanError(k, where + "rank " + std::to_string(rank) +
-                              " out of range [0, " +
-                              std::to_string(abi::kMaxRank) + "]");
-    }
-    if (elem_bytes <= 0 || elem_bytes > 64) {
-      return PlanError(k, where + "element size " +
-                              std::to_string(elem_bytes) + " is invalid");
-    }
-    if (!IsPowerOfTwo(align)) {
-      return PlanError(k, where + "alignment " + std::to_string(align) +
-                              " is not a power of two");
-    }
-    if ((flags & ~(abi::kFlagShape64 | abi::kFlagStrided)) != 0) {
-      return PlanError(k, where + "unknown flags " + std::to_string(flags));
-    }
-    op.index = int32_t(index);
-    op.rank = int32_t(rank);
-    op.elem_bytes = int32_t(elem_bytes);
-    op.align = align;
-    op.flags = flags;
-
-    bool seen[abi::kMaxRank] = {};
-    auto read_rules = [&](std::vector<DimRule>* rules, const char* what,
-                          bool is_static) -> Status {
-      int64_t n;
-      if (!c.Next(&n)) return PlanError(k, where + "truncated " + what);
-      if (n < 0 || n > rank) {
-        return PlanError(k, where + "bad " + what + " count " +
-                                std::to_string(n));
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        int64_t dim, value;
-        if (!c.Next(&dim) || !c.Next(&value)) {
-          return PlanError(k, where + "truncated " + what);
-        }
-        if (dim < 0 || dim >= rank) {
-          return PlanError(k, where + what + " dim " + std::to_string(dim) +
-                                  " out of range for rank " +
-                                  std::to_string(rank));
-        }
-        if (is_static ? value < 0 : value < 1) {
-          return PlanError(k, where + what + " value " +
-                                  std::to_string(value) + " for dim " +
-                                  std::to_string(dim) + " is invalid");
-        }
-        rules->push_back({int32_t(dim), value});
-      }
-      return Status::Ok();
-    };
-    if (Status s = read_rules(&op.static_dims, "static dims", true); !s.ok())
-      return s;
-    if (Status s = read_rules(&op.dyn_shape, "dynamic dims", false); !s.ok())
-      return s;
-    for (const auto& rules : {&op.static_dims, &op.dyn_shape}) {
-      for (const DimRule& r : *rules) {
-        if (seen[r.dim]) {
-          return PlanError(k, where + "dim " + std::to_string(r.dim) +
-                                  " is described twice");
-        }
-        seen[r.dim] = true;
-      }
-    }
-    for (int64_t d = 0; d < rank; ++d) {
-      if (!seen[d]) {
-        return PlanError(k, where + "dim " + std::to_string(d) +
-                                " is neither static nor dynamic");
-      }
-    }
-    if (Status s = read_rules(&op.dyn_stride, "dynamic strides", false);
+    if (Status s = ReadOperand(&c, k, where, num_args, num_rets, has_symbols,
+                               &op);
         !s.ok())
       return s;
-    if (!op.dyn_stride.empty() && !(flags & abi::kFlagStrided)) {
-      return PlanError(k, where + "dynamic strides on a compact operand");
+    // Slots: the pointer, each dynamic dim but a symbol's later occurrences
+    // (which read back the first one's slot), each dynamic stride.
+    const bool wide = (op.flags & abi::kFlagShape64) != 0;
+    op.first_slot = slot++;
+    for (DimRule& r : op.dyn_shape) {
+      if (r.symbol != abi::kNoSymbol) {
+        if (size_t(r.symbol) >= plan.symbols_.size()) {
+          plan.symbols_.resize(size_t(r.symbol) + 1, {"", 0, 0, kUnset});
+        }
+        SymbolPlan& sym = plan.symbols_[size_t(r.symbol)];
+        if (sym.slot != kUnset) {
+          r.tied = true;
+          continue;
+        }
+        sym = {"", size_t(i), r.dim, slot, wide};
+      }
+      ++slot;
     }
-    op.first_slot = slot;
-    slot += 1 + op.dyn_shape.size() + op.dyn_stride.size();
+    slot += op.dyn_stride.size();
     if (slot > abi::kMaxSlots) {
       return PlanError(k, "more than " + std::to_string(abi::kMaxSlots) +
                               " ABI slots");
@@ -196,7 +252,31 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
   if (!c.done()) {
     return PlanError(k, "trailing data at position " + std::to_string(c.pos()));
   }
-  plan.num_slots_ = slot;
+  for (size_t s = 0; s < plan.symbols_.size(); ++s) {
+    if (plan.symbols_[s].slot == kUnset) {
+      return PlanError(k, "symbols are not dense: symbol " +
+                              std::to_string(s) + " never occurs, symbol " +
+                              std::to_string(plan.symbols_.size() - 1) +
+                              " does");
+    }
+  }
+  std::vector<std::string> symbol_list = SplitNames(symbol_names);
+  if (!symbol_list.empty() && symbol_list.size() != plan.symbols_.size()) {
+    return PlanError(k, std::to_string(symbol_list.size()) +
+                            " symbol names for " +
+                            std::to_string(plan.symbols_.size()) + " symbols");
+  }
+  for (size_t s = 0; s < plan.symbols_.size(); ++s) {
+    plan.symbols_[s].name =
+        symbol_list.empty() ? "symbol " + std::to_string(s) : symbol_list[s];
+  }
+  if (slot + plan.num_scalars_ > abi::kMaxSlots) {
+    return PlanError(k, "more than " + std::to_string(abi::kMaxSlots) +
+                            " ABI slots (" + std::to_string(slot) +
+                            " tensor slots and " +
+                            std::to_string(plan.num_scalars_) + " scalars)");
+  }
+  plan.num_slots_ = slot + plan.num_scalars_;
   return plan;
 }
 
@@ -205,6 +285,17 @@ Status LaunchPlan::OperandError(const OperandPlan& op,
   return InvalidArgument("cutecall: kernel '" + kernel_name_ + "', " +
                          (op.source == abi::Source::kArg ? "input " : "output ") +
                          "'" + op.name + "': " + what);
+}
+
+Status LaunchPlan::TieError(const OperandPlan& op, const DimRule& r,
+                            int64_t value, int64_t defined) const {
+  const SymbolPlan& sym = symbols_[size_t(r.symbol)];
+  return InvalidArgument(
+      "cutecall: kernel '" + kernel_name_ + "': operand '" + op.name +
+      "' dim " + std::to_string(r.dim) + " = " + std::to_string(value) +
+      " must equal operand '" + operands_[sym.operand].name + "' dim " +
+      std::to_string(sym.dim) + " = " + std::to_string(defined) +
+      " (tied dim '" + sym.name + "')");
 }
 
 Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
@@ -234,12 +325,19 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
   const bool wide = (op.flags & abi::kFlagShape64) != 0;
   for (const DimRule& r : op.dyn_shape) {
     int64_t v = buffer.dims[r.dim];
+    if (r.tied) {
+      const SymbolPlan& sym = symbols_[size_t(r.symbol)];
+      const abi::Slot& def = slots[sym.slot];
+      const int64_t defined = sym.wide ? def.i64 : int64_t(def.i32);
+      if (v != defined) return TieError(op, r, v, defined);
+    }
     if (v % r.value != 0) {
       return OperandError(op, "dim " + std::to_string(r.dim) + " = " +
                                   std::to_string(v) +
                                   " is not divisible by " +
                                   std::to_string(r.value));
     }
+    if (r.tied) continue;  // checked above; its symbol's slot holds the value
     if (wide) {
       (out++)->i64 = v;
     } else {

@@ -63,10 +63,43 @@ struct Rets : ffi::RemainingRets {
   }
 };
 
+// Reads attribute `name` into `out`. An absent optional attribute leaves
+// `out` as it is.
+template <typename T>
+Status ReadAttr(const ffi::Dictionary& attrs, std::string_view name, T* out,
+                bool optional = false) {
+  if (!attrs.contains(name)) {
+    if (optional) return Status::Ok();
+    return InvalidArgument("cutecall: the custom call lacks attribute '" +
+                           std::string(name) + "'");
+  }
+  ffi::ErrorOr<T> value = attrs.get<T>(name);
+  if (!value.has_value()) {
+    return InvalidArgument("cutecall: attribute '" + std::string(name) +
+                           "': " + value.error().message());
+  }
+  *out = value.value();
+  return Status::Ok();
+}
+
+// Attributes are read from the dictionary, not bound one by one: XLA rejects
+// a call whose attribute count differs from the binding's, and artifacts
+// lowered for plan version 1 carry neither `scalars` nor `symbols` (both are
+// optional here; a v2 plan with scalars then fails the length check).
 ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
-    std::string_view module, std::string_view key, std::string_view function,
-    std::string_view kernel, ffi::Span<const int64_t> plan,
-    std::string_view operands) {
+    ffi::Dictionary dict) {
+  std::string_view module, key, function, kernel, operands, symbols;
+  ffi::Span<const int64_t> plan, scalars;
+  for (Status s : {ReadAttr(dict, "module", &module),
+                   ReadAttr(dict, "key", &key),
+                   ReadAttr(dict, "function", &function),
+                   ReadAttr(dict, "kernel", &kernel),
+                   ReadAttr(dict, "plan", &plan),
+                   ReadAttr(dict, "operands", &operands),
+                   ReadAttr(dict, "scalars", &scalars, /*optional=*/true),
+                   ReadAttr(dict, "symbols", &symbols, /*optional=*/true)}) {
+    if (!s.ok()) return ffi::Unexpected(ToFfi(s));
+  }
   CallAttributes attrs;
   attrs.module = module;
   attrs.key = key;
@@ -75,6 +108,9 @@ ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
   attrs.plan = plan.begin();
   attrs.plan_size = plan.size();
   attrs.operand_names = operands;
+  attrs.symbol_names = symbols;
+  attrs.scalars = scalars.begin();
+  attrs.num_scalars = scalars.size();
   ErrorOr<std::unique_ptr<CallState>> call = CallState::Instantiate(attrs);
   if (!call.ok()) return ffi::Unexpected(ToFfi(call.status()));
   auto state = std::make_unique<FfiState>();
@@ -100,14 +136,11 @@ ffi::Error ExecuteImpl(void* stream, ffi::RemainingArgs args,
                                     Args(args), Rets(rets)));
 }
 
+// Attributes (one instantiate handler serves both targets): module, key,
+// function, kernel, plan, operands; scalars (int64 array) and symbols
+// (string) for plan version 2.
 XLA_FFI_DEFINE_HANDLER(kInstantiate, InstantiateImpl,
-                       ffi::Ffi::BindInstantiate()
-                           .Attr<std::string_view>("module")
-                           .Attr<std::string_view>("key")
-                           .Attr<std::string_view>("function")
-                           .Attr<std::string_view>("kernel")
-                           .Attr<ffi::Span<const int64_t>>("plan")
-                           .Attr<std::string_view>("operands"));
+                       ffi::Ffi::BindInstantiate().Attrs<ffi::Dictionary>());
 
 XLA_FFI_DEFINE_HANDLER(kPrepare, PrepareImpl,
                        ffi::Ffi::BindPrepare().Ctx<ffi::State<FfiState>>());

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -452,6 +453,145 @@ TEST_F(CallStateTest, NonHexKeyErrorNamesTheKey) {
   a.key = bad;
   EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
                       {"kernel 'saxpy'", bad}));
+}
+
+// ---------------------------------------------------------------------------
+// Plan version 2: runtime scalars, tied dims
+
+// Raw bytes of a float, as Python stores it: the bit pattern in the low 4
+// bytes of the int64, upper 4 bytes zero.
+int64_t FloatBits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return int64_t(u);
+}
+
+TEST_F(CallStateTest, ScalarsAreCopiedIntoSlotsAfterTheTensorSlots) {
+  PlanSpec spec = SaxpyPlan();
+  spec.num_scalars = 3;
+  const std::vector<int64_t> plan = Encode(spec);
+  std::vector<int64_t> scalars = {FloatBits(1.5f), -3, 1};  // f32, i32, bool
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  a.scalars = scalars.data();
+  a.num_scalars = scalars.size();
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  scalars.assign(scalars.size(), 0x7777);  // the state holds its own copy
+  ASSERT_TRUE(IsOk(state.value()->Prepare()));
+  EXPECT_EQ(state.value()->plan().num_slots(), 10u);
+
+  for (int call = 0; call < 2; ++call) {
+    ASSERT_TRUE(IsOk(ExecuteWith(*state.value(), nullptr, args_, rets_)));
+  }
+  ASSERT_EQ(fake_.runs.size(), 2u);
+  for (const RunCall& run : fake_.runs) {
+    ASSERT_EQ(run.args.size(), 10u + 2u);
+    ASSERT_EQ(run.slots.size(), 10u);
+    EXPECT_EQ(run.slots[5].ptr, Address(0x3000));  // out: the last tensor
+    EXPECT_EQ(run.slots[6].bits, 6u);
+    EXPECT_EQ(run.slots[7].bits, 0x3FC00000ull);    // 1.5f, bytes verbatim
+    EXPECT_EQ(run.slots[7].f32, 1.5f);
+    EXPECT_EQ(run.slots[8].bits, 0xFFFFFFFFFFFFFFFDull);  // -3 sign-extended
+    EXPECT_EQ(run.slots[8].i32, -3);
+    EXPECT_EQ(run.slots[9].bits, 1u);
+  }
+}
+
+TEST_F(CallStateTest, InstantiateRejectsAScalarCountMismatch) {
+  PlanSpec spec = SaxpyPlan();
+  spec.num_scalars = 2;
+  const std::vector<int64_t> plan = Encode(spec);
+  const int64_t one[] = {42};
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  a.scalars = one;
+  a.num_scalars = 1;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "attribute 'scalars' has 1 values",
+                       "the plan has 2 runtime scalars"}));
+  a.scalars = nullptr;
+  a.num_scalars = 0;
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "has 0 values"}));
+  // Scalars for a plan without any.
+  CallAttributes b = Attributes();
+  b.scalars = one;
+  b.num_scalars = 1;
+  EXPECT_TRUE(IsError(CallState::Instantiate(b), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "has 1 values", "has 0 runtime scalars"}));
+  EXPECT_TRUE(fake_.creates.empty());
+}
+
+TEST_F(CallStateTest, ExecuteChecksTiedDimsBeforeLaunching) {
+  // x[N, K] and y[K]: y's dim 0 is tied to x's dim 1 (symbol K).
+  PlanSpec spec = SaxpyPlan();
+  spec.operands[0].dyn_symbols = {-1, 0};
+  spec.operands[1].dyn_symbols = {0};
+  spec.operands[1].dyn_shape[0].second = 1;
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  a.symbol_names = "K";
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  ASSERT_TRUE(IsOk(state.value()->Prepare()));
+  EXPECT_EQ(state.value()->plan().num_slots(), 6u);
+
+  // x is 6 x 10, y has 12 elements.
+  EXPECT_TRUE(IsError(ExecuteWith(*state.value(), nullptr, args_, rets_),
+                      Code::kInvalidArgument,
+                      {"cutecall: kernel 'saxpy': operand 'y' dim 0 = 12 must "
+                       "equal operand 'x' dim 1 = 10 (tied dim 'K')"}));
+  EXPECT_TRUE(fake_.runs.empty());
+
+  const int64_t y_dims[1] = {10};
+  ASSERT_TRUE(IsOk(ExecuteWith(*state.value(), nullptr,
+                               {args_[0], {Address(0x2000), y_dims, 1}}, rets_)));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  ASSERT_EQ(run.slots.size(), 6u);
+  EXPECT_EQ(run.slots[2].bits, 10u);             // K, once
+  EXPECT_EQ(run.slots[3].ptr, Address(0x2000));  // y: pointer only
+  EXPECT_EQ(run.slots[4].ptr, Address(0x3000));
+  EXPECT_EQ(run.slots[5].bits, 6u);
+}
+
+TEST_F(CallStateTest, InstantiateRejectsAMalformedVersion2Plan) {
+  PlanSpec spec = SaxpyPlan();
+  spec.operands[1].dyn_symbols = {1};  // symbol 0 never occurs
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  EXPECT_TRUE(IsError(CallState::Instantiate(a), Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "symbols are not dense"}));
+}
+
+TEST_F(CallStateTest, StageCountersCountEveryCall) {
+  ResetCallStats();
+  EXPECT_EQ(ReadCallStats().instantiates, 0u);
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  CallAttributes bad = Attributes();
+  bad.module = {};
+  EXPECT_FALSE(CallState::Instantiate(bad).ok());  // failures count too
+  EXPECT_FALSE(ExecuteWith(*state, nullptr, args_, rets_).ok());  // unprepared
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(IsOk(ExecuteWith(*state, nullptr, args_, rets_)));
+  }
+  CallStats stats = ReadCallStats();
+  EXPECT_EQ(stats.instantiates, 2u);
+  EXPECT_EQ(stats.prepares, 2u);
+  EXPECT_EQ(stats.executes, 4u);
+  ResetCallStats();
+  stats = ReadCallStats();
+  EXPECT_EQ(stats.instantiates + stats.prepares + stats.executes, 0u);
 }
 
 // ---------------------------------------------------------------------------

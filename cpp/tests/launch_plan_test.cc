@@ -63,6 +63,16 @@ ErrorOr<LaunchPlan> ParseOne(const OperandSpec& op) {
 
 void* Address(uintptr_t a) { return reinterpret_cast<void*>(a); }
 
+// One input x, rank 2, dims dynamic, dim 0 divisible by 2.
+PlanSpec SaxpyLike() {
+  OperandSpec x = DynamicOperand(Source::kArg, 0, 2);
+  x.dyn_shape[0].second = 2;
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.operands = {x};
+  return spec;
+}
+
 // Slot storage pre-filled with a recognisable pattern, so tests can see
 // which slots were written and whether the upper bytes were cleared.
 std::vector<Slot> PoisonedSlots(size_t n) {
@@ -221,10 +231,13 @@ TEST(LaunchPlanParseTest, RejectsEveryTruncationOfAValidPlan) {
   OperandSpec strided = DynamicOperand(Source::kRet, 0, 2);
   strided.flags = abi::kFlagStrided;
   strided.dyn_stride = {{0, 1}};
+  strided.dyn_symbols = {0};
   PlanSpec spec;
   spec.num_args = 1;
   spec.num_rets = 1;
+  spec.num_scalars = 2;
   spec.operands = {DynamicOperand(Source::kArg, 0, 2), strided};
+  spec.operands[0].dyn_symbols = {-1, 0};
   std::vector<int64_t> encoded = Encode(spec);
   ASSERT_TRUE(IsOk(LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel)));
   for (size_t n = 0; n < encoded.size(); ++n) {
@@ -237,11 +250,13 @@ TEST(LaunchPlanParseTest, RejectsEveryTruncationOfAValidPlan) {
 }
 
 TEST(LaunchPlanParseTest, RejectsWrongVersion) {
-  for (int64_t version : {int64_t{0}, int64_t{2}, int64_t{-1}}) {
+  for (int64_t version : {int64_t{0}, int64_t{3}, int64_t{-1},
+                          std::numeric_limits<int64_t>::max()}) {
     PlanSpec spec;
     spec.version = version;
     EXPECT_TRUE(Rejects(spec, {"version " + std::to_string(version) +
-                               " is not supported"}));
+                                   " is not supported",
+                               "this build reads versions 1 to 2"}));
   }
 }
 
@@ -270,14 +285,29 @@ TEST(LaunchPlanParseTest, CountErrorsNameTheOffendingValue) {
   ops.num_operands = 70000;
   EXPECT_TRUE(Rejects(ops, {"70000"}));
   PlanSpec scalars;
-  scalars.num_scalars = 37;
-  EXPECT_TRUE(Rejects(scalars, {"37"}));
+  scalars.num_scalars = -37;
+  EXPECT_TRUE(Rejects(scalars, {"-37"}));
+  PlanSpec v1_scalars;
+  v1_scalars.version = 1;
+  v1_scalars.num_scalars = 37;
+  EXPECT_TRUE(Rejects(v1_scalars, {"37"}));
 }
 
-TEST(LaunchPlanParseTest, RejectsNonzeroScalarCount) {
+TEST(LaunchPlanParseTest, RejectsNonzeroScalarCountInVersion1) {
   PlanSpec spec;
+  spec.version = 1;
   spec.num_scalars = 3;
-  EXPECT_TRUE(Rejects(spec, {"num_scalars must be 0"}));
+  EXPECT_TRUE(Rejects(spec, {"num_scalars must be 0 in plan version 1, got 3"}));
+}
+
+TEST(LaunchPlanParseTest, RejectsScalarCountOutOfRange) {
+  for (int64_t bad : {int64_t{-1}, int64_t{257},
+                      std::numeric_limits<int64_t>::max()}) {
+    PlanSpec spec;
+    spec.num_scalars = bad;
+    EXPECT_TRUE(Rejects(spec, {"num_scalars " + std::to_string(bad) +
+                               " out of range [0, 256]"}));
+  }
 }
 
 TEST(LaunchPlanParseTest, RejectsBadSource) {
@@ -693,6 +723,319 @@ TEST(LaunchPlanPackTest, RejectsDimBeyondInt32) {
                       Code::kInvalidArgument,
                       {"kernel 'my_kernel'", "input 'x'",
                        "dim 0 = 2147483648 does not fit the kernel's int32 shape"}));
+}
+
+// ---------------------------------------------------------------------------
+// Plan version 2: symbols (tied dims) and runtime scalars
+
+// c[M, N] = a[M, K] @ b[K, N], every dim dynamic and tied by symbol
+// (M = 0, K = 1, N = 2). Slots: a = ptr, M, K; b = ptr, N; c = ptr.
+PlanSpec GemmPlan() {
+  OperandSpec a = DynamicOperand(Source::kArg, 0, 2);
+  a.dyn_symbols = {0, 1};
+  OperandSpec b = DynamicOperand(Source::kArg, 1, 2);
+  b.dyn_symbols = {1, 2};
+  OperandSpec c = DynamicOperand(Source::kRet, 0, 2);
+  c.dyn_symbols = {0, 2};
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.num_rets = 1;
+  spec.operands = {a, b, c};
+  return spec;
+}
+
+ErrorOr<LaunchPlan> ParseGemm(const PlanSpec& spec) {
+  std::vector<int64_t> encoded = Encode(spec);
+  return LaunchPlan::Parse(encoded.data(), encoded.size(), "gemm", "a,b,c",
+                           "M,K,N");
+}
+
+// Packs a, b, c (in plan order) into `slots`; the first error, if any.
+Status PackGemm(const LaunchPlan& plan, const int64_t* a_dims,
+                const int64_t* b_dims, const int64_t* c_dims, Slot* slots) {
+  const BufferView views[] = {{Address(0x100), a_dims, 2},
+                              {Address(0x200), b_dims, 2},
+                              {Address(0x300), c_dims, 2}};
+  for (size_t i = 0; i < 3; ++i) {
+    if (Status s = plan.PackOperand(i, views[i], slots); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+TEST(LaunchPlanV2Test, ParsesTheEncodingLiterally) {
+  // Written out by hand, as the Python side emits it.
+  const std::vector<int64_t> encoded = {
+      2, 2, 1, 2, 1,                                     // header, 1 scalar
+      0, 0, 2, 4, 16, 0, 0, 2, 0, 1, 0, 1, 8, 1, 0,      // a: M, K
+      0, 1, 2, 4, 16, 0, 1, 1, 64, 1, 0, 8, 1, 0};       // b: K, static 64
+  ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
+      encoded.data(), encoded.size(), "gemm", "a,b", "M,K");
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 3u + 1u + 1u);  // a: ptr, M, K; b: ptr; scalar
+  EXPECT_EQ(plan->num_scalars(), 1u);
+  EXPECT_EQ(plan->first_scalar_slot(), 4u);
+  ASSERT_EQ(plan->symbols().size(), 2u);
+  EXPECT_EQ(plan->symbols()[1].name, "K");
+  EXPECT_EQ(plan->symbols()[1].slot, 2u);
+  const DimRule& b_k = plan->operands()[1].dyn_shape[0];
+  EXPECT_EQ(b_k.symbol, 1);
+  EXPECT_TRUE(b_k.tied);
+  EXPECT_EQ(b_k.value, 8);
+}
+
+TEST(LaunchPlanV2Test, FirstOccurrenceOwnsTheSlot) {
+  ErrorOr<LaunchPlan> plan = ParseGemm(GemmPlan());
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 6u);
+  const std::vector<OperandPlan>& ops = plan->operands();
+  EXPECT_EQ(ops[0].first_slot, 0u);
+  EXPECT_EQ(ops[1].first_slot, 3u);
+  EXPECT_EQ(ops[2].first_slot, 5u);
+  EXPECT_FALSE(ops[0].dyn_shape[0].tied);
+  EXPECT_FALSE(ops[0].dyn_shape[1].tied);
+  EXPECT_TRUE(ops[1].dyn_shape[0].tied);   // K, defined by a
+  EXPECT_FALSE(ops[1].dyn_shape[1].tied);  // N, defined here
+  EXPECT_TRUE(ops[2].dyn_shape[0].tied);
+  EXPECT_TRUE(ops[2].dyn_shape[1].tied);
+
+  const std::vector<SymbolPlan>& syms = plan->symbols();
+  ASSERT_EQ(syms.size(), 3u);
+  EXPECT_EQ(syms[0].name, "M");
+  EXPECT_EQ(syms[0].operand, 0u);
+  EXPECT_EQ(syms[0].dim, 0);
+  EXPECT_EQ(syms[0].slot, 1u);
+  EXPECT_EQ(syms[1].name, "K");
+  EXPECT_EQ(syms[1].slot, 2u);
+  EXPECT_EQ(syms[2].name, "N");
+  EXPECT_EQ(syms[2].operand, 1u);
+  EXPECT_EQ(syms[2].dim, 1);
+  EXPECT_EQ(syms[2].slot, 4u);
+}
+
+TEST(LaunchPlanV2Test, Version1PlansStillParse) {
+  // Dynamic-shape entries are pairs in version 1.
+  const std::vector<int64_t> encoded = {
+      1, 1, 0, 1, 0,                             // header
+      0, 0, 2, 4, 16, 0, 0, 2, 1, 4, 0, 1, 0};   // dims 1 (div 4) and 0
+  ErrorOr<LaunchPlan> plan =
+      LaunchPlan::Parse(encoded.data(), encoded.size(), kKernel, "x");
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 3u);
+  EXPECT_EQ(plan->num_scalars(), 0u);
+  EXPECT_TRUE(plan->symbols().empty());
+  const OperandPlan& x = plan->operands()[0];
+  ASSERT_EQ(x.dyn_shape.size(), 2u);
+  EXPECT_EQ(x.dyn_shape[0].dim, 1);
+  EXPECT_EQ(x.dyn_shape[0].value, 4);
+  EXPECT_EQ(x.dyn_shape[0].symbol, abi::kNoSymbol);
+
+  // The builder agrees, and version 1 packs like before.
+  PlanSpec spec = SaxpyLike();
+  spec.version = 1;
+  ErrorOr<LaunchPlan> built = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(built));
+  EXPECT_EQ(built->num_slots(), 3u);
+  const int64_t dims[] = {6, 10};
+  std::vector<Slot> slots = PoisonedSlots(3);
+  ASSERT_TRUE(IsOk(built->PackOperand(0, {Address(0x10), dims, 2}, slots.data())));
+  EXPECT_EQ(slots[1].bits, 6u);
+  EXPECT_EQ(slots[2].bits, 10u);
+}
+
+TEST(LaunchPlanV2Test, DefaultSymbolNamesAreIndices) {
+  std::vector<int64_t> encoded = Encode(GemmPlan());
+  ErrorOr<LaunchPlan> plan =
+      LaunchPlan::Parse(encoded.data(), encoded.size(), "gemm", "a,b,c");
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->symbols()[1].name, "symbol 1");
+}
+
+TEST(LaunchPlanV2Test, RejectsSymbolsThatAreNotDense) {
+  PlanSpec gap = GemmPlan();
+  gap.operands[1].dyn_symbols = {1, 3};  // no symbol 2
+  gap.operands[2].dyn_symbols = {0, 3};
+  EXPECT_TRUE(Rejects(gap, {"symbols are not dense: symbol 2 never occurs, "
+                            "symbol 3 does"}));
+
+  OperandSpec only_one = DynamicOperand(Source::kArg, 0, 1);
+  only_one.dyn_symbols = {1};
+  PlanSpec spec;
+  spec.num_args = 1;
+  spec.operands = {only_one};
+  EXPECT_TRUE(Rejects(spec, {"symbol 0 never occurs"}));
+}
+
+TEST(LaunchPlanV2Test, RejectsSymbolOutOfRange) {
+  for (int64_t bad : {int64_t{-2}, int64_t{256},
+                      std::numeric_limits<int64_t>::min()}) {
+    OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+    op.dyn_symbols = {-1, bad};
+    EXPECT_TRUE(RejectsOperand(
+        op, {"operand 0 ('x')", "dynamic dims symbol " + std::to_string(bad) +
+                                    " for dim 1 out of range [-1, 256)"}));
+  }
+}
+
+TEST(LaunchPlanV2Test, RejectsSymbolNameCountMismatch) {
+  std::vector<int64_t> encoded = Encode(GemmPlan());
+  EXPECT_TRUE(IsError(LaunchPlan::Parse(encoded.data(), encoded.size(), "gemm",
+                                        "a,b,c", "M,K"),
+                      Code::kInvalidArgument,
+                      {"kernel 'gemm'", "2 symbol names for 3 symbols"}));
+}
+
+TEST(LaunchPlanV2Test, ScalarSlotsFollowTheTensorSlots) {
+  PlanSpec spec = GemmPlan();
+  spec.num_scalars = 3;
+  ErrorOr<LaunchPlan> plan = ParseGemm(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 9u);
+  EXPECT_EQ(plan->num_scalars(), 3u);
+  EXPECT_EQ(plan->first_scalar_slot(), 6u);
+}
+
+TEST(LaunchPlanV2Test, ScalarsCountTowardsMaxSlots) {
+  // 31 operands of rank 7 (8 slots each) = 248 tensor slots.
+  PlanSpec spec;
+  spec.num_args = 31;
+  for (int64_t i = 0; i < 31; ++i) {
+    spec.operands.push_back(DynamicOperand(Source::kArg, i, 7));
+  }
+  spec.num_scalars = 8;
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), abi::kMaxSlots);
+  EXPECT_EQ(plan->first_scalar_slot(), 248u);
+
+  spec.num_scalars = 9;
+  EXPECT_TRUE(Rejects(spec, {"more than 256 ABI slots (248 tensor slots and "
+                             "9 scalars)"}));
+  PlanSpec scalars_only;
+  scalars_only.num_scalars = 256;
+  EXPECT_TRUE(IsOk(ParseSpec(scalars_only)));
+}
+
+TEST(LaunchPlanV2Test, TiedDimsFreeSlotsUnderMaxSlots) {
+  // 33 operands of rank 7 tied to one set of symbols: 8 + 32 * 1 slots.
+  PlanSpec spec;
+  spec.num_args = 33;
+  for (int64_t i = 0; i < 33; ++i) {
+    OperandSpec op = DynamicOperand(Source::kArg, i, 7);
+    op.dyn_symbols = {0, 1, 2, 3, 4, 5, 6};
+    spec.operands.push_back(op);
+  }
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 8u + 32u);
+}
+
+TEST(LaunchPlanV2Test, TieMatchPacksOneSlotPerSymbol) {
+  ErrorOr<LaunchPlan> plan = ParseGemm(GemmPlan());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t a[] = {3, 7}, b[] = {7, 5}, c[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(7);
+  ASSERT_TRUE(IsOk(PackGemm(*plan, a, b, c, slots.data())));
+  EXPECT_EQ(slots[0].ptr, Address(0x100));
+  EXPECT_EQ(slots[1].bits, 3u);  // M
+  EXPECT_EQ(slots[2].bits, 7u);  // K
+  EXPECT_EQ(slots[3].ptr, Address(0x200));
+  EXPECT_EQ(slots[4].bits, 5u);  // N
+  EXPECT_EQ(slots[5].ptr, Address(0x300));
+  EXPECT_EQ(slots[6].bits, 0xDEADBEEFDEADBEEFull);  // nothing past c's pointer
+}
+
+TEST(LaunchPlanV2Test, TieMismatchNamesBothOperandsValuesAndSymbol) {
+  ErrorOr<LaunchPlan> plan = ParseGemm(GemmPlan());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t a[] = {3, 7}, b[] = {5, 5}, c[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(6);
+  Status s = PackGemm(*plan, a, b, c, slots.data());
+  EXPECT_TRUE(IsError(s, Code::kInvalidArgument, {}));
+  EXPECT_EQ(s.message(),
+            "cutecall: kernel 'gemm': operand 'b' dim 0 = 5 must equal "
+            "operand 'a' dim 1 = 7 (tied dim 'K')");
+
+  const int64_t b_ok[] = {7, 5}, c_bad[] = {3, 6};  // N defined by b (5)
+  EXPECT_TRUE(IsError(PackGemm(*plan, a, b_ok, c_bad, slots.data()),
+                      Code::kInvalidArgument,
+                      {"operand 'c' dim 1 = 6 must equal operand 'b' dim 1 = 5",
+                       "(tied dim 'N')"}));
+}
+
+TEST(LaunchPlanV2Test, TieWithinOneOperand) {
+  OperandSpec square = DynamicOperand(Source::kArg, 0, 2);
+  square.dyn_symbols = {0, 0};
+  ErrorOr<LaunchPlan> plan = ParseOne(square);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 2u);
+  std::vector<Slot> slots = PoisonedSlots(3);
+  const int64_t ok[] = {4, 4};
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x10), ok, 2}, slots.data())));
+  EXPECT_EQ(slots[1].bits, 4u);
+  EXPECT_EQ(slots[2].bits, 0xDEADBEEFDEADBEEFull);
+  const int64_t bad[] = {4, 6};
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x10), bad, 2}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'my_kernel'", "operand 'x' dim 1 = 6 must equal "
+                       "operand 'x' dim 0 = 4 (tied dim 'symbol 0')"}));
+}
+
+TEST(LaunchPlanV2Test, TiedLaterOccurrenceChecksItsOwnDivisibility) {
+  PlanSpec spec = GemmPlan();
+  spec.operands[1].dyn_shape[0].second = 8;  // b's K: divisible by 8
+  ErrorOr<LaunchPlan> plan = ParseGemm(spec);
+  ASSERT_TRUE(IsOk(plan));
+  std::vector<Slot> slots = PoisonedSlots(6);
+  const int64_t a[] = {3, 12}, b[] = {12, 5}, c[] = {3, 5};
+  EXPECT_TRUE(IsError(PackGemm(*plan, a, b, c, slots.data()),
+                      Code::kInvalidArgument,
+                      {"kernel 'gemm'", "input 'b'",
+                       "dim 0 = 12 is not divisible by 8"}));
+  const int64_t a16[] = {3, 16}, b16[] = {16, 5};
+  EXPECT_TRUE(IsOk(PackGemm(*plan, a16, b16, c, slots.data())));
+  EXPECT_EQ(slots[2].bits, 16u);
+
+  // The first occurrence checks its own divisibility, not the later one's.
+  PlanSpec first = GemmPlan();
+  first.operands[0].dyn_shape[1].second = 4;  // a's K: divisible by 4
+  ErrorOr<LaunchPlan> plan2 = ParseGemm(first);
+  ASSERT_TRUE(IsOk(plan2));
+  EXPECT_TRUE(IsOk(PackGemm(*plan2, a, b, c, slots.data())));  // K = 12
+  const int64_t a6[] = {3, 6}, b6[] = {6, 5};
+  EXPECT_TRUE(IsError(PackGemm(*plan2, a6, b6, c, slots.data()),
+                      Code::kInvalidArgument,
+                      {"input 'a'", "dim 1 = 6 is not divisible by 4"}));
+}
+
+TEST(LaunchPlanV2Test, TiesCompareAcrossSlotWidths) {
+  // a is 64-bit: K lives in an int64 slot; b reads it back as int64.
+  PlanSpec spec = GemmPlan();
+  spec.operands[0].flags = abi::kFlagShape64;
+  ErrorOr<LaunchPlan> plan = ParseGemm(spec);
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->symbols()[1].wide);
+  EXPECT_FALSE(plan->symbols()[2].wide);
+  std::vector<Slot> slots = PoisonedSlots(6);
+  const int64_t big = int64_t{3000000000};
+  const int64_t a[] = {3, big}, b[] = {big, 5}, c[] = {3, 5};
+  ASSERT_TRUE(IsOk(PackGemm(*plan, a, b, c, slots.data())));
+  EXPECT_EQ(slots[2].i64, big);
+  const int64_t b_low[] = {big - (int64_t{1} << 32), 5};
+  EXPECT_TRUE(IsError(PackGemm(*plan, a, b_low, c, slots.data()),
+                      Code::kInvalidArgument,
+                      {"operand 'b' dim 0 = -1294967296 must equal operand 'a' "
+                       "dim 1 = 3000000000"}));
+
+  // An int32 definition read back by a 64-bit later occurrence.
+  PlanSpec narrow = GemmPlan();
+  narrow.operands[1].flags = abi::kFlagShape64;
+  ErrorOr<LaunchPlan> plan2 = ParseGemm(narrow);
+  ASSERT_TRUE(IsOk(plan2));
+  const int64_t a2[] = {3, 7}, b2[] = {7, 5};
+  std::vector<Slot> slots2 = PoisonedSlots(6);
+  ASSERT_TRUE(IsOk(PackGemm(*plan2, a2, b2, c, slots2.data())));
+  EXPECT_EQ(slots2[2].bits, 7u);  // int32, upper bytes cleared
+  EXPECT_EQ(slots2[4].i64, 5);    // N defined by b: int64
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Builds encoded launch plans for tests, mirroring the encoding documented in
-// cutecall/abi.h (version 1):
+// cutecall/abi.h (version 2; version 1 when PlanSpec::version is 1):
 //   header:  [version, num_args, num_rets, num_operands, num_scalars]
 //   operand: [source, index, rank, elem_bytes, align, flags,
 //             n_static, (dim, value) * n_static,
-//             n_dyn_shape, (dim, divisibility) * n_dyn_shape,
+//             n_dyn_shape, (dim, divisibility, symbol) * n_dyn_shape,
 //             n_dyn_stride, (dim, divisibility) * n_dyn_stride]
+// Version 1 writes dynamic-shape entries as (dim, divisibility) pairs.
 #ifndef CUTECALL_TESTS_PLAN_BUILDER_H_
 #define CUTECALL_TESTS_PLAN_BUILDER_H_
 
@@ -29,6 +30,8 @@ struct OperandSpec {
   Rules static_dims;  // (dim, extent)
   Rules dyn_shape;    // (dim, divisibility)
   Rules dyn_stride;   // (dim, divisibility)
+  // Symbol of dyn_shape[j] (version 2); entries past its end are -1.
+  std::vector<int64_t> dyn_symbols;
 };
 
 struct PlanSpec {
@@ -45,19 +48,25 @@ inline std::vector<int64_t> Encode(const PlanSpec& plan) {
       plan.version, plan.num_args, plan.num_rets,
       plan.num_operands.value_or(int64_t(plan.operands.size())),
       plan.num_scalars};
-  auto put_rules = [&out](const Rules& rules) {
+  // `symbols` is null for rules without symbols.
+  auto put_rules = [&out](const Rules& rules,
+                          const std::vector<int64_t>* symbols) {
     out.push_back(int64_t(rules.size()));
-    for (const auto& [dim, value] : rules) {
-      out.push_back(dim);
-      out.push_back(value);
+    for (size_t j = 0; j < rules.size(); ++j) {
+      out.push_back(rules[j].first);
+      out.push_back(rules[j].second);
+      if (symbols != nullptr) {
+        out.push_back(j < symbols->size() ? (*symbols)[j]
+                                          : cutecall::abi::kNoSymbol);
+      }
     }
   };
   for (const OperandSpec& op : plan.operands) {
     out.insert(out.end(), {op.source, op.index, op.rank, op.elem_bytes,
                            op.align, op.flags});
-    put_rules(op.static_dims);
-    put_rules(op.dyn_shape);
-    put_rules(op.dyn_stride);
+    put_rules(op.static_dims, nullptr);
+    put_rules(op.dyn_shape, plan.version >= 2 ? &op.dyn_symbols : nullptr);
+    put_rules(op.dyn_stride, nullptr);
   }
   return out;
 }

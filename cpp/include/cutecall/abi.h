@@ -3,18 +3,20 @@
 // Owns: the layout of the packed argument array handed to
 // CuteDSLRT_Function_Run, and the integer encoding of a launch plan as it
 // travels in an XLA attribute, a bundle manifest or a Python call.
-// Must not change without bumping kPlanVersion (and the FFI target suffix):
-// compiled executables, jax.export artifacts and bundles carry these values.
+// Must not change without bumping kPlanVersion (and, where old artifacts
+// could no longer be served, the FFI target suffix): compiled executables,
+// jax.export artifacts and bundles carry these values.
 // Documented for users in docs/abi.md.
 //
 // Packed arguments (every entry points at storage holding the value):
 //   packed[0]              -> void*   stream (cudaStream_t)
 //   packed[1 .. n]         -> Slot    one per flat ABI slot, in plan order
 //   packed[n + 1]          -> int32_t CUDA status written by the launcher
-// Slots, per tensor operand in kernel order:
-//   data pointer, then each dynamic shape value (dim order; int32 unless the
+// Slots: first, per tensor operand in kernel order, the data pointer, then
+//   each dynamic shape value that owns a slot (plan order; int32 unless the
 //   operand is flagged 64-bit), then each dynamic stride value (int64,
-//   elements; only for strided operands).
+//   elements; only for strided operands); then the runtime scalars, one Slot
+//   each, bytes as given at the call site.
 #ifndef CUTECALL_ABI_H_
 #define CUTECALL_ABI_H_
 
@@ -24,7 +26,9 @@
 
 namespace cutecall::abi {
 
-inline constexpr int64_t kPlanVersion = 1;
+// The version this build writes; it reads kOldestPlanVersion..kPlanVersion.
+inline constexpr int64_t kPlanVersion = 2;
+inline constexpr int64_t kOldestPlanVersion = 1;
 // Upper bound of flat slots per call; packing storage lives on the stack.
 inline constexpr size_t kMaxSlots = 256;
 inline constexpr int64_t kMaxRank = 8;
@@ -54,14 +58,20 @@ enum class Source : int64_t { kArg = 0, kRet = 1 };
 inline constexpr int64_t kFlagShape64 = 1 << 0;   // shape slots are int64
 inline constexpr int64_t kFlagStrided = 1 << 1;   // stride slots follow
 
-// Encoded plan, version 1 (all int64):
-//   header:  [kPlanVersion, num_args, num_rets, num_operands, num_scalars=0]
+// Encoded plan, version 2 (all int64):
+//   header:  [version, num_args, num_rets, num_operands, num_scalars]
 //   operand: [source, index, rank, elem_bytes, align, flags,
 //             n_static, (dim, value) * n_static,
-//             n_dyn_shape, (dim, divisibility) * n_dyn_shape,
+//             n_dyn_shape, (dim, divisibility, symbol) * n_dyn_shape,
 //             n_dyn_stride, (dim, divisibility) * n_dyn_stride]
+// `symbol` is kNoSymbol (the dim owns a slot) or an index into the call's
+// symbol table, dense 0..S-1. A symbol's first occurrence in plan order
+// (operands, then entries) owns a slot; later occurrences own none and must
+// equal it at execute. Version 1: dynamic-shape entries are (dim,
+// divisibility) pairs, no symbols, and num_scalars must be 0.
 inline constexpr size_t kHeaderSize = 5;
 inline constexpr size_t kOperandFixedSize = 6;
+inline constexpr int64_t kNoSymbol = -1;
 
 }  // namespace cutecall::abi
 

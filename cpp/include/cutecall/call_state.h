@@ -1,26 +1,49 @@
 // cutecall/call_state.h — one call site's state across the three stages.
 //
-// Owns: the validated launch plan and the module bytes of one custom call
-// (instantiate), the loaded module (prepare), and the per-call packing and
-// launch (execute). Independent of XLA so tests can drive every stage;
-// xla_ffi.cc only decodes XLA's arguments and forwards here.
+// Owns: the validated launch plan, the module bytes and the runtime scalar
+// values of one custom call (instantiate), the loaded module (prepare), and
+// the per-call packing and launch (execute); and the process-wide stage
+// counters. Independent of XLA so tests can drive every stage; xla_ffi.cc
+// only decodes XLA's arguments and forwards here.
 // Contract: Instantiate touches no runtime; Prepare loads at most once and
 // is safe to call concurrently; Execute allocates nothing, never syncs, and
-// fails with FailedPrecondition if Prepare has not succeeded.
+// fails with FailedPrecondition if Prepare has not succeeded. Each stage call
+// bumps its counter (relaxed), whether or not it succeeds.
 #ifndef CUTECALL_CALL_STATE_H_
 #define CUTECALL_CALL_STATE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cutecall/launch_plan.h"
 #include "cutecall/module_registry.h"
 
 namespace cutecall {
+
+// How often each stage has been entered in this process, by every call site.
+struct CallStats {
+  uint64_t instantiates = 0;
+  uint64_t prepares = 0;
+  uint64_t executes = 0;
+};
+CallStats ReadCallStats();
+void ResetCallStats();
+
+namespace internal {
+struct CallCounters {
+  std::atomic<uint64_t> instantiates{0};
+  std::atomic<uint64_t> prepares{0};
+  std::atomic<uint64_t> executes{0};
+};
+// Constant-initialized; only ever touched with relaxed atomic operations.
+inline CallCounters call_counters;
+}  // namespace internal
 
 struct CallAttributes {
   std::string_view module;    // object bytes
@@ -30,6 +53,11 @@ struct CallAttributes {
   const int64_t* plan = nullptr;
   size_t plan_size = 0;
   std::string_view operand_names;  // comma-separated, may be empty
+  std::string_view symbol_names;   // comma-separated, may be empty
+  // Runtime scalar values, one per plan scalar; each value's 8 bytes are
+  // copied verbatim into its slot.
+  const int64_t* scalars = nullptr;
+  size_t num_scalars = 0;
 };
 
 class CallState {
@@ -46,6 +74,7 @@ class CallState {
   template <typename ArgFn, typename RetFn>
   Status Execute(void* stream, size_t num_args, size_t num_rets, ArgFn&& arg,
                  RetFn&& ret) const {
+    internal::call_counters.executes.fetch_add(1, std::memory_order_relaxed);
     const LoadedModule* module = module_.load(std::memory_order_acquire);
     if (module == nullptr) {
       return FailedPrecondition("cutecall: kernel '" + plan_.kernel_name() +
@@ -68,18 +97,22 @@ class CallState {
       if (!b.ok()) return b.status();
       if (Status s = plan_.PackOperand(i, b.value(), slots); !s.ok()) return s;
     }
+    std::copy(scalars_.begin(), scalars_.end(),
+              slots + plan_.first_scalar_slot());
     return module->Run(stream, slots, plan_.num_slots(), plan_.kernel_name());
   }
 
  private:
-  CallState(LaunchPlan plan, Digest key, std::string bytes,
-            std::string function)
+  CallState(LaunchPlan plan, std::vector<abi::Slot> scalars, Digest key,
+            std::string bytes, std::string function)
       : plan_(std::move(plan)),
+        scalars_(std::move(scalars)),
         key_(key),
         bytes_(std::move(bytes)),
         function_(std::move(function)) {}
 
   LaunchPlan plan_;
+  std::vector<abi::Slot> scalars_;  // the scalar slots, fixed per call site
   Digest key_;
   std::string bytes_;
   std::string function_;
