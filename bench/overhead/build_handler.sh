@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Build bench/overhead/handwritten_ffi.cu into a shared library.
+# Build bench/overhead/handwritten_ffi.cu into a shared library exporting the
+# handlers HandwrittenEmpty, HandwrittenEmptyNoGraph and HandwrittenEmptyEx
+# (checked with nm after the build).
 #
 #   bench/overhead/build_handler.sh [OUTPUT.so]
 #
@@ -30,4 +32,10 @@ set -x
   -gencode=arch=compute_90a,code=sm_90a \
   -I"$inc" "$here/handwritten_ffi.cu" -o "$out"
 { set +x; } 2>/dev/null
+for sym in HandwrittenEmpty HandwrittenEmptyNoGraph HandwrittenEmptyEx; do
+  if ! nm -D --defined-only "$out" | grep -qw "$sym"; then
+    echo "build_handler.sh: $out does not export $sym" >&2
+    exit 1
+  fi
+done
 echo "built $out"

@@ -3,12 +3,21 @@
 
 One process measures, side by side, the cost of one custom call that launches
 an EMPTY CuTe kernel (one f32[1024] input, one f32[1024] output, grid 1,
-block 32) through four paths:
+block 32) through five paths:
 
   cutecall      ``cutecall.cutlass_call(empty_launcher, ...)``
   handwritten   a hand-written XLA FFI handler (bench/overhead/handwritten_ffi.cu):
                 decode the stream, launch ``<<<1, 32, 0, stream>>>``, check.
                 The floor for any XLA custom call.
+  handwritten_ex
+                the same handler launching the way the CuTe DSL's generated
+                host code does: ``cudaLaunchKernelEx`` with the launch
+                attributes Cooperative = 0 and ProgrammaticStreamSerialization
+                = 0, on a kernel given once (on first use) the maximum dynamic
+                shared memory and non-portable cluster sizes with
+                ``cudaFuncSetAttribute``. The floor for a DSL-style launch: the
+                gap between it and ``handwritten`` is the launch style's, the
+                gap between cutecall and it is cutecall's own.
   cutlass_jax   NVIDIA's ``cutlass.jax.cutlass_call(empty_launcher, ...)``
   tvm_ffi       the same launcher compiled by ``cute.compile(...,
                 options="--enable-tvm-ffi")`` (stream from the TVM-FFI env
@@ -16,7 +25,8 @@ block 32) through four paths:
 
 Every path comes as two targets: one that XLA may capture into a CUDA graph
 (command buffer) and one that it may not (``allow_cuda_graph=False``; for the
-hand-written handler, the variant without ``kCmdBufferCompatible``).
+hand-written handler, the variant without ``kCmdBufferCompatible``), except
+``handwritten_ex``, which is graph-capable only.
 
 Scenarios (microseconds per call, lower is better):
 
@@ -24,8 +34,14 @@ Scenarios (microseconds per call, lower is better):
               so XLA can neither drop, merge nor reorder them. Run with XLA's
               default flags, where command buffers are on, so graph-capable
               targets run as CUDA graphs.
+  unrolled_donate
+              the same chain jitted with ``donate_argnums=0``, each
+              invocation's output fed back as the next one's input
+              (``x = fn(x)``): XLA may put the output in the donated input's
+              buffer, so buffer addresses can stay stable between executions.
+              Graph-capable targets only, default flags.
   unrolled_cmdbuf_off
-              the same, in a child process started with
+              the ``unrolled`` chain in a child process started with
               ``XLA_FLAGS=--xla_gpu_enable_command_buffer=`` (empty list: no
               command buffers at all). Only graph-capable targets run here;
               a no-graph target under default flags is the other way to see
@@ -37,13 +53,37 @@ Scenarios (microseconds per call, lower is better):
   eager       ``jax.jit(call)`` dispatched ``N`` times from Python back to
               back (async), one block at the end: host dispatch per call.
 
-Timing: wall clock (``time.perf_counter``) around ``reps`` back-to-back
-invocations followed by ``block_until_ready`` on the last result (one stream,
-so the last result finishing means all did). The first invocation compiles and
-is timed separately (``compile_s``), then ``--warmup`` invocations, then a
-calibration run picks ``reps`` so that one trial lasts about ``--trial-ms``.
-The reported value is the median over ``--trials`` trials, divided by
-``reps * calls per invocation``; every trial is kept in the JSON.
+Timing: one trial is ``reps`` back-to-back invocations followed by
+``block_until_ready`` on the last result (one stream, so the last result
+finishing means all did), timed with ``time.perf_counter``. The time at which
+the dispatch loop returned, before that block, is kept as well: ``dispatch_us``
+is host dispatch per call, and a dispatch time close to the total means the
+host, not the GPU, sets the pace. Before its trials every (target, scenario)
+cell is compiled (its first invocation, timed as ``compile_s``), warmed up
+(``--warmup`` invocations) and calibrated (``reps`` so that one trial lasts
+about ``--trial-ms``). Per-call values are trial time / (``reps`` * calls per
+invocation).
+
+By default the trials are interleaved: every target of a scenario is built,
+compiled, warmed up and calibrated first; then trial t runs one trial of each
+target, in an order rotated to start at target t % n, so slow drifts (clocks,
+host load, allocator state) hit all paths alike. ``--no-interleave`` times
+each cell in a block of its own, path after path. ``--trials`` defaults to 15
+interleaved, 7 in blocks. The table shows, per cell, the median and in
+brackets the min of the trials; the JSON keeps every trial (total and
+dispatch).
+
+Execute counter: when ``cutecall._core`` has ``call_stats()`` (a dict of
+counters, ``executes`` among them), it is read before and after every timed
+trial of a cutecall target. ``executes_per_invocation`` is the ``executes``
+delta over the timed trials divided by the invocations timed (the deltas of
+all counters are kept as ``call_stats_delta``). With command buffers, 0 means
+XLA replays its recorded graph without calling cutecall's execute handler; the
+number of calls per invocation means the handler runs on every replay.
+
+The run ends with cutecall / hand-written ratios (of the medians and of the
+mins) for ``unrolled`` and ``unrolled_donate``, against both hand-written
+variants.
 
 Bandwidth: a 1 GiB (``--bw-gib``) f32 copy, input -> new output, through
 cutecall (``cutecall.examples.kernels.copy``), cutlass.jax (same launcher) and
@@ -54,7 +94,8 @@ path's output is checked against its input once.
 
 A path that fails (import, build, compile, run) is recorded with its error
 string and the run goes on. The whole run aims to finish in ``--budget-s``
-seconds; measurements that would start after that are skipped and say so.
+seconds; measurements (and trials) that would start after that are skipped
+and say so.
 
 Usage (GPU machine, after tools/gpu/setup.sh and ``. /tmp/site/env.sh``):
 
@@ -90,19 +131,24 @@ HANDLER_SOURCE = Path(__file__).resolve().parent / "handwritten_ffi.cu"
 BUILD_HANDLER = Path(__file__).resolve().parent / "build_handler.sh"
 DEFAULT_HANDLER_SO = "/tmp/cutecall_bench/libhandwritten_ffi.so"
 CMDBUF_OFF_FLAG = "--xla_gpu_enable_command_buffer="
+CMDBUF_OFF = "_cmdbuf_off"
 CHILD_MARKER = "@@CUTECALL_BENCH_CHILD_JSON@@"
+SKIPPED = "skipped: time budget spent"
 
-PATHS = ("cutecall", "handwritten", "cutlass_jax", "tvm_ffi")
+PATHS = ("cutecall", "handwritten", "handwritten_ex", "cutlass_jax", "tvm_ffi")
+GRAPH_ONLY_PATHS = ("handwritten_ex",)
 PATH_LABELS = {
     "cutecall": "cutecall",
     "handwritten": "hand-written FFI",
+    "handwritten_ex": "hand-written FFI (DSL-style launch)",
     "cutlass_jax": "cutlass.jax",
     "tvm_ffi": "TVM-FFI (jax_tvm_ffi)",
     "xla": "XLA (x + s)",
 }
-SCENARIOS = ("unrolled", "unrolled_cmdbuf_off", "fori", "fori_cmdbuf_off", "eager")
-PARENT_SCENARIOS = ("eager", "unrolled", "fori")
+SCENARIOS = ("unrolled", "unrolled_donate", "unrolled_cmdbuf_off", "fori", "fori_cmdbuf_off", "eager")
+PARENT_SCENARIOS = ("eager", "unrolled", "unrolled_donate", "fori")
 CHILD_SCENARIOS = ("unrolled", "fori")
+BLOCK_TRIALS = 7  # --trials default with --no-interleave
 
 
 # --------------------------------------------------------------------------
@@ -115,7 +161,7 @@ class Config:
     n: int = 1024
     unroll: int = 200
     fori: int = 1000
-    trials: int = 7
+    trials: int = 15
     warmup: int = 3
     trial_ms: float = 40.0
     max_reps: int = 20000
@@ -128,22 +174,41 @@ class Config:
     handler_so: str = DEFAULT_HANDLER_SO
     bandwidth: bool = True
     cmdbuf_off_child: bool = True
+    interleave: bool = True
 
 
 @dataclasses.dataclass
 class Measurement:
-    """One (target, scenario) cell. ``us_per_call`` is None when it failed."""
+    """One (target, scenario) cell, microseconds per call. ``us_per_call``
+    (the median trial) is None when it failed."""
 
     us_per_call: float | None = None
+    min_us_per_call: float | None = None
+    dispatch_us: float | None = None
     trials_us: list[float] = dataclasses.field(default_factory=list)
+    dispatch_trials_us: list[float] = dataclasses.field(default_factory=list)
     reps: int = 0
     calls_per_invocation: int = 0
     compile_s: float | None = None
+    executes_per_invocation: float | None = None
+    call_stats_delta: dict[str, float] | None = None
     error: str | None = None
 
     @classmethod
     def failed(cls, error: str) -> "Measurement":
         return cls(error=error)
+
+    @classmethod
+    def from_trials(cls, trials_us: list[float], dispatch_trials_us: list[float],
+                    **fields: Any) -> "Measurement":
+        return cls(
+            us_per_call=round(statistics.median(trials_us), 4),
+            min_us_per_call=round(min(trials_us), 4),
+            dispatch_us=round(statistics.median(dispatch_trials_us), 4),
+            trials_us=[round(t, 4) for t in trials_us],
+            dispatch_trials_us=[round(t, 4) for t in dispatch_trials_us],
+            **fields,
+        )
 
 
 @dataclasses.dataclass
@@ -190,42 +255,98 @@ def _block(y: Any) -> None:
     jax.block_until_ready(y)
 
 
-def time_invocations(fn: Callable[[Any], Any], x: Any, reps: int) -> float:
-    """Seconds for ``reps`` back-to-back invocations plus one final block."""
-    t0 = time.perf_counter()
-    y = None
-    for _ in range(reps):
-        y = fn(x)
-    _block(y)
-    return time.perf_counter() - t0
-
-
 def pick_reps(one_s: float, cfg: Config, cap: int | None = None) -> int:
     target = cfg.trial_ms / 1e3
     reps = int(target / max(one_s, 1e-7))
     return max(1, min(reps, cap or cfg.max_reps))
 
 
+class Runner:
+    """One cell made ready to time: the constructor compiles, warms up and
+    calibrates ``fn``; each ``trial()`` times ``reps`` invocations.
+
+    ``feedback``: each invocation's output is the next one's input (for a
+    jit that donates its argument). ``stats``: a counter snapshot function
+    (``cutecall._core.call_stats``), read around every trial."""
+
+    def __init__(self, fn: Callable[[Any], Any], x: Any, calls: int, cfg: Config, *,
+                 feedback: bool = False, reps: int | None = None,
+                 stats: Callable[[], dict[str, Any]] | None = None):
+        self.fn, self.x, self.calls, self.feedback, self.stats = fn, x, calls, feedback, stats
+        self.total_us: list[float] = []
+        self.dispatch_us: list[float] = []
+        self.stats_delta: dict[str, float] = {}
+        self.error: str | None = None
+        self.compile_s = self._invoke(1)[0]
+        for _ in range(cfg.warmup):
+            self._invoke(1)
+        self.reps = reps or pick_reps(self._invoke(1)[0], cfg)
+
+    def _invoke(self, reps: int) -> tuple[float, float]:
+        """Seconds (total, dispatch) for ``reps`` back-to-back invocations:
+        dispatch ends when the loop returns, total after the final block."""
+        fn, x, feedback = self.fn, self.x, self.feedback
+        t0 = time.perf_counter()
+        y = x
+        for _ in range(reps):
+            y = fn(x)
+            if feedback:
+                x = y
+        t1 = time.perf_counter()
+        _block(y)
+        t2 = time.perf_counter()
+        self.x = x
+        return t2 - t0, t1 - t0
+
+    def trial(self) -> None:
+        before = self.stats() if self.stats else None
+        total, dispatch = self._invoke(self.reps)
+        if before is not None:
+            for name, value in self.stats().items():
+                if isinstance(value, (int, float)) and isinstance(before.get(name), (int, float)):
+                    self.stats_delta[name] = self.stats_delta.get(name, 0) + value - before[name]
+        scale = 1e6 / (self.reps * self.calls)
+        self.total_us.append(total * scale)
+        self.dispatch_us.append(dispatch * scale)
+
+    def result(self) -> Measurement:
+        if self.error is not None:
+            return Measurement.failed(self.error)
+        if not self.total_us:
+            return Measurement.failed(SKIPPED)
+        executes = self.stats_delta.get("executes")
+        if executes is not None:
+            executes = round(executes / (self.reps * len(self.total_us)), 3)
+        return Measurement.from_trials(
+            self.total_us, self.dispatch_us, reps=self.reps, calls_per_invocation=self.calls,
+            compile_s=round(self.compile_s, 3), executes_per_invocation=executes,
+            call_stats_delta=self.stats_delta or None)
+
+
+def run_trials(runners: list[Runner], trials: int, deadline: Deadline) -> None:
+    """``trials`` rounds of one trial per runner, round t starting at runner
+    t % n; a runner that fails keeps its error and leaves the rotation."""
+    n = len(runners)
+    for t in range(trials):
+        if deadline.expired():
+            log(f"[bench] time budget spent after {t} of {trials} trials")
+            return
+        for i in range(n):
+            runner = runners[(t + i) % n]
+            if runner.error is None:
+                try:
+                    runner.trial()
+                except Exception as exc:  # noqa: BLE001 - a failing path must not stop the run
+                    runner.error = short_error(exc)
+
+
 def measure(fn: Callable[[Any], Any], x: Any, calls: int, cfg: Config,
-            *, trials: int | None = None, reps: int | None = None) -> Measurement:
+            *, trials: int, reps: int | None = None) -> Measurement:
     """Compile, warm up, calibrate, then time ``trials`` trials of ``reps``."""
-    t0 = time.perf_counter()
-    _block(fn(x))
-    compile_s = time.perf_counter() - t0
-    for _ in range(cfg.warmup):
-        _block(fn(x))
-    if reps is None:
-        reps = pick_reps(time_invocations(fn, x, 1), cfg)
-    samples = []
-    for _ in range(trials or cfg.trials):
-        samples.append(time_invocations(fn, x, reps) / (reps * calls) * 1e6)
-    return Measurement(
-        us_per_call=statistics.median(samples),
-        trials_us=[round(s, 4) for s in samples],
-        reps=reps,
-        calls_per_invocation=calls,
-        compile_s=round(compile_s, 3),
-    )
+    runner = Runner(fn, x, calls, cfg, reps=reps)
+    for _ in range(trials):
+        runner.trial()
+    return runner.result()
 
 
 # --------------------------------------------------------------------------
@@ -233,15 +354,36 @@ def measure(fn: Callable[[Any], Any], x: Any, calls: int, cfg: Config,
 # --------------------------------------------------------------------------
 
 
-def scenario_unrolled(call: Callable, cfg: Config) -> tuple[Callable, int]:
-    import jax
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    """``build(call, cfg) -> (jitted fn, calls per invocation)``. ``feedback``:
+    the fn donates its argument, so each output is fed back as the next input.
+    ``graph_only``: run for graph-capable targets only."""
 
+    build: Callable[[Callable, Config], tuple[Callable, int]]
+    feedback: bool = False
+    graph_only: bool = False
+
+
+def _chain(call: Callable, cfg: Config) -> Callable:
     def chain(x):
         for _ in range(cfg.unroll):
             x = call(x)
         return x
 
-    return jax.jit(chain), cfg.unroll
+    return chain
+
+
+def scenario_unrolled(call: Callable, cfg: Config) -> tuple[Callable, int]:
+    import jax
+
+    return jax.jit(_chain(call, cfg)), cfg.unroll
+
+
+def scenario_unrolled_donate(call: Callable, cfg: Config) -> tuple[Callable, int]:
+    import jax
+
+    return jax.jit(_chain(call, cfg), donate_argnums=0), cfg.unroll
 
 
 def scenario_fori(call: Callable, cfg: Config) -> tuple[Callable, int]:
@@ -260,19 +402,26 @@ def scenario_eager(call: Callable, cfg: Config) -> tuple[Callable, int]:
     return jax.jit(lambda x: call(x)), 1
 
 
-SCENARIO_BUILDERS = {
-    "unrolled": scenario_unrolled,
-    "fori": scenario_fori,
-    "eager": scenario_eager,
+SCENARIO_SPECS = {
+    "unrolled": Scenario(scenario_unrolled),
+    "unrolled_donate": Scenario(scenario_unrolled_donate, feedback=True, graph_only=True),
+    "fori": Scenario(scenario_fori),
+    "eager": Scenario(scenario_eager),
 }
 
 
-def run_scenario(name: str, call: Callable, x: Any, cfg: Config) -> Measurement:
-    try:
-        fn, calls = SCENARIO_BUILDERS[name](call, cfg)
-        return measure(fn, x, calls, cfg)
-    except Exception as exc:  # noqa: BLE001 - a failing path must not stop the run
-        return Measurement.failed(short_error(exc))
+def has_column(column: str, graph: bool) -> bool:
+    """Whether a graph-capable (or no-graph) target gets this result column."""
+    return graph or not (column.endswith(CMDBUF_OFF) or SCENARIO_SPECS[column].graph_only)
+
+
+def prepare(name: str, call: Callable, x: Any, cfg: Config,
+            stats: Callable[[], dict[str, Any]] | None) -> Runner:
+    spec = SCENARIO_SPECS[name]
+    fn, calls = spec.build(call, cfg)
+    if spec.feedback:
+        x = input_array(cfg.n)  # donated: this cell's own buffer
+    return Runner(fn, x, calls, cfg, feedback=spec.feedback, stats=stats)
 
 
 # --------------------------------------------------------------------------
@@ -328,23 +477,26 @@ class Paths:
         fn = getattr(self.kernels(), launcher)
         return cutecall.cutlass_call(fn, output_shape_dtype=self.sds(n), allow_cuda_graph=graph)
 
-    # -- (b) hand-written XLA FFI handler --------------------------------
+    # -- (b) hand-written XLA FFI handlers --------------------------------
     def handler_lib(self):
+        """The built handwritten_ffi.cu, (re)built first if it is missing or
+        older than its source."""
         if self._handler_lib is None:
             import ctypes
 
             so = Path(self.cfg.handler_so)
-            if not so.is_file():
-                log(f"[bench] {so} missing; building it with {BUILD_HANDLER}")
+            if not so.is_file() or so.stat().st_mtime < HANDLER_SOURCE.stat().st_mtime:
+                log(f"[bench] {so} missing or older than {HANDLER_SOURCE.name}; "
+                    f"building it with {BUILD_HANDLER}")
                 subprocess.run(["bash", str(BUILD_HANDLER), str(so)], check=True,
+                               env={"PYTHON": sys.executable, **os.environ},
                                stdout=sys.stderr, stderr=sys.stderr)
             self._handler_lib = ctypes.cdll.LoadLibrary(str(so))
         return self._handler_lib
 
-    def handwritten(self, graph: bool):
+    def _handler_call(self, symbol: str):
         import jax
 
-        symbol = "HandwrittenEmpty" if graph else "HandwrittenEmptyNoGraph"
         name = f"cutecall_bench.{symbol}"
         if name not in self._registered:
             capsule = jax.ffi.pycapsule(getattr(self.handler_lib(), symbol))
@@ -352,6 +504,13 @@ class Paths:
             self._registered.add(name)
         sds = self.sds()
         return lambda x: jax.ffi.ffi_call(name, sds)(x)
+
+    def handwritten(self, graph: bool):
+        return self._handler_call("HandwrittenEmpty" if graph else "HandwrittenEmptyNoGraph")
+
+    def handwritten_ex(self, graph: bool):
+        """Graph-capable only (``GRAPH_ONLY_PATHS``): ``graph`` is always True."""
+        return self._handler_call("HandwrittenEmptyEx")
 
     # -- (c) cutlass.jax ----------------------------------------------------
     def cutlass_jax(self, graph: bool, launcher: str = "empty_launcher", n: int | None = None):
@@ -401,13 +560,15 @@ class Paths:
     # -- targets ------------------------------------------------------------
     def targets(self, graph_modes: tuple[bool, ...] = (False, True)) -> list[Target]:
         """No-graph target first: it runs the kernel once outside any stream
-        capture, so lazy module loading never happens inside a capture."""
+        capture, so lazy module loading never happens inside a capture.
+        Graph-only paths have no no-graph target."""
         out = []
         for path in self.cfg.paths:
             builder = getattr(self, path)
             for graph in graph_modes:
-                key = path if graph else f"{path}_nograph"
-                out.append(Target(key, path, graph, lambda b=builder, g=graph: b(g)))
+                if graph or path not in GRAPH_ONLY_PATHS:
+                    key = path if graph else f"{path}_nograph"
+                    out.append(Target(key, path, graph, lambda b=builder, g=graph: b(g)))
         return out
 
 
@@ -422,44 +583,85 @@ def input_array(n: int):
     return jnp.arange(n, dtype=jnp.float32)
 
 
+def cutecall_call_stats() -> Callable[[], dict[str, Any]] | None:
+    """``cutecall._core.call_stats`` where this build of cutecall has it."""
+    try:
+        core = importlib.import_module("cutecall._core")
+    except Exception:  # noqa: BLE001 - no cutecall, no counter
+        return None
+    return core.call_stats if hasattr(core, "call_stats") else None
+
+
+def _record(row: dict[str, Any], key: str, column: str, m: Measurement) -> None:
+    row[column] = dataclasses.asdict(m)
+    if m.us_per_call is None:
+        shown = m.error
+    else:
+        shown = (f"{m.us_per_call:.3f} us/call [min {m.min_us_per_call:.3f}], "
+                 f"dispatch {m.dispatch_us:.3f}")
+        if m.executes_per_invocation is not None:
+            shown += f", executes {m.executes_per_invocation:g}/{m.calls_per_invocation}"
+    log(f"[bench] {key:22s} {column:22s} {shown}")
+
+
 def run_overhead(cfg: Config, paths: Paths, scenarios: tuple[str, ...],
                  graph_modes: tuple[bool, ...], deadline: Deadline,
                  suffix: str = "") -> dict[str, dict[str, Any]]:
-    """``{target: {"path", "graph", scenario+suffix: Measurement-dict}}``."""
+    """``{target: {"path", "graph", scenario+suffix: Measurement-dict}}``.
+
+    Every target is built first. Interleaved (``cfg.interleave``): per
+    scenario, all its targets are prepared, then their trials rotate (see
+    ``run_trials``). Otherwise each cell is prepared and timed on its own,
+    target after target."""
     x = input_array(cfg.n)
+    stats = cutecall_call_stats()
     results: dict[str, dict[str, Any]] = {}
+    built: dict[str, tuple[Target, Callable]] = {}
     for target in paths.targets(graph_modes):
-        row: dict[str, Any] = {"path": target.path, "graph": target.graph}
-        results[target.key] = row
-        if deadline.expired():
+        row = results[target.key] = {"path": target.path, "graph": target.graph}
+        error = SKIPPED if deadline.expired() else None
+        if error is None:
+            t0 = time.perf_counter()
+            try:
+                built[target.key] = (target, target.build())
+                row["build_s" + suffix] = round(time.perf_counter() - t0, 3)
+            except Exception as exc:  # noqa: BLE001
+                error = "build: " + short_error(exc)
+                log(f"[bench] {target.key}: {error}")
+        if error is not None:
             for s in scenarios:
-                row[s + suffix] = dataclasses.asdict(Measurement.failed("skipped: time budget spent"))
-            continue
-        t0 = time.perf_counter()
-        try:
-            call = target.build()
-        except Exception as exc:  # noqa: BLE001
-            err = "build: " + short_error(exc)
-            log(f"[bench] {target.key}: {err}")
-            for s in scenarios:
-                row[s + suffix] = dataclasses.asdict(Measurement.failed(err))
-            continue
-        row["build_s" + suffix] = round(time.perf_counter() - t0, 3)
-        for s in scenarios:
+                if has_column(s, target.graph):
+                    row[s + suffix] = dataclasses.asdict(Measurement.failed(error))
+
+    cells = [(key, s) for key, (target, _) in built.items() for s in scenarios
+             if has_column(s, target.graph)]
+    if cfg.interleave:
+        groups = [[c for c in cells if c[1] == s] for s in scenarios]
+    else:
+        groups = [[c] for c in cells]
+    for group in groups:
+        runners: dict[tuple[str, str], Runner] = {}
+        for key, s in group:
+            target, call = built[key]
             if deadline.expired():
-                m = Measurement.failed("skipped: time budget spent")
-            else:
-                m = run_scenario(s, call, x, cfg)
-            row[s + suffix] = dataclasses.asdict(m)
-            shown = f"{m.us_per_call:.3f} us/call" if m.us_per_call is not None else m.error
-            log(f"[bench] {target.key:22s} {s + suffix:22s} {shown}")
+                _record(results[key], key, s + suffix, Measurement.failed(SKIPPED))
+                continue
+            try:
+                runners[key, s] = prepare(s, call, x, cfg,
+                                          stats if target.path == "cutecall" else None)
+            except Exception as exc:  # noqa: BLE001 - a failing path must not stop the run
+                _record(results[key], key, s + suffix, Measurement.failed(short_error(exc)))
+        run_trials(list(runners.values()), cfg.trials, deadline)
+        for (key, s), runner in runners.items():
+            _record(results[key], key, s + suffix, runner.result())
     return results
 
 
 def lower_only(cfg: Config, paths: Paths) -> dict[str, Any]:
     """No GPU needed: lower every (target, scenario) for CUDA and report the
     custom-call targets in the StableHLO. Checks that each path builds and
-    that the chains lower as intended."""
+    that the chains lower as intended (the donated chain: input aliased to
+    the output)."""
     import re
 
     import jax
@@ -475,14 +677,18 @@ def lower_only(cfg: Config, paths: Paths) -> dict[str, Any]:
         except Exception as exc:  # noqa: BLE001
             row["error"] = "build: " + short_error(exc)
             continue
-        for name, builder in SCENARIO_BUILDERS.items():
+        for name, spec in SCENARIO_SPECS.items():
+            if not has_column(name, target.graph):
+                continue
             try:
-                fn, _ = builder(call, cfg)
+                fn, _ = spec.build(call, cfg)
                 text = fn.trace(x).lower(lowering_platforms=("cuda",)).as_text()
                 names = re.findall(r"custom_call @([\w.]+)\(", text)
                 names += re.findall(r'call_target_name = "([^"]+)"', text)
                 row[name] = {"custom_calls": len(names), "targets": sorted(set(names)),
                              "func_calls": len(re.findall(r"\bcall @", text))}
+                if spec.feedback:
+                    row[name]["input_aliased"] = "tf.aliasing_output" in text
             except Exception as exc:  # noqa: BLE001
                 row[name] = {"error": short_error(exc)}
     return out
@@ -494,13 +700,18 @@ def format_lowering_table(low: dict[str, Any]) -> str:
         if "error" in row:
             lines.append(f"  {key:22s} ERROR {row['error']}")
             continue
-        for name in SCENARIO_BUILDERS:
-            r = row.get(name, {})
+        for name in SCENARIO_SPECS:
+            r = row.get(name)
+            if r is None:
+                continue
             if "error" in r:
-                lines.append(f"  {key:22s} {name:9s} ERROR {r['error']}")
-            else:
-                lines.append(f"  {key:22s} {name:9s} {r['custom_calls']} custom_call op(s), "
-                             f"{r['func_calls']} func call(s): {', '.join(r['targets'])}")
+                lines.append(f"  {key:22s} {name:15s} ERROR {r['error']}")
+                continue
+            line = (f"  {key:22s} {name:15s} {r['custom_calls']} custom_call op(s), "
+                    f"{r['func_calls']} func call(s): {', '.join(r['targets'])}")
+            if "input_aliased" in r:
+                line += "; input aliased to output" if r["input_aliased"] else "; input NOT aliased"
+            lines.append(line)
     return "\n".join(lines)
 
 
@@ -535,11 +746,11 @@ def merge_child(overhead: dict[str, dict[str, Any]], child: dict[str, Any]) -> N
         if not row.get("graph"):
             continue
         for s in CHILD_SCENARIOS:
-            name = f"{s}_cmdbuf_off"
+            name = s + CMDBUF_OFF
             if key in child_rows and name in child_rows[key]:
                 row[name] = child_rows[key][name]
-                if "build_s_cmdbuf_off" in child_rows[key]:
-                    row["build_s_cmdbuf_off"] = child_rows[key]["build_s_cmdbuf_off"]
+                if "build_s" + CMDBUF_OFF in child_rows[key]:
+                    row["build_s" + CMDBUF_OFF] = child_rows[key]["build_s" + CMDBUF_OFF]
             else:
                 err = child.get("error", "not measured by the child")
                 row[name] = dataclasses.asdict(Measurement.failed(err))
@@ -577,7 +788,7 @@ def run_bandwidth(cfg: Config, paths: Paths, deadline: Deadline) -> dict[str, An
         if name not in ("xla",) and name not in cfg.paths:
             continue
         if deadline.expired():
-            out[name] = {"error": "skipped: time budget spent"}
+            out[name] = {"error": SKIPPED}
             continue
         try:
             call = build()
@@ -635,6 +846,7 @@ def collect_meta(cfg: Config) -> dict[str, Any]:
             "jax", "jaxlib", "jax-cuda13-plugin", "nvidia-cutlass-dsl",
             "nvidia-cutlass-dsl-libs-cu13", "cuda-bindings", "apache-tvm-ffi",
             "jax-tvm-ffi", "cutecall")},
+        "cutecall_call_stats": cutecall_call_stats() is not None,
     }
     try:
         import jax
@@ -652,11 +864,37 @@ def collect_meta(cfg: Config) -> dict[str, Any]:
 # --------------------------------------------------------------------------
 
 
-def _cell(m: dict[str, Any] | None, notes: list[str]) -> str:
+@dataclasses.dataclass(frozen=True)
+class Column:
+    """A table column: the result column it reads, its two header lines, and
+    how it shows a measurement that has a value."""
+
+    key: str
+    head: tuple[str, str]
+    show: Callable[[dict[str, Any]], str]
+
+
+def column_heads(cfg: Config) -> dict[str, tuple[str, str]]:
+    unrolled, fori = f"jit x{cfg.unroll}", f"fori x{cfg.fori}"
+    return {
+        "unrolled": (unrolled, "cmdbuf on"),
+        "unrolled_donate": (unrolled, "donated"),
+        "unrolled_cmdbuf_off": (unrolled, "cmdbuf off"),
+        "fori": (fori, "cmdbuf on"),
+        "fori_cmdbuf_off": (fori, "cmdbuf off"),
+        "eager": ("eager", "dispatch"),
+    }
+
+
+def target_label(row: dict[str, Any]) -> str:
+    return PATH_LABELS.get(row["path"], row["path"]) + ("" if row["graph"] else " [no graph]")
+
+
+def _cell(m: dict[str, Any] | None, show: Callable[[dict[str, Any]], str], notes: list[str]) -> str:
     if not m:
         return "-"
     if m.get("us_per_call") is not None:
-        return f"{m['us_per_call']:.2f}"
+        return show(m)
     err = m.get("error") or "failed"
     if err.startswith("skipped"):
         return "skip"
@@ -665,35 +903,84 @@ def _cell(m: dict[str, Any] | None, notes: list[str]) -> str:
     return f"ERR{notes.index(err) + 1}"
 
 
-def format_overhead_table(overhead: dict[str, dict[str, Any]], cfg: Config) -> str:
-    heads = [
-        ("unrolled", f"jit x{cfg.unroll}", "cmdbuf on"),
-        ("unrolled_cmdbuf_off", f"jit x{cfg.unroll}", "cmdbuf off"),
-        ("fori", f"fori x{cfg.fori}", "cmdbuf on"),
-        ("fori_cmdbuf_off", f"fori x{cfg.fori}", "cmdbuf off"),
-        ("eager", "eager", "dispatch"),
-    ]
+def format_grid(title: str, rows: list[dict[str, Any]], columns: list[Column],
+                footer: list[str]) -> str:
     notes: list[str] = []
-    rows = []
-    for key, row in overhead.items():
-        label = PATH_LABELS.get(row["path"], row["path"]) + ("" if row["graph"] else " [no graph]")
-        rows.append([label] + [_cell(row.get(s), notes) for s, _, _ in heads])
-    width0 = max([len("target")] + [len(r[0]) for r in rows])
-    widths = [max(11, len(h1), len(h2)) for _, h1, h2 in heads]
-    lines = [
-        f"Launch overhead: empty kernel, f32[{cfg.n}] -> f32[{cfg.n}], "
-        f"microseconds per call (median of {cfg.trials} trials)",
-        "  ".join(["target".ljust(width0)] + [h1.rjust(w) for (_, h1, _), w in zip(heads, widths)]),
-        "  ".join(["".ljust(width0)] + [h2.rjust(w) for (_, _, h2), w in zip(heads, widths)]),
-    ]
+    body = [[target_label(r)] + [_cell(r.get(c.key), c.show, notes) for c in columns]
+            for r in rows]
+    width0 = max([len("target")] + [len(b[0]) for b in body])
+    widths = [max([9, *map(len, c.head)] + [len(b[i + 1]) for b in body])
+              for i, c in enumerate(columns)]
+    lines = [title] + [
+        "  ".join([first.ljust(width0)] + [c.head[k].rjust(w) for c, w in zip(columns, widths)])
+        for k, first in enumerate(("target", ""))]
     lines.append("-" * len(lines[-1]))
-    for r in rows:
-        lines.append("  ".join([r[0].ljust(width0)] + [c.rjust(w) for c, w in zip(r[1:], widths)]))
+    lines += ["  ".join([b[0].ljust(width0)] + [v.rjust(w) for v, w in zip(b[1:], widths)])
+              for b in body]
     lines += [f"  ERR{i + 1}: {e}" for i, e in enumerate(notes)]
-    lines.append("  [no graph] targets opt out of CUDA graphs (allow_cuda_graph=False / no "
-                 "kCmdBufferCompatible): under default flags they run as plain thunks;")
-    lines.append("  '-' = not measured for them (no command buffer to turn off). "
-                 "'skip' = time budget spent.")
+    return "\n".join(lines + footer)
+
+
+def format_overhead_table(overhead: dict[str, dict[str, Any]], cfg: Config) -> str:
+    columns = [Column(s, h, lambda m: f"{m['us_per_call']:.2f} [{m['min_us_per_call']:.2f}]")
+               for s, h in column_heads(cfg).items()]
+    order = "interleaved" if cfg.interleave else "in one block per path"
+    title = (f"Launch overhead: empty kernel, f32[{cfg.n}] -> f32[{cfg.n}], microseconds per call, "
+             f"median [min] of {cfg.trials} trials ({order})")
+    footer = ["  [no graph] targets opt out of CUDA graphs (allow_cuda_graph=False / no "
+              "kCmdBufferCompatible): under default flags they run as plain thunks;",
+              "  '-' = not measured for them (no command buffer to turn off; the donated chain "
+              "is for graph-capable targets). 'skip' = time budget spent."]
+    return format_grid(title, list(overhead.values()), columns, footer)
+
+
+def format_dispatch_table(overhead: dict[str, dict[str, Any]], cfg: Config) -> str:
+    heads = column_heads(cfg)
+    columns = [Column(s, (heads[s][1], what), lambda m, f=field: f"{m[f]:.2f}")
+               for s in ("unrolled", "unrolled_donate")
+               for what, field in (("total", "us_per_call"), ("dispatch", "dispatch_us"))]
+    title = (f"Host dispatch vs total, jit x{cfg.unroll}, graph-capable targets, "
+             f"microseconds per call (medians)")
+    footer = ["  dispatch = until the dispatch loop returned, before the final block. Close to "
+              "total: the host sets the pace; well below: the GPU does."]
+    return format_grid(title, [r for r in overhead.values() if r["graph"]], columns, footer)
+
+
+def format_executes_table(overhead: dict[str, dict[str, Any]], cfg: Config) -> str:
+    rows = [r for r in overhead.values() if r["path"] == "cutecall"]
+    if not any(isinstance(m, dict) and m.get("executes_per_invocation") is not None
+               for r in rows for m in r.values()):
+        return "Execute counter: not recorded (cutecall._core has no call_stats())."
+
+    def show(m: dict[str, Any]) -> str:
+        if m.get("executes_per_invocation") is None:
+            return "-"
+        return f"{m['executes_per_invocation']:g}/{m['calls_per_invocation']}"
+
+    columns = [Column(s, h, show) for s, h in column_heads(cfg).items()]
+    title = ("cutecall execute-handler runs / calls, per invocation "
+             "(cutecall._core.call_stats()['executes'] over the timed trials)")
+    footer = ["  with command buffers: 0 = XLA replays the recorded graph without the handler; "
+              "= calls: the handler runs on every replay."]
+    return format_grid(title, rows, columns, footer)
+
+
+def format_summary(overhead: dict[str, dict[str, Any]], cfg: Config) -> str:
+    def ratio(s: str, ref: str, field: str) -> str:
+        a = overhead.get("cutecall", {}).get(s) or {}
+        b = overhead.get(ref, {}).get(s) or {}
+        if a.get(field) is None or not b.get(field):
+            return "n/a"
+        return f"{a[field] / b[field]:.2f}x"
+
+    heads = column_heads(cfg)
+    refs = ("handwritten", "handwritten_ex")
+    width = max(len(PATH_LABELS[r]) for r in refs)
+    lines = [f"{'cutecall / hand-written (target <= 1.10x)':{width + 23}s} {'medians':>8s} {'mins':>8s}"]
+    for s in ("unrolled", "unrolled_donate"):
+        for ref in refs:
+            lines.append(f"  {' '.join(heads[s]):18s} / {PATH_LABELS[ref]:{width}s}"
+                         f" {ratio(s, ref, 'us_per_call'):>8s} {ratio(s, ref, 'min_us_per_call'):>8s}")
     return "\n".join(lines)
 
 
@@ -716,20 +1003,41 @@ def format_bandwidth_table(bw: dict[str, Any], cfg: Config) -> str:
     return "\n".join(lines)
 
 
+def format_report(data: dict[str, Any], cfg: Config) -> str:
+    """Every table, then the device (when measured), the summary last."""
+    overhead, meta = data["overhead"], data["meta"]
+    parts = [
+        format_overhead_table(overhead, cfg),
+        format_dispatch_table(overhead, cfg),
+        format_executes_table(overhead, cfg),
+        format_bandwidth_table(data["bandwidth"], cfg),
+    ]
+    if "device" in meta:
+        parts.append(f"(device: {meta['device']}; {meta.get('nvidia_smi')}; wall {meta['wall_s']} s)")
+    return "\n\n".join(parts + [format_summary(overhead, cfg)])
+
+
 def synthetic_results(cfg: Config) -> dict[str, Any]:
     """Made-up numbers in the real shape, for ``--dry-run``."""
     overhead: dict[str, dict[str, Any]] = {}
-    base = {"cutecall": 2.0, "handwritten": 1.8, "cutlass_jax": 2.6, "tvm_ffi": 3.1}
-    for path in cfg.paths:
-        for graph in (False, True):
-            row: dict[str, Any] = {"path": path, "graph": graph}
-            for s in SCENARIOS:
-                if s.endswith("cmdbuf_off") and not graph:
-                    continue
-                v = base[path] * (1.0 if graph and not s.endswith("off") else 2.5)
-                row[s] = dataclasses.asdict(Measurement(us_per_call=v, trials_us=[v] * cfg.trials,
-                                                        reps=100, calls_per_invocation=1))
-            overhead[path if graph else f"{path}_nograph"] = row
+    base = {"cutecall": 2.0, "handwritten": 1.8, "handwritten_ex": 1.9, "cutlass_jax": 2.6,
+            "tvm_ffi": 3.1}
+    for target in Paths(cfg).targets():
+        row: dict[str, Any] = {"path": target.path, "graph": target.graph}
+        for s in SCENARIOS:
+            if not has_column(s, target.graph):
+                continue
+            graph_run = target.graph and not s.endswith(CMDBUF_OFF)
+            v = base[target.path] * (1.0 if graph_run else 2.5)
+            calls = cfg.unroll if s.startswith("unrolled") else cfg.fori if s.startswith("fori") else 1
+            executes = None
+            if target.path == "cutecall":
+                executes = 0.0 if graph_run and s.startswith("unrolled") else float(calls)
+            trials = [v * (1 + 0.05 * (i % 4)) for i in range(cfg.trials)]
+            row[s] = dataclasses.asdict(Measurement.from_trials(
+                trials, [t * (0.9 if graph_run else 0.3) for t in trials], reps=100,
+                calls_per_invocation=calls, executes_per_invocation=executes))
+        overhead[target.key] = row
     if "tvm_ffi" in cfg.paths:
         overhead["tvm_ffi"]["eager"] = dataclasses.asdict(Measurement.failed("ImportError: no tvm_ffi"))
     bw = {"cutecall": {"gbps": 3000.1, "ms_per_call": 0.7157, "output_matches_input": True},
@@ -764,7 +1072,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--n", type=int, default=d.n, help="elements of the f32 input/output")
     p.add_argument("--unroll", type=int, default=d.unroll, help="chained calls in one jit")
     p.add_argument("--fori", type=int, default=d.fori, help="lax.fori_loop iterations")
-    p.add_argument("--trials", type=int, default=d.trials)
+    p.add_argument("--trials", type=int, default=None,
+                   help=f"trials per cell (default {d.trials}; {BLOCK_TRIALS} with --no-interleave)")
+    p.add_argument("--no-interleave", action="store_true",
+                   help="time each (target, scenario) in its own block of trials, path after path")
     p.add_argument("--warmup", type=int, default=d.warmup)
     p.add_argument("--trial-ms", type=float, default=d.trial_ms, help="target length of one trial")
     p.add_argument("--bw-gib", type=float, default=d.bw_gib, help="size of the copied array")
@@ -776,7 +1087,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget-s", type=float, default=d.budget_s, help="stop starting work after this")
     p.add_argument("--child-timeout-s", type=float, default=d.child_timeout_s)
     p.add_argument("--handler-so", default=os.environ.get("CUTECALL_HANDWRITTEN_SO", DEFAULT_HANDLER_SO),
-                   help="the built handwritten_ffi.cu (built on demand if missing)")
+                   help="the built handwritten_ffi.cu (built on demand if missing or stale)")
     p.add_argument("--quick", action="store_true", help="fewer trials/iterations (smoke run)")
     p.add_argument("--dry-run", action="store_true", help="no JAX: print tables of synthetic numbers")
     p.add_argument("--allow-cpu", action="store_true", help="run even if JAX has no GPU")
@@ -791,12 +1102,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
+    interleave = not args.no_interleave
     cfg = Config(
-        n=args.n, unroll=args.unroll, fori=args.fori, trials=args.trials, warmup=args.warmup,
+        n=args.n, unroll=args.unroll, fori=args.fori,
+        trials=args.trials or (Config.trials if interleave else BLOCK_TRIALS), warmup=args.warmup,
         trial_ms=args.trial_ms, bw_gib=args.bw_gib, bw_trials=args.bw_trials,
         bw_reps=args.bw_reps, budget_s=args.budget_s, child_timeout_s=args.child_timeout_s,
         paths=tuple(x for x in args.paths.split(",") if x), handler_so=args.handler_so,
         bandwidth=not args.no_bandwidth, cmdbuf_off_child=not args.no_cmdbuf_off,
+        interleave=interleave,
     )
     if args.quick:
         cfg.unroll, cfg.fori, cfg.trials, cfg.trial_ms = min(cfg.unroll, 50), min(cfg.fori, 200), 3, 15.0
@@ -807,19 +1121,20 @@ def config_from_args(args: argparse.Namespace) -> Config:
 def child_argv(args: argparse.Namespace) -> list[str]:
     """The options a child must share with the parent."""
     out = ["--paths", args.paths, "--n", str(args.n), "--unroll", str(args.unroll),
-           "--fori", str(args.fori), "--trials", str(args.trials), "--warmup", str(args.warmup),
+           "--fori", str(args.fori), "--warmup", str(args.warmup),
            "--trial-ms", str(args.trial_ms), "--handler-so", args.handler_so]
-    if args.quick:
-        out.append("--quick")
-    if args.allow_cpu:
-        out.append("--allow-cpu")
+    if args.trials:
+        out += ["--trials", str(args.trials)]
+    for flag in ("quick", "allow_cpu", "no_interleave"):
+        if getattr(args, flag):
+            out.append("--" + flag.replace("_", "-"))
     return out
 
 
 def child_main(cfg: Config) -> int:
     deadline = Deadline(cfg.budget_s)
     paths = Paths(cfg)
-    overhead = run_overhead(cfg, paths, CHILD_SCENARIOS, (True,), deadline, suffix="_cmdbuf_off")
+    overhead = run_overhead(cfg, paths, CHILD_SCENARIOS, (True,), deadline, suffix=CMDBUF_OFF)
     print(CHILD_MARKER + json.dumps({"overhead": overhead, "XLA_FLAGS": os.environ.get("XLA_FLAGS")}),
           flush=True)
     return 0
@@ -843,9 +1158,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(args)
     if args.dry_run:
         data = synthetic_results(cfg)
-        print(format_overhead_table(data["overhead"], cfg))
-        print()
-        print(format_bandwidth_table(data["bandwidth"], cfg))
+        print(format_report(data, cfg))
         if args.out:
             write_json(args.out, data)
         return 0
@@ -883,10 +1196,7 @@ def main(argv: list[str] | None = None) -> int:
     meta["wall_s"] = round(time.monotonic() - t_start, 1)
 
     data = {"meta": meta, "overhead": overhead, "bandwidth": bandwidth}
-    print(format_overhead_table(overhead, cfg))
-    print()
-    print(format_bandwidth_table(bandwidth, cfg))
-    print(f"\n(device: {meta.get('device')}; {meta.get('nvidia_smi')}; wall {meta['wall_s']} s)")
+    print(format_report(data, cfg))
     if args.out:
         write_json(args.out, data)
     return 0
