@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall import TensorSpec, _compile
-from cutecall.examples import kernels
+from cutecall import TensorSpec, _compile, _spec
+from cutecall.examples import kernels, layouts
 
 
 def same_as_first(*args):
@@ -79,7 +79,7 @@ def test_lowered_hlo_carries_target_and_attributes():
     key = attr(line, "key").strip('"')
     assert re.fullmatch(r"[0-9a-f]{64}", key)
     plan = [int(v) for v in re.findall(r"-?\d+", attr(line, "plan").split(">")[0][6:])]
-    assert plan[:5] == [1, 2, 1, 3, 0]
+    assert plan[:5] == [_spec.PLAN_VERSION, 2, 1, 3, 0]
     kernel = next(iter(_compile._cache.entries.values()))
     assert any(k.sha256 == key for k in _compile._cache.entries.values())
     for k in _compile._cache.entries.values():
@@ -137,13 +137,14 @@ def test_eager_call_without_gpu_says_so():
 
 @pytest.mark.parametrize("kwargs, args, err, match", [
     (dict(output_shape_dtype=f32(4)), ("not an array", np.ones(4)), TypeError,
-     "input 0 of 'vector_add' must be an array"),
+     "argument 0 of 'vector_add' must be an array"),
     (dict(output_shape_dtype=[(4,)]), (jnp.ones(4), jnp.ones(4)), TypeError,
      "leaf 0 of 'vector_add' must be a jax.ShapeDtypeStruct"),
     (dict(output_shape_dtype=f32(4), input_output_aliases={5: 0}),
-     (jnp.ones(4), jnp.ones(4)), ValueError, r"\{5: 0\} is out of range"),
-    (dict(output_shape_dtype=f32(4), input_output_aliases={0: 0}),
-     (jnp.ones(4, jnp.int32), jnp.ones(4)), ValueError, "cannot alias output 0"),
+     (jnp.ones(4), jnp.ones(4)), ValueError, "input 5 of 'vector_add' is not an array"),
+    (dict(output_shape_dtype=(f32(4), f32(4)), input_output_aliases={0: 1}),
+     (jnp.ones(4, jnp.int32), jnp.ones(4)), ValueError,
+     r"input \[0\] int32\[4\] of 'vector_add' cannot alias output \[1\]"),
     (dict(output_shape_dtype=f32(4), input_spec=[TensorSpec()]),
      (jnp.ones(4), jnp.ones(4)), ValueError, "input_spec has 1 entries for 2"),
 ])
@@ -167,7 +168,11 @@ def test_construction_errors():
 def test_compile_failure_names_the_kernel():
     import cutlass.cute as cute
 
-    add = cutecall.cutlass_call(kernels.scale_bias_act, output_shape_dtype=f32(8, 4),
-                                name="broken", alpha=1.0)  # relu missing
-    with pytest.raises(cutecall.CompileError, match="kernel 'broken'"):
-        add.lower(f32(8, 4), f32(4))
+    missing = cutecall.cutlass_call(kernels.scale_bias_act, output_shape_dtype=f32(8, 4),
+                                    alpha=1.0)  # relu missing: caught before compiling
+    with pytest.raises(TypeError, match="needs keyword argument 'relu'"):
+        missing.lower(f32(8, 4), f32(4))
+    add = cutecall.cutlass_call(layouts.copy_bits, output_shape_dtype=f32(8),
+                                name="broken", expect="Float64")  # the kernel asserts
+    with pytest.raises(cutecall.CompileError, match="kernel 'broken'.*received Float32"):
+        add.lower(f32(8))

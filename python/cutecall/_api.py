@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from typing import Any, Callable, Hashable, Mapping
 
@@ -98,16 +97,13 @@ def _leaves_under(paths: list, prefix: tuple) -> list[int]:
     return [k for k, p in enumerate(paths) if tuple(p[:len(prefix)]) == prefix]
 
 
-def _resolve_aliases(aliases, in_paths, out_paths, binding, name):
+def _resolve_aliases(aliases, in_paths, out_paths, name):
     """Flat (input leaf, output leaf) pairs, the top-level outputs removed from
     the kernel (int aliases) and the output leaves hidden from it (paths)."""
     pairs, whole_outputs, hidden = [], set(), set()
     key = jax.tree_util.SequenceKey
     for i, o in aliases:
-        if isinstance(i, int):
-            if i >= len(binding.slots_by_call) or binding.slots_by_call[i] is None:
-                raise ValueError(f"cutecall: input_output_aliases input {i} of "
-                                 f"'{name}' is not an array argument of the call")
+        if isinstance(i, int):  # range-checked by CutlassCall._bind
             i = (key(i),)
         if isinstance(o, int):
             whole_outputs.add(o)
@@ -132,15 +128,6 @@ def _resolve_aliases(aliases, in_paths, out_paths, binding, name):
 
 
 # ---------------------------------------------------------------------------
-
-@dataclasses.dataclass(frozen=True)
-class _CallBinding:
-    """Static part of one call: the launcher binding plus, per positional
-    argument of the call, its array index (None for a runtime scalar)."""
-
-    binding: _signature.Binding
-    slots_by_call: tuple
-
 
 class CutlassCall:
     """A CuTe DSL launcher bound to an output contract; call it with arrays.
@@ -175,9 +162,9 @@ class CutlassCall:
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.sig = _signature.analyze(fn)
         self.constexprs = tuple(sorted(constexprs.items()))
-        self.sig.check_constexprs(constexprs)
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")
+        self.sig.check_constexprs(constexprs)
         if compile_key is not None:
             try:
                 hash(compile_key)
@@ -215,24 +202,31 @@ class CutlassCall:
                             f"array, a pytree of arrays, a scalar or None, got "
                             f"{type(leaf).__name__}: {leaf!r}")
         outs = self._outputs(args)
+        for i, o in self.aliases:
+            if isinstance(i, int) and (i >= len(args) or args[i] is None or
+                                       _signature.is_scalar_value(args[i])):
+                raise ValueError(f"cutecall: input_output_aliases input {i} of "
+                                 f"'{self.name}' is not an array argument of "
+                                 f"the call ({len(args)} arguments)")
+            if isinstance(o, int) and o >= outs[2]:
+                raise ValueError(f"cutecall: input_output_aliases output {o} of "
+                                 f"'{self.name}' is out of range for "
+                                 f"{outs[2]} outputs")
         whole = {o for _, o in self.aliases if isinstance(o, int)}
         binding, arrays = _signature.bind(
             self.sig, args, kwargs, outs[2] - len(whole), self.operand_order,
             dict(self.constexprs))
-        by_call = [None] * len(args)
-        for k, pos in enumerate(binding.arrays):
-            by_call[pos] = k
-        return _CallBinding(binding, tuple(by_call)), tuple(arrays), outs
+        return binding, tuple(arrays), outs
 
     def __call__(self, *args, **kwargs):
-        static, arrays, outs = self._bind(args, kwargs)
-        return self._jitted(arrays, static, outs)
+        binding, arrays, outs = self._bind(args, kwargs)
+        return self._jitted(arrays, binding, outs)
 
     def lower(self, *args, platform: str = "cuda", **kwargs):
         """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
         the custom call. Arrays may be ``jax.ShapeDtypeStruct``s."""
-        static, arrays, outs = self._bind(args, kwargs)
-        return self._jitted.trace(arrays, static, outs).lower(
+        binding, arrays, outs = self._bind(args, kwargs)
+        return self._jitted.trace(arrays, binding, outs).lower(
             lowering_platforms=(platform,))
 
     # -- trace ----------------------------------------------------------------
@@ -245,8 +239,7 @@ class CutlassCall:
         base = base or f"input{arg_index}"
         return base + jax.tree_util.keystr(tuple(path[1:]))
 
-    def _trace(self, arrays, static: _CallBinding, outs):
-        binding = static.binding
+    def _trace(self, arrays, binding: _signature.Binding, outs):
         ret_tree, out_structs, top = outs
         in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
         flat_in = [x for _, x in in_leaves]
@@ -260,7 +253,7 @@ class CutlassCall:
         out_paths = [tuple(p) for p, _ in out_leaves]
 
         pairs, whole, hidden = _resolve_aliases(
-            self.aliases, in_paths, out_paths, static, self.name)
+            self.aliases, in_paths, out_paths, self.name)
         for a, b in pairs:
             x, o = flat_in[a], out_structs[b]
             if (x.shape, x.dtype) != (o.shape, o.dtype):

@@ -24,7 +24,9 @@ MAX_RANK = 8
 
 # numpy dtype name -> (CuTe DSL type name, bytes per element)
 _DTYPES = {
-    "bool": ("Boolean", 1),
+    # XLA stores PRED as one byte and the DSL has no i1 tensors in global
+    # memory, so bool arrays reach the kernel as Uint8 tensors of 0/1.
+    "bool": ("Uint8", 1),
     "int8": ("Int8", 1), "int16": ("Int16", 2), "int32": ("Int32", 4),
     "int64": ("Int64", 8),
     "uint8": ("Uint8", 1), "uint16": ("Uint16", 2), "uint32": ("Uint32", 4),
