@@ -14,8 +14,8 @@ export PYTHONUNBUFFERED=1
 rc=0
 if [[ " $steps " == *" tests "* ]]; then
   echo "== pytest (GPU tests included)"
-  timeout 300 python3 -m pytest tests -q -rs -x --junitxml="$OUT/pytest.xml" > "$OUT/pytest.log" 2>&1 || rc=1
-  tail -25 "$OUT/pytest.log"
+  timeout 420 python3 -m pytest tests -q -rfs --maxfail=40 --junitxml="$OUT/pytest.xml" > "$OUT/pytest.log" 2>&1 || rc=1
+  tail -40 "$OUT/pytest.log"
 fi
 if [[ " $steps " == *" demo "* ]]; then
   echo "== make demo equivalent"
