@@ -25,7 +25,6 @@ nb::dict Stages(XLA_FFI_Handler* execute) {
   namespace x = cutecall::xla_ffi;
   nb::dict d;
   d["instantiate"] = Capsule(reinterpret_cast<void*>(x::InstantiateHandler()));
-  d["prepare"] = Capsule(reinterpret_cast<void*>(x::PrepareHandler()));
   d["execute"] = Capsule(reinterpret_cast<void*>(execute));
   return d;
 }

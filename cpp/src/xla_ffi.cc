@@ -113,17 +113,18 @@ ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
   attrs.num_scalars = scalars.size();
   ErrorOr<std::unique_ptr<CallState>> call = CallState::Instantiate(attrs);
   if (!call.ok()) return ffi::Unexpected(ToFfi(call.status()));
+  // The module is loaded here, once per executable, and not in a prepare
+  // stage: XLA calls a registered prepare stage of every custom call on
+  // every execution, command-buffer replays included (200 calls in a graph
+  // = 200 prepare calls per replay), which made the host, not the GPU, set
+  // the pace of graph replays. The DSL runtime loads context-independent
+  // CUDA libraries, so no stream or device context is needed yet.
+  if (Status s = call.value()->Prepare(); !s.ok()) {
+    return ffi::Unexpected(ToFfi(s));
+  }
   auto state = std::make_unique<FfiState>();
   state->call = std::move(call).value();
   return state;
-}
-
-ffi::Error PrepareImpl(FfiState* state) {
-  if (state == nullptr || !state->call) {
-    return ffi::Error(ffi::ErrorCode::kFailedPrecondition,
-                      "cutecall: prepare before instantiate");
-  }
-  return ToFfi(state->call->Prepare());
 }
 
 ffi::Error ExecuteImpl(void* stream, ffi::RemainingArgs args,
@@ -141,9 +142,6 @@ ffi::Error ExecuteImpl(void* stream, ffi::RemainingArgs args,
 // (string) for plan version 2.
 XLA_FFI_DEFINE_HANDLER(kInstantiate, InstantiateImpl,
                        ffi::Ffi::BindInstantiate().Attrs<ffi::Dictionary>());
-
-XLA_FFI_DEFINE_HANDLER(kPrepare, PrepareImpl,
-                       ffi::Ffi::BindPrepare().Ctx<ffi::State<FfiState>>());
 
 XLA_FFI_DEFINE_HANDLER(kExecute, ExecuteImpl,
                        ffi::Ffi::Bind()
@@ -163,7 +161,6 @@ XLA_FFI_DEFINE_HANDLER(kExecuteNoGraph, ExecuteImpl,
 }  // namespace
 
 XLA_FFI_Handler* InstantiateHandler() { return kInstantiate; }
-XLA_FFI_Handler* PrepareHandler() { return kPrepare; }
 XLA_FFI_Handler* ExecuteHandler() { return kExecute; }
 XLA_FFI_Handler* ExecuteNoGraphHandler() { return kExecuteNoGraph; }
 

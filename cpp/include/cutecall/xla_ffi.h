@@ -5,8 +5,10 @@
 // artifacts name them. Wiring only: the stages live in call_state.h.
 //
 // Targets (platform "CUDA"):
-//   cutecall_call_v1           instantiate/prepare/execute; execute is
-//                              command-buffer (CUDA graph) compatible
+//   cutecall_call_v1           instantiate (validates and loads the module,
+//                              once per executable) and execute; execute is
+//                              command-buffer (CUDA graph) compatible. No
+//                              prepare stage: XLA would call it per execution.
 //   cutecall_call_no_graph_v1  same stages; XLA never captures it in a graph
 // State type: cutecall_call_state_v1
 #ifndef CUTECALL_XLA_FFI_H_
@@ -21,7 +23,6 @@ inline constexpr char kTargetNoGraph[] = "cutecall_call_no_graph_v1";
 inline constexpr char kStateType[] = "cutecall_call_state_v1";
 
 XLA_FFI_Handler* InstantiateHandler();
-XLA_FFI_Handler* PrepareHandler();
 XLA_FFI_Handler* ExecuteHandler();         // command-buffer compatible
 XLA_FFI_Handler* ExecuteNoGraphHandler();  // never captured in a graph
 
