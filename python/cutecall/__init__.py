@@ -10,6 +10,7 @@ __version__ = "0.1.0"
 from ._api import CutlassCall, cutlass_call
 from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
 from ._spec import TensorSpec
+from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
 
 __all__ = [
     "cutlass_call",
@@ -19,4 +20,7 @@ __all__ = [
     "CompiledKernel",
     "compile_stats",
     "clear_cache",
+    "cute_call",
+    "build_cute_ffi_call",
+    "has_cute_ffi_support",
 ]
