@@ -80,7 +80,6 @@ def test_lowered_hlo_carries_target_and_attributes():
     assert re.fullmatch(r"[0-9a-f]{64}", key)
     plan = [int(v) for v in re.findall(r"-?\d+", attr(line, "plan").split(">")[0][6:])]
     assert plan[:5] == [_spec.PLAN_VERSION, 2, 1, 3, 0]
-    kernel = next(iter(_compile._cache.entries.values()))
     assert any(k.sha256 == key for k in _compile._cache.entries.values())
     for k in _compile._cache.entries.values():
         assert hashlib.sha256(k.module).hexdigest() == k.sha256
@@ -166,8 +165,6 @@ def test_construction_errors():
 
 
 def test_compile_failure_names_the_kernel():
-    import cutlass.cute as cute
-
     missing = cutecall.cutlass_call(kernels.scale_bias_act, output_shape_dtype=f32(8, 4),
                                     alpha=1.0)  # relu missing: caught before compiling
     with pytest.raises(TypeError, match="needs keyword argument 'relu'"):

@@ -14,7 +14,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import cutecall
 from cutecall import _runtime
 from cutecall import ejkernel as ek
 from cutecall.ejkernel import build_cute_ffi_call, has_cute_ffi_support
@@ -74,7 +73,9 @@ def test_enable_tvm_ffi_is_ignored_and_noted_once(monkeypatch, caplog):
 def test_ejkernel_modules_tvm_ffi_switch_is_neutralised(monkeypatch, compiles):
     """ejkernel modules set CUTE_DSL_ENABLE_TVM_FFI=1; when the DSL read it,
     every compile would target TVM-FFI (and need apache-tvm-ffi)."""
-    envar = ek._dsl_envar()
+    from cutlass.cutlass_dsl.cutlass import CuTeDSL
+
+    envar = CuTeDSL._get_dsl().envar  # the compile driver turns it off
     monkeypatch.setattr(envar, "enable_tvm_ffi", True)
     spec = jax.ShapeDtypeStruct((8,), jnp.float16)
     call = scale_add_call(1.5, spec, compile_options="--enable-tvm-ffi")

@@ -28,23 +28,33 @@ def dsl_version() -> str | None:
 
 
 @contextlib.contextmanager
-def dsl_target_arch(arch: str):
-    """Makes the CuTe DSL treat `arch` as the machine's arch while compiling.
+def dsl_compile_settings(arch: str):
+    """The CuTe DSL settings of a cutecall compile, restored afterwards.
 
-    The DSL builds the host JIT engine that ``dump_to_object`` needs only when
-    the runtime arch can run the compiled one; on a machine without a GPU it
-    detects a default arch and the export fails. The arch is a compile input
-    of the DSL, restored afterwards. Callers hold the compile lock.
+    * arch: the DSL builds the host JIT engine that ``dump_to_object`` needs
+      only when the runtime arch can run the compiled one; on a machine
+      without a GPU it detects a default arch and the export fails. The arch
+      is made `arch` while compiling.
+    * TVM-FFI off: cutecall compiles its own ABI. A process that set
+      ``CUTE_DSL_ENABLE_TVM_FFI=1`` (ejkernel's kernel modules do) would make
+      every compile target TVM-FFI and need apache-tvm-ffi.
+
+    Process-wide DSL state: callers hold the compile lock.
     """
     from cutlass.cutlass_dsl.cutlass import CuTeDSL
 
     envar = CuTeDSL._get_dsl().envar
-    previous = envar._arch
+    previous_arch = envar._arch
+    previous_tvm_ffi = getattr(envar, "enable_tvm_ffi", None)
     envar.arch = arch
+    if previous_tvm_ffi is not None:
+        envar.enable_tvm_ffi = False
     try:
         yield
     finally:
-        envar._arch = previous
+        envar._arch = previous_arch
+        if previous_tvm_ffi is not None:
+            envar.enable_tvm_ffi = previous_tvm_ffi
 
 
 _launch_stream = contextvars.ContextVar("cutecall_launch_stream", default=None)

@@ -190,7 +190,7 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
     prefix = "cc_" + spec.key[:16]
     start = time.perf_counter()
     try:
-        with _compat.dsl_target_arch(arch):
+        with _compat.dsl_compile_settings(arch):
             compiled = cute.compile(_wrapper.cutecall_entry, cuda.CUstream(0),
                                     *_wrapper.example_slots(spec), spec=spec,
                                     options=options)

@@ -24,7 +24,6 @@ Owns one cache: the named call cache (bounded LRU, ``_NAMED_CALLS``).
 from __future__ import annotations
 
 import collections
-import contextlib
 import functools
 import inspect
 import logging
@@ -240,16 +239,14 @@ class CuteFFICall:
 
     def __call__(self, *args):
         _require_dsl("build_cute_ffi_call")
-        with _dsl_tvm_ffi_off():
-            outs = self._call(*jax.tree.leaves(args))
+        outs = self._call(*jax.tree.leaves(args))
         return jax.tree.unflatten(self.out_tree, list(outs))
 
     def lower(self, *args, platform: str = "cuda"):
         """Lowers a call for `platform`; arrays may be ShapeDtypeStructs.
         Needs no GPU: ``.as_text()`` shows the custom call."""
         _require_dsl("build_cute_ffi_call")
-        with _dsl_tvm_ffi_off():
-            return self._call.lower(*jax.tree.leaves(args), platform=platform)
+        return self._call.lower(*jax.tree.leaves(args), platform=platform)
 
     def content_key(self):
         """Hashable content of this call (computed once)."""
@@ -314,47 +311,6 @@ def build_cute_ffi_call(fn: Callable, *, output_shape_dtype: Any,
     """
     return CuteFFICall(fn, output_shape_dtype, input_output_aliases,
                        compile_options, static_kwargs)
-
-
-# ejkernel kernel modules set CUTE_DSL_ENABLE_TVM_FFI=1. If the DSL reads it
-# (it does when the variable is set before the DSL first loads), every compile
-# targets TVM-FFI and needs apache-tvm-ffi. cutecall compiles its own ABI, so
-# the setting is off while a CuteFFICall traces, and restored when the last
-# one in any thread is done. The setting is process-wide: a TVM-FFI compile
-# by other code in another thread at that moment sees it off too.
-_tvm_ffi_lock = threading.Lock()
-_tvm_ffi_depth = 0
-_tvm_ffi_saved = False
-
-
-def _dsl_envar():
-    try:  # nvidia-cutlass-dsl 4.8: the DSL singleton's settings
-        from cutlass.cutlass_dsl.cutlass import CuTeDSL
-        envar = CuTeDSL._get_dsl().envar
-    except Exception:
-        return None
-    return envar if hasattr(envar, "enable_tvm_ffi") else None
-
-
-@contextlib.contextmanager
-def _dsl_tvm_ffi_off():
-    global _tvm_ffi_depth, _tvm_ffi_saved
-    envar = _dsl_envar()
-    if envar is None:
-        yield
-        return
-    with _tvm_ffi_lock:
-        if _tvm_ffi_depth == 0:
-            _tvm_ffi_saved = envar.enable_tvm_ffi
-            envar.enable_tvm_ffi = False
-        _tvm_ffi_depth += 1
-    try:
-        yield
-    finally:
-        with _tvm_ffi_lock:
-            _tvm_ffi_depth -= 1
-            if _tvm_ffi_depth == 0:
-                envar.enable_tvm_ffi = _tvm_ffi_saved
 
 
 # ---------------------------------------------------------------------------

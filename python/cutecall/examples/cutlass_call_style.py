@@ -11,7 +11,6 @@ checks that they are equal.
 
 import cuda.bindings.driver as cuda
 import jax
-import jax.numpy as jnp
 
 import cutlass
 import cutlass.cute as cute
