@@ -30,3 +30,13 @@ def compiles():
     import cutecall
     start = cutecall.compile_stats()["compiles"]
     return lambda: cutecall.compile_stats()["compiles"] - start
+
+
+@pytest.fixture
+def x64():
+    """64-bit dtypes (int64, uint64, float64) for the test: jax_enable_x64,
+    restored afterwards."""
+    previous = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", previous)

@@ -3,7 +3,6 @@ launcher signature and runtime scalar produces correct results; a
 runtime-scalar sweep compiles once; a column-major input reaches the kernel
 with no transpose or copy in the optimized program."""
 
-import contextlib
 import re
 
 import jax
@@ -28,16 +27,6 @@ def rand(key, shape, dtype=jnp.float32):
     return jax.random.normal(jax.random.key(key), shape, jnp.float32).astype(dtype)
 
 
-@contextlib.contextmanager
-def x64():
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
-
-
 DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
           "uint64", "float16", "bfloat16", "float32", "float64", "float8_e4m3fn",
           "float8_e5m2", "float8_e8m0fnu", "float8_e4m3", "float8_e4m3b11fnuz",
@@ -45,21 +34,19 @@ DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32"
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_every_dtype_copies_bit_exactly(dtype):
+def test_every_dtype_copies_bit_exactly(dtype, x64):
     d = np.dtype(jnp.dtype(dtype))
     rng = np.random.default_rng(0)
-    with x64():
-        if dtype == "bool":
-            host = rng.integers(0, 2, 1000).astype(bool)
-        elif dtype in ("int4", "float4_e2m1fn"):  # packed two per byte on the GPU
-            host = (np.arange(1000) % 8).astype(np.int8).astype(d)
-        else:
-            host = np.frombuffer(rng.bytes(1000 * d.itemsize), dtype=d)
-        x = jnp.asarray(host)
-        call = cutecall.cutlass_call(layouts.copy_bits, output_shape_dtype=like,
-                                     input_spec=TensorSpec(divisibility=2),
-                                     output_spec=TensorSpec(divisibility=2))
-        y = np.asarray(call(x))
+    if dtype == "bool":
+        host = rng.integers(0, 2, 1000).astype(bool)
+    elif dtype in ("int4", "float4_e2m1fn"):  # packed two per byte on the GPU
+        host = (np.arange(1000) % 8).astype(np.int8).astype(d)
+    else:
+        host = np.frombuffer(rng.bytes(1000 * d.itemsize), dtype=d)
+    call = cutecall.cutlass_call(layouts.copy_bits, output_shape_dtype=like,
+                                 input_spec=TensorSpec(divisibility=2),
+                                 output_spec=TensorSpec(divisibility=2))
+    y = np.asarray(call(jnp.asarray(host)))
     assert y.dtype == host.dtype
     if dtype in ("int4", "float4_e2m1fn", "bool"):
         np.testing.assert_array_equal(y.astype(np.float32), host.astype(np.float32))
@@ -173,12 +160,10 @@ def test_runtime_scalar_sweep_compiles_once(compiles):
     call = cutecall.cutlass_call(signatures.affine, output_shape_dtype=like)
     x = rand(10, (4097,))
     nx = np.asarray(x)
-    with x64():
-        for v in range(10):
-            args = (0.5 * v - 1.0, v * 1000 - 3, 2**33 + v, v % 3 == 0)
-            got = call(jnp.asarray(x, jnp.float32), *args)
-            np.testing.assert_allclose(np.asarray(got), REFERENCES["affine"](nx, *args),
-                                       rtol=1e-6, atol=1e-3)
+    for v in range(10):
+        args = (0.5 * v - 1.0, v * 1000 - 3, 2**33 + v, v % 3 == 0)
+        np.testing.assert_allclose(np.asarray(call(x, *args)),
+                                   REFERENCES["affine"](nx, *args), rtol=1e-6, atol=1e-3)
     assert compiles() <= 1
 
 

@@ -3,7 +3,6 @@ argument of the full surface, the launcher signatures users write, runtime
 scalars, per-dim control, and each error before launch. Real CuTe DSL
 compiles for sm_90a; lowering for the cuda platform needs no GPU."""
 
-import contextlib
 import re
 
 import jax
@@ -24,17 +23,6 @@ def f32(*shape):
 
 def like_first(x, *args, **kwargs):
     return sds(x.shape, x.dtype)
-
-
-@contextlib.contextmanager
-def x64():
-    """64-bit dtypes (int64, uint64, float64) need jax_enable_x64."""
-    previous = jax.config.jax_enable_x64
-    jax.config.update("jax_enable_x64", True)
-    try:
-        yield
-    finally:
-        jax.config.update("jax_enable_x64", previous)
 
 
 def custom_call(lowered) -> str:
@@ -192,7 +180,7 @@ UNSIGNED = {"bool", "uint8", "uint16", "uint32", "uint64"}
 
 
 @pytest.mark.parametrize("dtype", sorted(SIGNED | UNSIGNED))
-def test_every_dtype_reaches_the_kernel(dtype):
+def test_every_dtype_reaches_the_kernel(dtype, x64):
     # The kernel checks (at compile time) the element type it received.
     # Unsigned types arrive as the same-width signed type: the DSL's pointer
     # arguments are signless (bits are identical; see docs/migrate).
@@ -201,8 +189,7 @@ def test_every_dtype_reaches_the_kernel(dtype):
         layouts.copy_bits, output_shape_dtype=like_first,
         input_spec=TensorSpec(divisibility=2), output_spec=TensorSpec(divisibility=2),
         expect=expect)
-    with x64():
-        call.lower(sds((64,), jnp.dtype(dtype)))
+    call.lower(sds((64,), jnp.dtype(dtype)))
 
 
 def test_unsupported_dtype_names_the_operand():
