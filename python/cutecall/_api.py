@@ -12,9 +12,6 @@ from ._primitive import cutecall_p
 
 __all__ = ["cutlass_call", "CutlassCall"]
 
-KeyPath = tuple  # a jax.tree_util key path: (SequenceKey(0), GetAttrKey("x"))
-
-
 # ---------------------------------------------------------------------------
 # Specs: a TensorSpec for all arrays, a flat list, or a pytree mirroring them
 
@@ -98,15 +95,15 @@ def _leaves_under(paths: list, prefix: tuple) -> list[int]:
 
 
 def _resolve_aliases(aliases, in_paths, out_paths, name):
-    """Flat (input leaf, output leaf) pairs, the top-level outputs removed from
-    the kernel (int aliases) and the output leaves hidden from it (paths)."""
-    pairs, whole_outputs, hidden = [], set(), set()
+    """Flat (input leaf, output leaf) pairs and the output leaves hidden from
+    the kernel (path aliases; int aliases remove whole top-level outputs)."""
+    pairs, hidden = [], set()
     key = jax.tree_util.SequenceKey
     for i, o in aliases:
         if isinstance(i, int):  # range-checked by CutlassCall._bind
             i = (key(i),)
-        if isinstance(o, int):
-            whole_outputs.add(o)
+        whole = isinstance(o, int)
+        if whole:
             o = (key(o),)
         ins, outs = _leaves_under(in_paths, i), _leaves_under(out_paths, o)
         if not ins or not outs:
@@ -122,9 +119,9 @@ def _resolve_aliases(aliases, in_paths, out_paths, name):
                              f"{jax.tree_util.keystr(o)} of '{name}': the input "
                              "and output pytrees differ")
         pairs += zip(ins, outs)
-        if not (len(o) == 1 and getattr(o[0], "idx", None) in whole_outputs):
+        if not whole:
             hidden.update(outs)
-    return tuple(pairs), whole_outputs, hidden
+    return tuple(pairs), hidden
 
 
 # ---------------------------------------------------------------------------
@@ -155,6 +152,9 @@ class CutlassCall:
         self.input_spec = input_spec
         self.output_spec = output_spec
         self.aliases = _check_aliases(input_output_aliases)
+        # Top-level outputs aliased whole: not passed to the launcher.
+        self.whole_outputs = frozenset(o for _, o in self.aliases
+                                       if isinstance(o, int))
         self.allow_cuda_graph = bool(allow_cuda_graph)
         self.options, self.arch = _compile.resolve_options(compile_options)
         self.use_static_tensors = bool(use_static_tensors)
@@ -212,9 +212,9 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        whole = {o for _, o in self.aliases if isinstance(o, int)}
         binding, arrays = _signature.bind(
-            self.sig, args, kwargs, outs[2] - len(whole), self.operand_order,
+            self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
+            self.operand_order,
             dict(self.constexprs))
         return binding, tuple(arrays), outs
 
@@ -230,15 +230,6 @@ class CutlassCall:
             lowering_platforms=(platform,))
 
     # -- trace ----------------------------------------------------------------
-    def _operand_name(self, binding, arg_index, path) -> str:
-        params = self.sig.params if self.sig.inspected else ()
-        base = None
-        for i, slot in enumerate(binding.slots):
-            if slot == ("in", arg_index) and i < len(params):
-                base = params[i].name
-        base = base or f"input{arg_index}"
-        return base + jax.tree_util.keystr(tuple(path[1:]))
-
     def _trace(self, arrays, binding: _signature.Binding, outs):
         ret_tree, out_structs, top = outs
         in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
@@ -252,7 +243,7 @@ class CutlassCall:
         out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
         out_paths = [tuple(p) for p, _ in out_leaves]
 
-        pairs, whole, hidden = _resolve_aliases(
+        pairs, hidden = _resolve_aliases(
             self.aliases, in_paths, out_paths, self.name)
         for a, b in pairs:
             x, o = flat_in[a], out_structs[b]
@@ -268,21 +259,25 @@ class CutlassCall:
         in_specs = _flat_specs(self.input_spec, present_in, "input_spec")
         out_specs = _flat_specs(self.output_spec, [True] * len(out_structs),
                                 "output_spec")
+        # Operand names: the launcher parameter each slot binds to.
+        params = self.sig.params if self.sig.inspected else ()
+        param_of = {slot: params[i].name for i, slot in enumerate(binding.slots)
+                    if i < len(params)}
         operands, shapes = [], []
         for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
+            a = path[0].idx
+            nm = param_of.get(("in", a), f"input{a}") + \
+                jax.tree_util.keystr(tuple(path[1:]))
             operands.append(_spec.make_operand(
-                self._operand_name(binding, path[0].idx, path), _spec.SOURCE_ARG,
-                k, x.shape, x.dtype, s, self.use_static_tensors))
+                nm, _spec.SOURCE_ARG, k, x.shape, x.dtype, s,
+                self.use_static_tensors))
             shapes.append(tuple(x.shape))
         kernel_outs = [b for b in range(len(out_structs)) if b not in aliased]
-        params = self.sig.params if self.sig.inspected else ()
-        out_names = {slot[1]: params[i].name for i, slot in enumerate(binding.slots)
-                     if slot[0] == "out" and i < len(params)}
-        kept = [j for j in range(top) if j not in whole]
+        kept = [j for j in range(top) if j not in self.whole_outputs]
         for b in kernel_outs:
             path = out_paths[b]
             j = kept.index(path[0].idx)
-            nm = out_names.get(j, f"output{path[0].idx}") + \
+            nm = param_of.get(("out", j), f"output{path[0].idx}") + \
                 jax.tree_util.keystr(tuple(path[1:]))
             o = out_structs[b]
             operands.append(_spec.make_operand(

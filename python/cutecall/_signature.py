@@ -53,10 +53,6 @@ class LauncherSignature:
     var_keyword: bool
     inspected: bool
 
-    @property
-    def has_stream(self) -> bool:
-        return not self.inspected or any(p.kind == STREAM for p in self.params)
-
     def keyword_names(self) -> list[str]:
         return [p.name for p in self.params + self.keyword_only
                 if p.kind != STREAM]
@@ -233,7 +229,6 @@ class Binding:
     arrays: tuple
     scalars: tuple          # ScalarArg, in slot order
     keyword_scalars: tuple  # (param name, scalar index) for keyword-only
-    num_outputs: int
 
 
 def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
@@ -257,8 +252,8 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                 arrays.append(i)
                 array_args.append(a)
         slots += [("out", j) for j in range(num_outputs)]
-        return Binding(tuple(slots), tuple(arrays), tuple(scalars), (),
-                       num_outputs), array_args
+        return Binding(tuple(slots), tuple(arrays), tuple(scalars),
+                       ()), array_args
 
     by_name = {p.name: p for p in sig.params + sig.keyword_only}
     for k in kwargs:
@@ -343,4 +338,4 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                             f"argument {p.name!r} (a constexpr to cutlass_call, "
                             "or a runtime scalar at call time)")
     return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                   tuple(keyword_scalars), num_outputs), array_args
+                   tuple(keyword_scalars)), array_args

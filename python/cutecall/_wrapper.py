@@ -93,15 +93,14 @@ def call_launcher(stream, tensors, scalars, spec):
     n_in = spec.num_inputs
     ins = jax.tree.unflatten(spec.input_tree, tensors[:n_in])
     outs = jax.tree.unflatten(spec.output_tree, tensors[n_in:])
-    values = {"stream": lambda i: stream, "in": lambda i: ins[i],
-              "out": lambda i: outs[i], "scalar": lambda i: scalars[i]}
+    sources = {"in": ins, "out": outs, "scalar": scalars}
     args, kwargs = [], dict(spec.constexprs)
     by_keyword = False
     for name, slot in zip(spec.param_names, spec.slots):
         if slot[0] == "default":
             by_keyword = True
             continue
-        value = values[slot[0]](slot[1] if len(slot) > 1 else None)
+        value = stream if slot[0] == "stream" else sources[slot[0]][slot[1]]
         if by_keyword:
             kwargs[name] = value
         else:

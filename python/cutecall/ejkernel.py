@@ -36,7 +36,7 @@ from typing import Any, Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from . import _runtime
+from . import _runtime, _signature
 from ._api import cutlass_call
 
 __all__ = ["cute_call", "build_cute_ffi_call", "has_cute_ffi_support",
@@ -124,26 +124,15 @@ def _strip_tvm_ffi(options: str | None) -> str | None:
 
 
 def _stream_position(fn) -> int | None:
-    """Index of the launcher's stream among its positional parameters (one
-    annotated ``cuda.CUstream``, or unannotated and named ``stream``), None
-    if it has none; 0 when the signature cannot be read or takes ``*args``
-    (the ``(stream, *inputs, *outputs)`` convention)."""
-    try:
-        sig = inspect.signature(inspect.unwrap(getattr(fn, "__wrapped__", fn)))
-    except (TypeError, ValueError):
+    """Index of the launcher's stream among its positional parameters, as
+    cutlass_call reads it (``_signature.analyze``), None if it has none; 0
+    when the signature cannot be read or takes ``*args`` (the ``(stream,
+    *inputs, *outputs)`` convention)."""
+    sig = _signature.analyze(fn)
+    if not sig.inspected:
         return 0
-    params = list(sig.parameters.values())
-    if any(p.kind == p.VAR_POSITIONAL for p in params):
-        return 0
-    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY,
-                                                  p.POSITIONAL_OR_KEYWORD)]
-    for i, p in enumerate(positional):
-        ann = p.annotation
-        ann = "" if ann is p.empty else (ann.rsplit(".", 1)[-1] if isinstance(
-            ann, str) else getattr(ann, "__name__", ""))
-        if ann == "CUstream" or (not ann and p.name == "stream"):
-            return i
-    return None
+    return next((i for i, p in enumerate(sig.params)
+                 if p.kind == _signature.STREAM), None)
 
 
 def _ejkernel_launcher(fn, stream_at: int | None, num_outputs: int,
