@@ -24,6 +24,16 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _cutecall_cache_dir(tmp_path_factory):
+    """The artifact store of the whole session lives in a tmp dir (shared by
+    the subprocesses tests start), never in the user's ~/.cache."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv("CUTECALL_CACHE_DIR", str(tmp_path_factory.mktemp("cutecall-cache")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture
 def compiles():
     """Counts DSL compiles inside the test: compiles() -> number so far."""

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _compat, _spec
+from . import _compat, _spec, _store
 
 _CACHE_CAPACITY = 1024
 
@@ -113,13 +113,15 @@ class _Cache:
 
 _lock = threading.Lock()
 _cache = _Cache(_CACHE_CAPACITY)
+_disk_hits = 0  # kernels loaded from the artifact store
 
 
 def compile_stats() -> dict:
-    """{'compiles': DSL compiles run, 'hits': cache hits, 'entries': size}."""
+    """{'compiles': DSL compiles run, 'hits': in-memory cache hits,
+    'disk_hits': kernels loaded from the artifact store, 'entries': size}."""
     with _lock:
         return {"compiles": _cache.compiles, "hits": _cache.hits,
-                "entries": len(_cache.entries)}
+                "disk_hits": _disk_hits, "entries": len(_cache.entries)}
 
 
 def clear_cache() -> None:
@@ -166,13 +168,19 @@ def versions() -> dict:
 
 def get_or_compile(spec: KernelSpec, name: str, options: str,
                    arch: str) -> CompiledKernel:
-    """Returns the compiled kernel for `spec`, compiling on a cache miss."""
+    """Returns the compiled kernel for `spec`: from the in-process cache, else
+    the on-disk artifact store (``_store``), else compiled (and stored)."""
+    global _disk_hits
     with _lock:
         kernel = _cache.get(spec.key)
         if kernel is not None:
             return kernel
-        kernel = _compile_locked(spec, name, options, arch)
-        _cache.compiles += 1
+        kernel, compiled = _store.load_or_compile(
+            spec.key, name, arch, lambda: _compile_locked(spec, name, options, arch))
+        if compiled:
+            _cache.compiles += 1
+        else:
+            _disk_hits += 1
         _cache.put(spec.key, kernel)
         return kernel
 
