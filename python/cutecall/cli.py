@@ -1,0 +1,292 @@
+"""The ``cutecall`` command (also ``python -m cutecall``).
+
+    cutecall doctor [--json]             what this machine has, what is missing
+    cutecall cache stats [--json]        location, entries, bytes, bound
+    cutecall cache list [--json]         one line per entry: key, kernel, arch, size, age, status
+    cutecall cache verify [--json]       check every digest; remove corrupt entries
+    cutecall cache clear                 remove every entry
+    cutecall export ...                  write a bundle (``cutecall export --help``)
+
+Nothing here needs a GPU. ``doctor`` reports a missing piece (no GPU, no
+PyTorch, no CuTe DSL) as a line, never as a crash. Exit status: 0 when all is
+well; 1 when ``doctor`` finds a problem cutecall cannot work around or
+``cache verify`` found (and removed) corrupt entries; 2 on usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from . import _store
+
+
+def _store_or_exit() -> _store.ArtifactStore:
+    store = _store.default_store()
+    if store is None:
+        raise SystemExit("cutecall: the artifact store is off (CUTECALL_CACHE=0)")
+    return store
+
+
+def _stamp_for(entry: _store.Entry) -> dict:
+    return _store.current_stamp(entry.stamp.get("arch", ""))
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds / size:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+# -- cache ----------------------------------------------------------------------
+def cache_stats(args) -> int:
+    stats = _store_or_exit().stats()
+    if args.json:
+        print(json.dumps(stats, indent=2))
+    else:
+        print(f"location   {stats['root']}\nentries    {stats['entries']}\n"
+              f"size       {_size(stats['bytes'])} of {_size(stats['max_bytes'])}")
+    return 0
+
+
+def _listing(store, repair: bool) -> list[dict]:
+    rows, now = [], time.time()
+    by_key = dict(store.scan())
+    for key, status, size in store.verify(_stamp_for, repair=repair):
+        row = {"key": key, "status": status, "bytes": size,
+               "age_s": round(now - by_key[key].st_mtime, 1) if key in by_key else None}
+        if not status.startswith("corrupt"):
+            with contextlib.suppress(FileNotFoundError, _store.CorruptEntry):
+                entry = store.read(key)
+                row.update(kernel=entry.meta.get("name"), arch=entry.stamp.get("arch"),
+                           dsl=entry.stamp.get("dsl"), cutecall=entry.stamp.get("cutecall"))
+        rows.append(row)
+    return sorted(rows, key=lambda r: r["age_s"] or 0)
+
+
+def cache_list(args) -> int:
+    rows = _listing(_store_or_exit(), repair=False)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'key':16}  {'kernel':24}  {'arch':8}  {'size':>10}  {'used':>5}  status")
+    for r in rows:
+        print(f"{r['key'][:16]:16}  {str(r.get('kernel', '?'))[:24]:24}  "
+              f"{str(r.get('arch', '?')):8}  {_size(r['bytes']):>10}  "
+              f"{_age(r['age_s'] or 0):>5}  {r['status']}")
+    print(f"{len(rows)} entries")
+    return 0
+
+
+def cache_verify(args) -> int:
+    rows = _listing(_store_or_exit(), repair=True)
+    bad = [r for r in rows if r["status"].startswith("corrupt")]
+    stale = [r for r in rows if r["status"] == "stale"]
+    if args.json:
+        print(json.dumps({"checked": len(rows), "corrupt_removed": bad,
+                          "stale": len(stale)}, indent=2))
+    else:
+        for r in bad:
+            print(f"removed {r['key']}: {r['status']}")
+        print(f"{len(rows)} entries checked: {len(rows) - len(bad) - len(stale)} ok, "
+              f"{len(stale)} stale (other versions), {len(bad)} corrupt (removed)")
+    return 1 if bad else 0
+
+
+def cache_clear(args) -> int:
+    store = _store_or_exit()
+    removed, skipped = store.clear()
+    print(f"removed {removed} entries from {store.root}"
+          + (f"; {skipped} skipped (being built by another process)" if skipped else ""))
+    return 0
+
+
+# -- doctor ---------------------------------------------------------------------
+def _probe(fn):
+    try:
+        return fn()
+    except Exception as e:  # doctor reports; it never crashes
+        return f"error: {type(e).__name__}: {e}"
+
+
+def _gpus():
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None, "nvidia-smi not found"
+    out = subprocess.run(
+        [smi, "--query-gpu=name,compute_cap,driver_version,memory.total",
+         "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    if out.returncode != 0:
+        return None, (out.stderr or out.stdout).strip() or f"exit {out.returncode}"
+    return [line.strip() for line in out.stdout.splitlines() if line.strip()], None
+
+
+def _driver_cuda():
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return "no NVIDIA driver (libcuda.so.1 not found)"
+    version = ctypes.c_int(0)
+    if lib.cuDriverGetVersion(ctypes.byref(version)) != 0:
+        return "cuDriverGetVersion failed"
+    return f"{version.value // 1000}.{version.value % 1000 // 10}"
+
+
+def _jax():
+    import jax
+    try:
+        gpus = [f"{d.device_kind} (sm {getattr(d, 'compute_capability', '?')})"
+                for d in jax.devices("cuda")]
+    except RuntimeError:
+        gpus = []
+    return f"{jax.__version__}; CUDA devices: {gpus or 'none'}"
+
+
+def _torch():
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        return "not installed (optional)"
+    import torch
+    return (f"{torch.__version__} (CUDA {torch.version.cuda}; "
+            f"available: {torch.cuda.is_available()})")
+
+
+def _dsl():
+    from . import _compat
+    version = _compat.dsl_version()
+    if version is None:
+        return "not installed: compiling needs pip install 'nvidia-cutlass-dsl[cu13]'"
+    import cutlass.cute  # noqa: F401  (does it import on this machine?)
+    return f"nvidia-cutlass-dsl {version} (imports)"
+
+
+def _cache_health():
+    store = _store.default_store()
+    if store is None:
+        return "off (CUTECALL_CACHE=0)"
+    stats = store.stats()  # creates/checks the directories: CacheError if unsafe
+    rows = store.verify(_stamp_for, repair=False)
+    bad = sum(status.startswith("corrupt") for _, status, _ in rows)
+    return (f"{stats['root']}: {stats['entries']} entries, {_size(stats['bytes'])} "
+            f"of {_size(stats['max_bytes'])}, {bad} corrupt")
+
+
+def _gpu():
+    gpus, why = _gpus()
+    return gpus or f"none ({why})"
+
+
+def _runtime_library():
+    from . import _runtime
+    path = _runtime.find_runtime_library()
+    if path is None:
+        return "error: not found (install nvidia-cutlass-dsl-libs-cu13 or set "\
+            "CUTECALL_DSL_RUNTIME)"
+    return path if os.path.exists(path) else f"error: {path} does not exist"
+
+
+def _target_arch():
+    from . import _compile
+    return _compile.default_arch()
+
+
+def doctor(args) -> int:
+    from . import __version__
+    checks = {
+        "cutecall": __version__,
+        "python": sys.version.split()[0],
+        "gpu": _probe(_gpu),
+        "driver CUDA": _probe(_driver_cuda),
+        "CUDA packages": _probe(_store.cuda_versions) or "none found",
+        "jax": _probe(_jax),
+        "pytorch": _probe(_torch),
+        "cute dsl": _probe(_dsl),
+        "runtime library": _probe(_runtime_library),
+        "target arch": _probe(_target_arch),
+        "cache": _probe(_cache_health),
+    }
+    # Without these cutecall cannot run a kernel; the rest is information.
+    problems = [k for k in ("runtime library", "cache")
+                if str(checks[k]).startswith("error")]
+    if args.json:
+        print(json.dumps({"checks": checks, "problems": problems}, indent=2,
+                         default=str))
+    else:
+        for k, v in checks.items():
+            if isinstance(v, list):
+                v = "; ".join(v)
+            elif isinstance(v, dict):
+                v = ", ".join(f"{a} {b}" for a, b in v.items())
+            print(f"{k:16} {v}")
+        print("problems: " + (", ".join(problems) if problems else "none"))
+    return 1 if problems else 0
+
+
+# -- export ---------------------------------------------------------------------
+def export(argv: list[str]) -> int:
+    import importlib
+    try:
+        _bundle = importlib.import_module("cutecall._bundle")
+    except ModuleNotFoundError as e:
+        if e.name != "cutecall._bundle":
+            raise  # _bundle exists and one of its imports is missing: say which
+        print("cutecall export: this cutecall has no bundle support "
+              "(module cutecall._bundle not found)", file=sys.stderr)
+        return 2
+    if not hasattr(_bundle, "export_cli"):
+        print("cutecall export: cutecall._bundle has no export_cli", file=sys.stderr)
+        return 2
+    return int(_bundle.export_cli(argv) or 0)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="cutecall", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("doctor", help="report GPU, driver, CUDA, JAX, PyTorch, "
+                       "DSL, runtime library and cache health")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(run=doctor)
+    c = sub.add_parser("cache", help="inspect or clean the artifact store")
+    csub = c.add_subparsers(dest="action", required=True)
+    for name, fn, text in (
+            ("stats", cache_stats, "location, entries, size"),
+            ("list", cache_list, "every entry with its kernel, arch, size, status"),
+            ("verify", cache_verify, "check digests; remove corrupt entries"),
+            ("clear", cache_clear, "remove every entry")):
+        a = csub.add_parser(name, help=text)
+        a.add_argument("--json", action="store_true")
+        a.set_defaults(run=fn)
+    sub.add_parser("export", help="write a bundle (arguments: cutecall export --help)",
+                   add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] == "export":
+        return export(argv[1:])
+    args = _parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except (_store.CacheError, ValueError) as e:
+        print(str(e), file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
