@@ -8,7 +8,9 @@
 __version__ = "0.1.0"
 
 from ._api import CutlassCall, cutlass_call
+from ._bundle import Bundle, BundleError, export, load_bundle
 from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
+from ._contract import CompiledCall, compile, jax_export_checks, register
 from ._spec import TensorSpec
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
 
@@ -18,6 +20,14 @@ __all__ = [
     "TensorSpec",
     "CompileError",
     "CompiledKernel",
+    "CompiledCall",
+    "compile",
+    "export",
+    "load_bundle",
+    "Bundle",
+    "BundleError",
+    "register",
+    "jax_export_checks",
     "compile_stats",
     "clear_cache",
     "cute_call",
