@@ -2,7 +2,7 @@
 primitive, stream-parameter detection, ``has_cute_ffi_support``), on
 ``cutecall.ejkernel``: no TVM-FFI, ``--enable-tvm-ffi`` accepted and
 ignored, flat launcher convention with pytrees in and out, aliases,
-static kwargs, the stream first or absent, no autodiff/vmap rules, and every
+static kwargs, the stream first or absent, no autodiff rule (vmap loops), and every
 ``Raises`` clause that still applies."""
 
 import importlib.util
@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import cutecall
 from cutecall import _runtime
 from cutecall import ejkernel as ek
 from cutecall.ejkernel import build_cute_ffi_call, has_cute_ffi_support
@@ -246,12 +247,16 @@ def test_streamless_launcher_lowers():
 # ---------------------------------------------------------------------------
 # The primitive: no jvp / transpose / batching rules; CPU; dtypes; the DSL
 
-def test_grad_and_vmap_raise_not_implemented():
+def test_grad_raises_not_implemented_and_vmap_loops():
+    # The seed raises NotImplementedError for both; cutecall keeps that for
+    # grad (cutecall.DifferentiationError, with how to add a rule) and makes
+    # vmap work: one launch per example, with a warning (docs/transforms.md).
     call = scale_add_call()
     with pytest.raises(NotImplementedError, match="Differentiation rule"):
         jax.eval_shape(jax.grad(lambda x, y: call(x, y).sum()), f32(8), f32(8))
-    with pytest.raises(NotImplementedError, match="Batching rule"):
-        jax.eval_shape(jax.vmap(call), f32(3, 8), f32(3, 8))
+    with pytest.warns(cutecall.VmapFallbackWarning, match="once per batch"):
+        out = jax.eval_shape(jax.vmap(call), f32(3, 8), f32(3, 8))
+    assert out.shape == (3, 8)
 
 
 def test_unsupported_dtype_is_a_type_error():

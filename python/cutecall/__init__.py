@@ -8,6 +8,8 @@
 __version__ = "0.1.0"
 
 from ._api import CutlassCall, cutlass_call
+from ._autodiff import Differentiable, DifferentiationError, differentiable
+from ._batching import BatchModes, VmapFallbackWarning
 from ._bundle import Bundle, BundleError, export, load_bundle
 from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
 from ._contract import CompiledCall, compile, jax_export_checks, register
@@ -18,6 +20,11 @@ __all__ = [
     "cutlass_call",
     "CutlassCall",
     "TensorSpec",
+    "BatchModes",
+    "VmapFallbackWarning",
+    "differentiable",
+    "Differentiable",
+    "DifferentiationError",
     "CompileError",
     "CompiledKernel",
     "CompiledCall",

@@ -7,7 +7,7 @@ from typing import Any, Callable, Hashable, Mapping
 
 import jax
 
-from . import _compile, _runtime, _signature, _spec
+from . import _batching, _compile, _runtime, _signature, _spec
 from ._primitive import cutecall_p
 
 __all__ = ["cutlass_call", "CutlassCall"]
@@ -138,7 +138,7 @@ class CutlassCall:
     def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
                  input_output_aliases, allow_cuda_graph, compile_options,
                  compile_key, use_static_tensors, operand_order, name,
-                 constexprs):
+                 constexprs, batch_modes=None):
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
@@ -165,6 +165,7 @@ class CutlassCall:
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")
         self.sig.check_constexprs(constexprs)
+        self.batch_modes = _batching.check_batch_modes(batch_modes)
         if compile_key is not None:
             try:
                 hash(compile_key)
@@ -322,6 +323,9 @@ class CutlassCall:
                       if op.source == _spec.SOURCE_RET}
         for a, b in pairs:
             out_layout[b] = in_layouts[a]
+        batch = _batching.resolve(
+            self.batch_modes, self.name, operands,
+            [x.shape for x in flat_in], [o.shape for o in out_structs], pairs)
         results = cutecall_p.bind(
             *flat_in, kernel=kernel,
             scalars=tuple(s.bits for s in binding.scalars),
@@ -329,7 +333,8 @@ class CutlassCall:
                             for o in out_structs),
             aliases=pairs, allow_cuda_graph=self.allow_cuda_graph,
             in_layouts=in_layouts,
-            out_layouts=tuple(out_layout[b] for b in range(len(out_structs))))
+            out_layouts=tuple(out_layout[b] for b in range(len(out_structs))),
+            batch=batch)
         return jax.tree.unflatten(ret_tree, results)
 
 
@@ -343,7 +348,8 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  compile_key: Hashable | None = None,
                  use_static_tensors: bool = False,
                  operand_order: str = "inputs_first",
-                 name: str | None = None, **constexprs) -> CutlassCall:
+                 name: str | None = None,
+                 batch_modes: Any = None, **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
     A drop-in for NVIDIA's ``cutlass.jax.cutlass_call`` (same arguments and
@@ -397,6 +403,13 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
       operand_order: ``"inputs_first"`` (default) or ``"outputs_first"``: the
         order of the launcher's array parameters.
       name: the kernel name used in errors and the HLO (default: fn's name).
+      batch_modes: how ``jax.vmap`` runs the kernel. A
+        :class:`cutecall.BatchModes` (or an int, the same dim for every
+        array and output) declares which dim of each array can carry a
+        batch: vmap folds the batch into it and launches once. ``None``
+        (default): one launch per batch element, with a one-time
+        :class:`cutecall.VmapFallbackWarning` saying how to opt in;
+        ``"loop"``: the same without the warning. See docs/transforms.md.
       **constexprs: compile-time keyword arguments passed to ``fn``; part of
         the compile key, so they must be hashable Python values. Values given
         here are compile-time; values given to the call are runtime.
@@ -419,4 +432,4 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
                        input_output_aliases, allow_cuda_graph, compile_options,
                        compile_key, use_static_tensors, operand_order, name,
-                       constexprs)
+                       constexprs, batch_modes)

@@ -15,8 +15,9 @@ import functools
 import jax
 import numpy as np
 from jax._src import dispatch
+from jax.interpreters import ad, batching
 
-from . import _runtime
+from . import _autodiff, _batching, _runtime
 from ._compat import Primitive, mlir
 
 cutecall_p = Primitive("cutecall_call")
@@ -26,15 +27,15 @@ cutecall_p.def_impl(functools.partial(dispatch.apply_primitive, cutecall_p))
 
 @cutecall_p.def_abstract_eval
 def _abstract_eval(*avals, kernel, scalars, out_avals, aliases,
-                   allow_cuda_graph, in_layouts, out_layouts):
+                   allow_cuda_graph, in_layouts, out_layouts, batch=None):
     del avals, kernel, scalars, aliases, allow_cuda_graph, in_layouts
-    del out_layouts
+    del out_layouts, batch
     return out_avals
 
 
 def _cuda_lowering(ctx, *args, kernel, scalars, out_avals, aliases,
-                   allow_cuda_graph, in_layouts, out_layouts):
-    del out_avals
+                   allow_cuda_graph, in_layouts, out_layouts, batch=None):
+    del out_avals, batch  # batch: the vmap declaration (_batching)
     target = _runtime.TARGET if allow_cuda_graph else _runtime.TARGET_NO_GRAPH
     rule = jax.ffi.ffi_lowering(
         target,
@@ -60,3 +61,11 @@ def _unsupported_lowering(ctx, *args, kernel, **params):
 
 mlir.register_lowering(cutecall_p, _unsupported_lowering)
 mlir.register_lowering(cutecall_p, _cuda_lowering, platform="cuda")
+
+# Transformation rules: vmap folds or loops (_batching); differentiation goes
+# through user-paired kernels (_autodiff), so the bare primitive's rules
+# raise an error that says how to add one.
+batching.fancy_primitive_batchers[cutecall_p] = functools.partial(
+    _batching.batch_rule, cutecall_p)
+ad.primitive_jvps[cutecall_p] = _autodiff.no_jvp_rule
+ad.primitive_transposes[cutecall_p] = _autodiff.no_transpose_rule

@@ -285,10 +285,14 @@ def build_cute_ffi_call(fn: Callable, *, output_shape_dtype: Any,
 
     Returns:
       A :class:`CuteFFICall`: ``call(*arrays)`` returns the
-      ``output_shape_dtype`` pytree, eagerly or under ``jax.jit``. Its
-      primitive has no differentiation or batching rule: ``jax.grad`` and
-      ``jax.vmap`` raise ``NotImplementedError`` (wrap it in
-      ``jax.custom_vjp`` / ``jax.custom_batching.custom_vmap``).
+      ``output_shape_dtype`` pytree, eagerly or under ``jax.jit``.
+      ``jax.grad``/``jax.jvp`` raise ``NotImplementedError``
+      (:class:`cutecall.DifferentiationError`): pair it with backward
+      kernels with :func:`cutecall.differentiable` (or ``jax.custom_vjp``).
+      ``jax.vmap`` works (ejkernel raises): one launch per batch element,
+      with a one-time :class:`cutecall.VmapFallbackWarning`; to fold the
+      batch into one launch use :func:`cutecall.cutlass_call` with
+      ``batch_modes`` (docs/transforms.md).
 
     Raises:
       TypeError: ``fn`` is not callable, an output leaf has no shape/dtype,
