@@ -14,6 +14,7 @@
 #include "cutecall/runtime_table.h"
 #include "cutecall/sha256.h"
 #include "cutecall/xla_ffi.h"
+#include "tensor_launcher.h"
 
 namespace nb = nanobind;
 
@@ -111,4 +112,9 @@ NB_MODULE(_core, m) {
      "sites together.");
   m.def("reset_call_stats", &cutecall::ResetCallStats,
         "Sets every call_stats counter to 0.");
+
+  cutecall::py::BindTensorLauncher(m);
+  // Launchers live as long as the Python objects that own them, which may
+  // be alive at interpreter exit (e.g. referenced from torch's op registry).
+  nb::set_leak_warnings(false);
 }

@@ -80,4 +80,29 @@ Status CallState::Prepare() {
   return Status::Ok();
 }
 
+Status CallState::Launch(void* stream, const BufferView* operands,
+                         size_t num_operands, const abi::Slot* scalars) const {
+  internal::call_counters.executes.fetch_add(1, std::memory_order_relaxed);
+  const LoadedModule* module = module_.load(std::memory_order_acquire);
+  if (module == nullptr) {
+    return FailedPrecondition("cutecall: kernel '" + plan_.kernel_name() +
+                              "': launch before prepare");
+  }
+  const auto& ops = plan_.operands();
+  if (num_operands != ops.size()) {
+    return InvalidArgument("cutecall: kernel '" + plan_.kernel_name() +
+                           "': called with " + std::to_string(num_operands) +
+                           " tensors, compiled for " +
+                           std::to_string(ops.size()));
+  }
+  abi::Slot slots[abi::kMaxSlots];
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (Status s = plan_.PackOperand(i, operands[i], slots); !s.ok()) return s;
+  }
+  const abi::Slot* values = scalars != nullptr ? scalars : scalars_.data();
+  std::copy(values, values + plan_.num_scalars(),
+            slots + plan_.first_scalar_slot());
+  return module->Run(stream, slots, plan_.num_slots(), plan_.kernel_name());
+}
+
 }  // namespace cutecall

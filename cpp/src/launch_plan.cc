@@ -159,6 +159,12 @@ Status ReadOperand(Cursor* cursor, const std::string& k,
   if (!op.dyn_stride.empty() && !(flags & abi::kFlagStrided)) {
     return PlanError(k, where + "dynamic strides on a compact operand");
   }
+  for (size_t j = 1; j < op.dyn_stride.size(); ++j) {
+    if (op.dyn_stride[j].dim <= op.dyn_stride[j - 1].dim) {
+      return PlanError(k, where + "dynamic strides must name dims in "
+                                  "increasing order");
+    }
+  }
   return Status::Ok();
 }
 
@@ -350,6 +356,23 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
       s.i64 = 0;
       s.i32 = int32_t(v);
       *out++ = s;
+    }
+  }
+  if (op.flags & abi::kFlagStrided) {
+    // A strided operand's dims without a stride slot have stride 1 baked
+    // into the kernel (a dim of extent <= 1 has no meaningful stride).
+    size_t next = 0;
+    for (int32_t d = 0; d < op.rank && buffer.strides != nullptr; ++d) {
+      if (next < op.dyn_stride.size() && op.dyn_stride[next].dim == d) {
+        ++next;
+        continue;
+      }
+      if (buffer.dims[d] > 1 && buffer.strides[d] != 1) {
+        return OperandError(op, "stride of dim " + std::to_string(d) + " = " +
+                                    std::to_string(buffer.strides[d]) +
+                                    " but the kernel was compiled for a "
+                                    "unit stride there");
+      }
     }
   }
   if (!op.dyn_stride.empty()) {

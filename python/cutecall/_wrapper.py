@@ -88,11 +88,9 @@ def call_launcher(stream, tensors, scalars, spec):
     positional parameter gets the stream, an input pytree, an output or a
     runtime scalar (``_signature.Binding``); once a parameter is left to its
     default, later ones go by keyword."""
-    import jax  # tree utilities only
-
     n_in = spec.num_inputs
-    ins = jax.tree.unflatten(spec.input_tree, tensors[:n_in])
-    outs = jax.tree.unflatten(spec.output_tree, tensors[n_in:])
+    ins = spec.input_tree.unflatten(tensors[:n_in])
+    outs = spec.output_tree.unflatten(tensors[n_in:])
     sources = {"in": ins, "out": outs, "scalar": scalars}
     args, kwargs = [], dict(spec.constexprs)
     by_keyword = False

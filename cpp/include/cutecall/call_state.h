@@ -2,8 +2,9 @@
 //
 // Owns: the validated launch plan, the module bytes and the runtime scalar
 // values of one custom call (instantiate), the loaded module (prepare), and
-// the per-call packing and launch (execute); and the process-wide stage
-// counters. Independent of XLA so tests can drive every stage; xla_ffi.cc
+// the per-call packing and launch (execute, or Launch for front ends that
+// hold their operands themselves: torch, C++ programs); and the
+// process-wide stage counters. Independent of XLA so tests can drive every stage; xla_ffi.cc
 // only decodes XLA's arguments and forwards here.
 // Contract: Instantiate touches no runtime; Prepare loads at most once and
 // is safe to call concurrently; Execute allocates nothing, never syncs, and
@@ -101,6 +102,16 @@ class CallState {
               slots + plan_.first_scalar_slot());
     return module->Run(stream, slots, plan_.num_slots(), plan_.kernel_name());
   }
+
+  // Packs `operands` (one per plan operand, in plan order) and the scalar
+  // slots (`scalars`: one Slot per plan scalar; nullptr uses the values
+  // given at Instantiate), then runs on `stream`. Counted as an execute.
+  Status Launch(void* stream, const BufferView* operands, size_t num_operands,
+                const abi::Slot* scalars) const;
+
+  // The loaded module (null before Prepare). Holding it keeps the module
+  // loaded, e.g. while a CUDA graph that launches it may replay.
+  std::shared_ptr<LoadedModule> module_owner() const { return owner_; }
 
  private:
   CallState(LaunchPlan plan, std::vector<abi::Slot> scalars, Digest key,

@@ -1,0 +1,78 @@
+// cutecall/device_context.h — running a launch on a given CUDA device.
+//
+// Owns: the five CUDA driver entry points cutecall needs to launch on a
+// device that is not the calling thread's current one (a torch tensor on
+// cuda:1 while cuda:0 is current), resolved from libcuda.so.1 with dlopen
+// once per process, and the test override that replaces them. Primary
+// contexts are retained once per device and never released (as the CUDA
+// runtime does).
+// Contract: OnDevice costs one driver call when `device` is already current;
+// otherwise it makes the device's primary context current for `fn` and
+// restores the previous context afterwards, whatever `fn` returns. No C++
+// exception crosses it; driver failures are Internal errors naming the call.
+#ifndef CUTECALL_DEVICE_CONTEXT_H_
+#define CUTECALL_DEVICE_CONTEXT_H_
+
+#include <string>
+
+#include "cutecall/status.h"
+
+namespace cutecall {
+
+// CUresult-returning driver functions; CUdevice is int, CUcontext a pointer.
+struct DriverTable {
+  int (*init)(unsigned flags) = nullptr;
+  int (*ctx_get_device)(int* device) = nullptr;
+  int (*ctx_get_current)(void** context) = nullptr;
+  int (*ctx_set_current)(void* context) = nullptr;
+  int (*primary_ctx_retain)(void** context, int device) = nullptr;
+};
+
+// The active driver table, loading libcuda.so.1 on first use.
+ErrorOr<const DriverTable*> Driver();
+
+// Runs `fn` (returning Status) with `device` current on this thread.
+template <typename Fn>
+Status OnDevice(const DriverTable& d, int device, Fn&& fn);
+
+// Replaces the driver for the lifetime of the guard (tests). Nests.
+class ScopedDriverOverride {
+ public:
+  explicit ScopedDriverOverride(const DriverTable* table);
+  ~ScopedDriverOverride();
+  ScopedDriverOverride(const ScopedDriverOverride&) = delete;
+  ScopedDriverOverride& operator=(const ScopedDriverOverride&) = delete;
+
+ private:
+  const DriverTable* previous_;
+};
+
+namespace internal {
+// The primary context of `device`, retained on first use (cached).
+ErrorOr<void*> PrimaryContext(const DriverTable& d, int device);
+Status DriverError(const char* call, int code, int device);
+}  // namespace internal
+
+template <typename Fn>
+Status OnDevice(const DriverTable& d, int device, Fn&& fn) {
+  int current = -1;
+  if (d.ctx_get_device(&current) == 0 && current == device) return fn();
+  ErrorOr<void*> primary = internal::PrimaryContext(d, device);
+  if (!primary.ok()) return primary.status();
+  void* previous = nullptr;
+  if (int rc = d.ctx_get_current(&previous); rc != 0) {
+    return internal::DriverError("cuCtxGetCurrent", rc, device);
+  }
+  if (int rc = d.ctx_set_current(primary.value()); rc != 0) {
+    return internal::DriverError("cuCtxSetCurrent", rc, device);
+  }
+  Status s = fn();
+  if (int rc = d.ctx_set_current(previous); rc != 0 && s.ok()) {
+    return internal::DriverError("cuCtxSetCurrent (restore)", rc, device);
+  }
+  return s;
+}
+
+}  // namespace cutecall
+
+#endif  // CUTECALL_DEVICE_CONTEXT_H_

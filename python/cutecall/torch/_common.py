@@ -1,0 +1,83 @@
+"""What both torch fronts share: tensor → operand spec, the device's arch,
+and handing a compiled kernel to the C++ launcher.
+
+The C++ launcher (``_core.TensorLauncher``) reads every tensor itself and
+decides which specialization a call needs from dtype, rank, the unit-stride
+dim, the pointer's alignment, whether a dim needs 64 bits, and the device;
+it passes the three layout facts it computed (``props``) to Python on a
+miss, so Python compiles exactly the specialization C++ will look up.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+
+from .. import _compile, _core, _runtime, _signature, _spec
+
+SCALAR_CODE = {name: i for i, name in enumerate(_signature.SCALAR_TYPES)}
+USE_TENSOR, USE_SCALAR, USE_IGNORE = 0, 1, 2
+
+
+def dtype_entry(dtype: torch.dtype) -> tuple[str, int] | None:
+    """(CuTe DSL type name, bytes per element) of a torch dtype, or None.
+    bool travels as Uint8 (the DSL has no i1 tensors in global memory)."""
+    return _spec._DTYPES.get(str(dtype).removeprefix("torch."))
+
+
+def supported_dtypes() -> str:
+    return ", ".join(sorted(_spec._DTYPES))
+
+
+def operand(name: str, index: int, t: torch.Tensor, props) -> _spec.OperandSpec:
+    """The strided operand a tensor compiles to: every extent and stride a
+    runtime value, except the unit stride (static 1, so the compiler can
+    vectorize along it) and the alignment C++ measured."""
+    unit_dim, align, wide = props
+    cutlass_name, nbytes = dtype_entry(t.dtype)
+    rank = t.dim()
+    return _spec.OperandSpec(
+        name=name, source=_spec.SOURCE_ARG, index=index,
+        cutlass_dtype=cutlass_name, elem_bytes=nbytes, rank=rank,
+        static_shape=(None,) * rank, divisibility=(1,) * rank,
+        order=tuple(range(rank - 1, -1, -1)), mode=None, align=int(align),
+        shape64=bool(wide), strided=True,
+        static_stride=tuple(1 if d == unit_dim else None for d in range(rank)),
+        dims=(None,) * rank, tie=(-1,) * rank)
+
+
+_arch_lock = threading.Lock()
+_arch: dict[int, str] = {}
+
+
+def device_arch(device: torch.device) -> str:
+    """$CUTECALL_ARCH, else the compute capability of `device` (sm_90a on
+    an H100)."""
+    env = os.environ.get("CUTECALL_ARCH")
+    if env:
+        return env
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    with _arch_lock:
+        if index not in _arch:
+            major, minor = torch.cuda.get_device_capability(index)
+            _arch[index] = f"sm_{major}{minor}{'a' if major >= 9 else ''}"
+        return _arch[index]
+
+
+def registration(kernel: _compile.CompiledKernel, uses) -> tuple:
+    """The tuple `TensorLauncher` registers: the compiled kernel and, per
+    call argument, (use, index, scalar type code)."""
+    path = _runtime.find_runtime_library()
+    if path and not _core.runtime_path():
+        _core.set_runtime_path(path)
+    flat = [int(x) for use in uses for x in use]
+    return (kernel.module, kernel.sha256, kernel.function, kernel.name,
+            list(kernel.plan), kernel.operand_names, kernel.symbol_names, flat)
+
+
+def compile_spec(spec: _compile.KernelSpec, name: str, options: str | None,
+                 arch: str) -> _compile.CompiledKernel:
+    resolved, arch = _compile.resolve_options(options, arch)
+    return _compile.get_or_compile(spec, name, resolved, arch)

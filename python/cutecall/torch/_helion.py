@@ -1,0 +1,229 @@
+"""Helion's CuTe launcher, with cutecall's C++ launch path underneath.
+
+``default_cute_launcher(cute_kernel, grid, *args, block=, cute_compile_options=)``
+takes the arguments of ``helion.runtime.default_cute_launcher`` and raises
+its errors: tensors become pointer + shape + stride, ``Constexpr`` kernel
+parameters are baked into the specialization, other scalars are runtime
+(bool → Boolean, int → Int64, float → Float32), the grid is three runtime
+Int32 values. What differs, on purpose: one compile serves every tensor
+address, shape and stride (Helion's launch cache keys on data pointers and
+bakes shapes), the stream is read per launch in C++ (never cached), and the
+CUDA arch is passed to the compiler instead of written to ``CUTE_DSL_ARCH``.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import torch
+
+from .. import _compile, _core, _signature, _spec
+from . import _common
+
+_GRID = 3  # the launcher's first three arguments: grid x, y, z
+
+
+class BackendUnsupported(RuntimeError):
+    """Helion's ``exc.BackendUnsupported``: "Backend 'cute' does not support: …"."""
+
+    def __init__(self, backend: str, detail: str) -> None:
+        super().__init__(f"Backend '{backend}' does not support: {detail}")
+        self.backend = backend
+        self.detail = detail
+
+
+def default_cute_launcher(cute_kernel: object, grid: tuple[int, ...], *args: object,
+                          **kwargs: object) -> None:
+    """Launches the ``@cute.kernel`` ``cute_kernel`` on ``grid`` (1 to 3 dims)
+    with ``block`` (default ``(256, 1, 1)``) on the current CUDA stream of
+    the tensors' device. A grid with a zero dim launches nothing and returns
+    None. The kernel's ``_helion_cute_cluster_shape`` (or
+    ``_cutecall_cluster_shape``) attribute, when set, makes it a cluster
+    launch. ``cute_compile_options`` is passed to ``cute.compile``.
+
+    Raises ValueError for bad ``cute_compile_options``, ``block`` or
+    ``grid``; BackendUnsupported for other keywords, non-CUDA or rank-0
+    tensors, unsupported dtypes and scalar types.
+    """
+    block = kwargs.pop("block", (256, 1, 1))
+    options = kwargs.pop("cute_compile_options", None)
+    if options is not None and not isinstance(options, str):
+        raise ValueError(f"Invalid CuTe compile options: {options!r}")
+    if not isinstance(block, tuple) or len(block) < 1:
+        raise ValueError(f"Invalid block specification: {block}")
+    if not isinstance(grid, tuple) or len(grid) < 1:
+        raise ValueError(f"Invalid grid specification: {grid}")
+    if kwargs:
+        raise BackendUnsupported("cute", f"launcher kwargs: {sorted(kwargs)}")
+    gx = int(grid[0])
+    gy = int(grid[1]) if len(grid) > 1 else 1
+    gz = int(grid[2]) if len(grid) > 2 else 1
+    if gx <= 0 or gy <= 0 or gz <= 0:
+        return None
+    block_xyz = (int(block[0]), int(block[1]) if len(block) > 1 else 1,
+                 int(block[2]) if len(block) > 2 else 1)
+    _launcher(cute_kernel, block_xyz, options)(gx, gy, gz, *args)
+    return None
+
+
+# ---------------------------------------------------------------------------
+# One C++ launcher per (kernel, block, options), kept on the kernel object.
+
+_lock = threading.Lock()
+_fallback: dict[int, tuple[object, dict]] = {}  # kernels that refuse attributes
+
+
+def _launcher(cute_kernel, block, options):
+    cache = getattr(cute_kernel, "_cutecall_launchers", None)
+    if cache is None:
+        cache = _kernel_cache(cute_kernel)
+    launcher = cache.get((block, options))
+    if launcher is None:
+        with _lock:
+            launcher = cache.get((block, options))
+            if launcher is None:
+                launcher = _HelionLaunch(cute_kernel, block, options).launch
+                cache[(block, options)] = launcher
+    return launcher
+
+
+def _kernel_cache(cute_kernel) -> dict:
+    with _lock:
+        try:
+            cache = cute_kernel.__dict__.setdefault("_cutecall_launchers", {})
+        except AttributeError:
+            entry = _fallback.setdefault(id(cute_kernel), (cute_kernel, {}))
+            cache = entry[1]
+        return cache
+
+
+def constexpr_flags(cute_kernel) -> tuple[bool, ...]:
+    """Per kernel parameter: is it ``cutlass.Constexpr`` (string annotations
+    included)."""
+    sig = _signature.analyze(cute_kernel)
+    return tuple(p.kind == _signature.CONSTEXPR for p in sig.params)
+
+
+def normalize_scalar(value) -> tuple[str, Any]:
+    """Helion's scalar kinds: ("bool" | "int" | "float", Python value)."""
+    if isinstance(value, (bool, torch.SymBool)):
+        return "bool", bool(value)
+    if isinstance(value, (int, torch.SymInt)):
+        return "int", int(value)
+    if isinstance(value, (float, torch.SymFloat)):
+        return "float", float(value)
+    raise BackendUnsupported("cute", f"launcher scalar argument type: {type(value)}")
+
+
+_RUNTIME_TYPE = {"bool": "Boolean", "int": "Int64", "float": "Float32"}
+
+
+def _make_launch(cute_kernel, schema, block, cluster):
+    """The launcher cutecall compiles: rebuilds the kernel's argument list
+    (constexprs from the schema, the rest from the runtime values) and
+    launches it."""
+    def cutecall_helion_launch(stream, grid_x, grid_y, grid_z, *values):
+        it = iter(values)
+        kernel_args = [entry[2] if entry[0] == "scalar_constexpr" else next(it)
+                       for entry in schema]
+        extra = {} if cluster is None else {"cluster": list(cluster)}
+        cute_kernel(*kernel_args).launch(grid=(grid_x, grid_y, grid_z),
+                                         block=block, stream=stream, **extra)
+    return cutecall_helion_launch
+
+
+class _HelionLaunch:
+    def __init__(self, cute_kernel, block, options):
+        self.kernel = cute_kernel
+        self.block = block
+        self.options = options
+        self.name = getattr(cute_kernel, "__name__", None) or "cute_kernel"
+        self.flags = constexpr_flags(cute_kernel)
+        cluster = getattr(cute_kernel, "_cutecall_cluster_shape", None) or \
+            getattr(cute_kernel, "_helion_cute_cluster_shape", None)
+        self.cluster = None if cluster is None else tuple(int(c) for c in cluster)
+        self.launch = _core.TensorLauncher(
+            self.name, [False] * _GRID + list(self.flags), self._on_miss)
+
+    def schema(self, values):
+        """Helion's schema of one call: per argument ("tensor", dtype, rank),
+        ("scalar", kind) or ("scalar_constexpr", kind, value)."""
+        schema, device = [], None
+        for i, a in enumerate(values):
+            if isinstance(a, torch.Tensor):
+                if a.device.type != "cuda":
+                    raise BackendUnsupported("cute", "launcher requires CUDA tensors")
+                if a.ndim <= 0:
+                    raise BackendUnsupported("cute", "launcher requires tensor rank >= 1")
+                if _common.dtype_entry(a.dtype) is None:
+                    raise BackendUnsupported("cute", f"dtype: {a.dtype}")
+                if device is not None and a.device != device:
+                    raise ValueError(f"cutecall: argument {i} of '{self.name}' is on "
+                                     f"{a.device} but an earlier tensor is on "
+                                     f"{device}; one launch runs on one device")
+                device = a.device
+                schema.append(("tensor", str(a.dtype), a.ndim))
+                continue
+            kind, value = normalize_scalar(a)
+            if i < len(self.flags) and self.flags[i]:
+                schema.append(("scalar_constexpr", kind, value))
+            else:
+                schema.append(("scalar", kind))
+        return tuple(schema), device
+
+    def _on_miss(self, args, props):
+        schema, device = self.schema(args[_GRID:])
+        if device is None:
+            raise BackendUnsupported("cute", "launches without a tensor argument")
+        arch = _common.device_arch(device)
+        spec, uses = self.specialize(args, props, arch)
+        kernel = _common.compile_spec(spec, self.name, self.options, arch)
+        return _common.registration(kernel, uses)
+
+    def specialize(self, args, props, arch: str):
+        """The KernelSpec and per-argument uses of a launch with arguments
+        `args` (grid x, y, z first) whose tensors have C++'s `props`."""
+        values = args[_GRID:]
+        schema = tuple(("tensor", str(a.dtype), a.ndim)
+                       if isinstance(a, torch.Tensor) else
+                       ("scalar_constexpr", *normalize_scalar(a))
+                       if i < len(self.flags) and self.flags[i] else
+                       ("scalar", normalize_scalar(a)[0])
+                       for i, a in enumerate(values))
+        operands, scalar_types, slots = [], ["Int32"] * _GRID, \
+            [("stream",)] + [("scalar", i) for i in range(_GRID)]
+        uses = [(_common.USE_SCALAR, i, _common.SCALAR_CODE["Int32"])
+                for i in range(_GRID)]
+        for i, entry in enumerate(schema):
+            k = _GRID + i
+            if entry[0] == "tensor":
+                if props[k] is None:
+                    raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
+                                       f"{i} could not be read through DLPack")
+                uses.append((_common.USE_TENSOR, len(operands), 0))
+                slots.append(("in", len(operands)))
+                operands.append(_common.operand(f"arg{i}", len(operands),
+                                                values[i], props[k]))
+            elif entry[0] == "scalar":
+                st = _RUNTIME_TYPE[entry[1]]
+                uses.append((_common.USE_SCALAR, len(scalar_types),
+                             _common.SCALAR_CODE[st]))
+                slots.append(("scalar", len(scalar_types)))
+                scalar_types.append(st)
+            else:
+                uses.append((_common.USE_IGNORE, 0, 0))
+        launch = _make_launch(self.kernel, schema, self.block, self.cluster)
+        key = _spec.specialization_key(
+            launch, operands, "helion", "", (), self.options, arch,
+            _compile.versions(),
+            extra=["helion", [list(e) for e in schema], list(self.block),
+                   self.cluster, list(map(list, slots))])
+        spec = _compile.KernelSpec(
+            launcher=launch, constexprs=(), operands=tuple(operands),
+            num_inputs=len(operands), num_args=len(operands), num_rets=0,
+            input_tree=_compile.FlatTree(len(operands)),
+            output_tree=_compile.FlatTree(0), key=key,
+            param_names=tuple(f"p{i}" for i in range(len(slots))),
+            slots=tuple(slots), scalar_types=tuple(scalar_types))
+        return spec, uses
