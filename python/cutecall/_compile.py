@@ -39,6 +39,7 @@ class KernelSpec:
     num_inputs: int   # kernel tensor operands that are inputs (first ones)
     num_args: int     # XLA operands of the custom call
     num_rets: int     # XLA results of the custom call
+    # Tree structures with .unflatten(leaves) (a jax PyTreeDef, or FlatTree)
     input_tree: Any   # tuple of the call's array arguments (None allowed)
     output_tree: Any  # tuple of the kernel's outputs (None: aliased leaf)
     key: str
@@ -87,6 +88,24 @@ class CompiledKernel:
     @property
     def plan_array(self) -> np.ndarray:
         return np.asarray(self.plan, dtype=np.int64)
+
+
+class FlatTree:
+    """The tree of `n` leaves in a tuple, for front ends without pytrees
+    (torch). Mirrors the two things the compile driver uses of a jax
+    PyTreeDef: unflatten(leaves) and a stable str()."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def unflatten(self, leaves):
+        leaves = tuple(leaves)
+        if len(leaves) != self.n:
+            raise ValueError(f"cutecall: FlatTree({self.n}) got {len(leaves)} leaves")
+        return leaves
+
+    def __repr__(self):
+        return f"FlatTree({self.n})"
 
 
 class _Cache:
@@ -151,13 +170,15 @@ def default_arch() -> str:
     return "sm_90a"
 
 
-def resolve_options(compile_options: str | None) -> tuple[str, str]:
-    """(options passed to cute.compile, target arch)."""
+def resolve_options(compile_options: str | None,
+                    arch: str | None = None) -> tuple[str, str]:
+    """(options passed to cute.compile, target arch). An arch named in the
+    options wins, then `arch` (the front end's device), then default_arch()."""
     options = (compile_options or "").strip()
     m = re.search(r"--gpu-arch[= ](\S+)", options)
     if m:
         return options, m.group(1)
-    arch = default_arch()
+    arch = arch or default_arch()
     return (options + f" --gpu-arch {arch}").strip(), arch
 
 
