@@ -1,0 +1,150 @@
+// cutecall/bundle.h — run precompiled kernels from C++, with no Python.
+//
+// Owns: opening a bundle written by cutecall.export (a directory holding
+// manifest.txt and objects/<sha256>.o; format 1, docs/bundles.md), verifying
+// it, loading its modules, and launching its kernels on a CUDA stream.
+// Contract:
+//   * Open verifies before it loads anything: the manifest's own SHA-256
+//     (and the pinned digest, if given), the format and plan versions, each
+//     entry's fields, each object's size, SHA-256 and ELF symbols, and each
+//     entry's arch against BundleOptions::device_arch. Then it loads every
+//     module through the ModuleRegistry (the DSL runtime is dlopen'ed on
+//     first use: SetRuntimeLibraryPath or $CUTECALL_DSL_RUNTIME).
+//   * BundleKernel::Run packs pointers, dynamic extents/strides and scalars
+//     into stack storage and launches on the given stream: it allocates
+//     nothing, never synchronizes, and is safe to call from many threads.
+//   * Every error is a Status naming the bundle path, and where it applies
+//     the kernel, the file and the field. Nothing throws.
+// The manifest format is versioned (kBundleFormatVersion); a change that old
+// readers cannot read bumps it.
+#ifndef CUTECALL_BUNDLE_H_
+#define CUTECALL_BUNDLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cutecall/abi.h"
+#include "cutecall/launch_plan.h"
+#include "cutecall/module_registry.h"
+#include "cutecall/status.h"
+
+namespace cutecall {
+
+// The manifest format this build reads and cutecall.export writes.
+inline constexpr int kBundleFormatVersion = 1;
+inline constexpr const char* kBundleManifest = "manifest.txt";
+static_assert(kBundleFormatVersion == 1,
+              "docs/bundles.md and python/cutecall/_bundle_read.py describe "
+              "format 1: update them with the version");
+
+// A read-only view of `size` Ts: from a vector, an initializer list (valid
+// for the full expression of a call) or a pointer and a count.
+template <typename T>
+struct Span {
+  const T* data = nullptr;
+  size_t size = 0;
+  Span() = default;
+  Span(const T* d, size_t n) : data(d), size(n) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winit-list-lifetime"  // by design, see above
+#endif
+  Span(std::initializer_list<T> l) : data(l.begin()), size(l.size()) {}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+  Span(const std::vector<T>& v) : data(v.data()), size(v.size()) {}  // NOLINT
+  const T& operator[](size_t i) const { return data[i]; }
+};
+
+// Runtime scalar values, bytes as the ABI wants them (docs/abi.md, Slots).
+abi::Slot ScalarF32(float v);   // bit pattern in the low 4 bytes, upper zero
+abi::Slot ScalarF64(double v);
+abi::Slot ScalarI32(int32_t v);  // sign-extended to 8 bytes
+abi::Slot ScalarI64(int64_t v);
+abi::Slot ScalarBool(bool v);   // 0 or 1
+
+struct BundleOptions {
+  // Hex SHA-256 the manifest must have (its 'manifest-sha256' line). Pins
+  // the bundle's content; empty: not pinned.
+  std::string expected_digest;
+  // The GPU's arch, e.g. "sm_90a" or "sm_90" (from cudaGetDeviceProperties):
+  // entries that cannot run there are refused. Empty: not checked.
+  std::string device_arch;
+};
+
+// One kernel of a bundle. Owned by its Bundle.
+class BundleKernel {
+ public:
+  // Launches the kernel on `stream` (a cudaStream_t).
+  //   inputs:  one BufferView per kernel input (the JAX call's flat arrays).
+  //   outputs: one per kernel result; results aliased to an input are not
+  //            read (pass the input's view).
+  //   scalars: one Slot per runtime scalar (ScalarF32(...), ...), in
+  //            scalar_types() order.
+  // BufferView::dims are extents; strides are in elements, nullptr meaning
+  // compact in the layout the kernel was compiled for (row-major unless
+  // exported otherwise). Compact operands given strides must be compact.
+  Status Run(void* stream, Span<BufferView> inputs, Span<BufferView> outputs,
+             Span<abi::Slot> scalars = {}) const;
+
+  const std::string& name() const { return name_; }
+  const std::string& arch() const { return arch_; }
+  const LaunchPlan& plan() const { return plan_; }
+  size_t num_inputs() const { return plan_.num_args(); }
+  size_t num_outputs() const { return plan_.num_rets(); }
+  // "Float32", "Int32", ... per runtime scalar; "?" where not recorded.
+  const std::vector<std::string>& scalar_types() const { return scalar_types_; }
+
+ private:
+  friend class Bundle;
+  BundleKernel(std::string name, std::string arch, LaunchPlan plan)
+      : name_(std::move(name)), arch_(std::move(arch)), plan_(std::move(plan)) {}
+  Status CheckCompact(size_t op, const BufferView& b) const;
+
+  std::string name_;
+  std::string arch_;
+  LaunchPlan plan_;
+  std::vector<std::string> scalar_types_;
+  // Minor-to-major dims per plan operand; empty when not recorded.
+  std::vector<std::vector<int32_t>> layouts_;
+  std::shared_ptr<LoadedModule> module_;
+};
+
+class Bundle {
+ public:
+  // Opens, verifies and loads the bundle in directory `path`.
+  static ErrorOr<std::unique_ptr<Bundle>> Open(const std::string& path,
+                                               const BundleOptions& options = {});
+
+  // The kernel exported under `name`; NotFound lists the names there are.
+  ErrorOr<const BundleKernel*> Find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+  const std::string& path() const { return path_; }
+  const std::string& digest() const { return digest_; }  // manifest-sha256
+  const std::string& cutecall_version() const { return cutecall_version_; }
+  const std::string& dsl_version() const { return dsl_version_; }
+
+ private:
+  Bundle() = default;
+  std::string path_;
+  std::string digest_;
+  std::string cutecall_version_;
+  std::string dsl_version_;
+  std::vector<std::unique_ptr<BundleKernel>> kernels_;  // sorted by name
+};
+
+// Whether code compiled for `arch` ("sm_90a") runs on `device_arch`
+// ("sm_90", suffix ignored): 'a' targets need the same major.minor, others
+// the same major and at least the minor.
+bool ArchRunsOn(std::string_view arch, std::string_view device_arch);
+
+}  // namespace cutecall
+
+#endif  // CUTECALL_BUNDLE_H_

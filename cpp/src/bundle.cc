@@ -1,0 +1,261 @@
+#include "cutecall/bundle.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <fstream>
+#include <iterator>
+#include <utility>
+
+#include "bundle_manifest.h"
+
+namespace cutecall {
+namespace {
+
+using bundle_internal::ManifestEntry;
+
+// Reads the file at `path` whole. Refuses files other users may write:
+// these bytes become machine code.
+Status ReadWhole(const std::string& path, const std::string& shown,
+                 const std::string& who, std::string* out) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    return NotFound(who + "missing file '" + shown + "'");
+  }
+  if (st.st_mode & S_IWOTH) {
+    return FailedPrecondition(who + "'" + shown + "' is writable by other "
+                              "users; refusing to load machine code from it");
+  }
+  std::ifstream in(path, std::ios::binary);
+  out->assign(std::istreambuf_iterator<char>(in), {});
+  if (!in.good() && !in.eof()) {
+    return FailedPrecondition(who + "cannot read '" + shown + "'");
+  }
+  return Status::Ok();
+}
+
+// "sm_90a" -> (9, 0, 'a'); false if it is not an arch.
+bool ParseArch(std::string_view a, int* major, int* minor, char* suffix) {
+  if (a.substr(0, 3) != "sm_") return false;
+  size_t n = 3;
+  int value = 0;
+  while (n < a.size() && a[n] >= '0' && a[n] <= '9') value = value * 10 + (a[n++] - '0');
+  if (n < 5 || n + 1 < a.size()) return false;
+  *major = value / 10;
+  *minor = value % 10;
+  *suffix = n < a.size() ? a[n] : '\0';
+  return true;
+}
+
+bool IsPermutation(const std::vector<int32_t>& dims, int32_t rank) {
+  std::vector<bool> seen(size_t(rank), false);
+  if (int32_t(dims.size()) != rank) return false;
+  for (int32_t d : dims) {
+    if (d < 0 || d >= rank || seen[size_t(d)]) return false;
+    seen[size_t(d)] = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+abi::Slot ScalarF32(float v) {
+  abi::Slot s;
+  s.bits = 0;
+  s.f32 = v;
+  return s;
+}
+abi::Slot ScalarF64(double v) {
+  abi::Slot s;
+  s.f64 = v;
+  return s;
+}
+abi::Slot ScalarI32(int32_t v) { return ScalarI64(v); }
+abi::Slot ScalarI64(int64_t v) {
+  abi::Slot s;
+  s.i64 = v;
+  return s;
+}
+abi::Slot ScalarBool(bool v) { return ScalarI64(v ? 1 : 0); }
+
+bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
+  int major, minor, dmajor, dminor;
+  char suffix, dsuffix;
+  if (!ParseArch(arch, &major, &minor, &suffix) ||
+      !ParseArch(device_arch, &dmajor, &dminor, &dsuffix)) {
+    return false;
+  }
+  if (suffix == 'a') return major == dmajor && minor == dminor;
+  return major == dmajor && dminor >= minor;
+}
+
+ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
+                                              const BundleOptions& options) {
+  const std::string who = "cutecall: bundle '" + path + "': ";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return NotFound(who + "no such directory");
+  if (!S_ISDIR(st.st_mode)) return InvalidArgument(who + "not a directory");
+  if (st.st_mode & S_IWOTH) {
+    return FailedPrecondition(who + "the directory is writable by other users;"
+                              " refusing to load machine code from it");
+  }
+  std::string text;
+  if (Status s = ReadWhole(path + "/" + kBundleManifest, kBundleManifest, who,
+                           &text);
+      !s.ok()) {
+    return s;
+  }
+  ErrorOr<bundle_internal::Manifest> m = bundle_internal::ParseManifest(text, who);
+  if (!m.ok()) return m.status();
+  if (!options.expected_digest.empty() &&
+      options.expected_digest != m->digest) {
+    return InvalidArgument(who + "field 'manifest-sha256' is " + m->digest +
+                           ", expected " + options.expected_digest);
+  }
+  std::unique_ptr<Bundle> bundle(new Bundle());
+  bundle->path_ = path;
+  bundle->digest_ = m->digest;
+  bundle->cutecall_version_ = m->cutecall_version;
+  bundle->dsl_version_ = m->dsl_version;
+
+  // Verify every entry and object first; load modules only once all pass.
+  std::vector<std::string> objects;
+  for (const ManifestEntry& e : m->entries) {
+    const std::string at = who + "entry '" + e.name + "': ";
+    if (!options.device_arch.empty() && !ArchRunsOn(e.arch, options.device_arch)) {
+      return FailedPrecondition(at + "field 'arch' is " + e.arch +
+                                ", which does not run on this GPU (" +
+                                options.device_arch + ")");
+    }
+    const std::string rel = "objects/" + ToHex(e.sha256) + ".o";
+    std::string bytes;
+    if (Status s = ReadWhole(path + "/" + rel, rel, at, &bytes); !s.ok()) {
+      return s;
+    }
+    if (bytes.size() != e.size) {
+      return InvalidArgument(at + "object '" + rel + "' has " +
+                             std::to_string(bytes.size()) +
+                             " bytes, field 'size' says " +
+                             std::to_string(e.size) + " (truncated?)");
+    }
+    if (Sha256(bytes) != e.sha256) {
+      return InvalidArgument(at + "object '" + rel + "' has SHA-256 " +
+                             ToHex(Sha256(bytes)) + ", field 'sha256' says " +
+                             ToHex(e.sha256) + " (tampered or corrupt)");
+    }
+    if (Status s = CheckElfDefines(bytes, e.function + "_version"); !s.ok()) {
+      return Status(s.code(), at + "field 'function': " + s.message());
+    }
+    // Errors at run time name the exported name, the one callers look up.
+    ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
+        e.plan.data(), e.plan.size(), e.name, e.operands, e.symbols);
+    if (!plan.ok()) {
+      return InvalidArgument(at + "field 'plan': " + plan.status().message());
+    }
+    if (plan->num_slots() != e.num_slots) {
+      return InvalidArgument(at + "field 'num-slots' is " +
+                             std::to_string(e.num_slots) + ", the plan has " +
+                             std::to_string(plan->num_slots()));
+    }
+    for (size_t i = 0; i < e.layouts.size(); ++i) {
+      if (!IsPermutation(e.layouts[i], plan->operands()[i].rank)) {
+        return InvalidArgument(at + "field 'layouts': operand " +
+                               std::to_string(i) + " has no valid layout for "
+                               "its rank " +
+                               std::to_string(plan->operands()[i].rank));
+      }
+    }
+    auto k = std::unique_ptr<BundleKernel>(
+        new BundleKernel(e.name, e.arch, std::move(plan).value()));
+    k->scalar_types_ = e.scalar_types;
+    k->layouts_ = e.layouts;
+    bundle->kernels_.push_back(std::move(k));
+    objects.push_back(std::move(bytes));
+  }
+  for (size_t i = 0; i < m->entries.size(); ++i) {
+    const ManifestEntry& e = m->entries[i];
+    ErrorOr<std::shared_ptr<LoadedModule>> module =
+        ModuleRegistry::Global().Acquire(e.sha256, objects[i], e.function,
+                                         e.name);
+    if (!module.ok()) {
+      return Status(module.status().code(),
+                    who + "entry '" + e.name + "': " + module.status().message());
+    }
+    bundle->kernels_[i]->module_ = std::move(module).value();
+  }
+  return bundle;
+}
+
+ErrorOr<const BundleKernel*> Bundle::Find(std::string_view name) const {
+  for (const auto& k : kernels_) {
+    if (k->name() == name) return k.get();
+  }
+  std::string have;
+  for (const auto& k : kernels_) have += (have.empty() ? "" : ", ") + k->name();
+  return NotFound("cutecall: bundle '" + path_ + "': no kernel '" +
+                  std::string(name) + "'; it has " + have);
+}
+
+std::vector<std::string> Bundle::names() const {
+  std::vector<std::string> out;
+  for (const auto& k : kernels_) out.push_back(k->name());
+  return out;
+}
+
+Status BundleKernel::CheckCompact(size_t i, const BufferView& b) const {
+  const OperandPlan& op = plan_.operands()[i];
+  auto error = [&](const std::string& what) {
+    return InvalidArgument("cutecall: kernel '" + name_ + "', operand '" +
+                           op.name + "': " + what);
+  };
+  if (layouts_.empty()) {
+    return error("strides given, but the bundle records no layout for this "
+                 "compact operand; pass strides = nullptr");
+  }
+  int64_t expected = 1;
+  for (int32_t d : layouts_[i]) {
+    if (b.dims[d] > 1 && b.strides[d] != expected) {
+      return error("stride of dim " + std::to_string(d) + " is " +
+                   std::to_string(b.strides[d]) + ", but the kernel reads it "
+                   "compact (stride " + std::to_string(expected) + ")");
+    }
+    expected *= b.dims[d];
+  }
+  return Status::Ok();
+}
+
+Status BundleKernel::Run(void* stream, Span<BufferView> inputs,
+                         Span<BufferView> outputs,
+                         Span<abi::Slot> scalars) const {
+  if (inputs.size != plan_.num_args() || outputs.size != plan_.num_rets() ||
+      scalars.size != plan_.num_scalars()) {
+    return InvalidArgument(
+        "cutecall: kernel '" + name_ + "': called with " +
+        std::to_string(inputs.size) + " inputs, " +
+        std::to_string(outputs.size) + " outputs and " +
+        std::to_string(scalars.size) + " scalars; it takes " +
+        std::to_string(plan_.num_args()) + ", " +
+        std::to_string(plan_.num_rets()) + " and " +
+        std::to_string(plan_.num_scalars()));
+  }
+  abi::Slot slots[abi::kMaxSlots];
+  const auto& ops = plan_.operands();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const BufferView& b = ops[i].source == abi::Source::kArg
+                              ? inputs[size_t(ops[i].index)]
+                              : outputs[size_t(ops[i].index)];
+    if (b.dims == nullptr && b.rank > 0) {
+      return InvalidArgument("cutecall: kernel '" + name_ + "', operand '" +
+                             ops[i].name + "': dims is null");
+    }
+    if (Status s = plan_.PackOperand(i, b, slots); !s.ok()) return s;
+    if (b.strides != nullptr && !(ops[i].flags & abi::kFlagStrided)) {
+      if (Status s = CheckCompact(i, b); !s.ok()) return s;
+    }
+  }
+  std::copy(scalars.data, scalars.data + scalars.size,
+            slots + plan_.first_scalar_slot());
+  return module_->Run(stream, slots, plan_.num_slots(), name_);
+}
+
+}  // namespace cutecall

@@ -1,0 +1,56 @@
+// Internal to bundle.cc: the bundle manifest, format 1 (docs/bundles.md).
+//
+//   cutecall-bundle 1                 first line: the format version
+//   cutecall <version>                header fields, once each
+//   dsl <version>
+//   entry <name>                      then per kernel, a block of fields
+//   kernel <name> ... end             (any order, each once; 'jax' optional)
+//   manifest-sha256 <hex>             last line: SHA-256 of all bytes above
+//
+// Lines are "<field> <value>" ended by '\n'; the value is the rest of the
+// line and may be empty. The parser checks syntax, the digest, versions and
+// the value of every field; files are checked by the caller.
+#ifndef CUTECALL_SRC_BUNDLE_MANIFEST_H_
+#define CUTECALL_SRC_BUNDLE_MANIFEST_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cutecall/sha256.h"
+#include "cutecall/status.h"
+
+namespace cutecall::bundle_internal {
+
+struct ManifestEntry {
+  std::string name;      // the exported name
+  std::string kernel;    // the kernel's own name (errors)
+  std::string key;       // specialization key, hex
+  std::string arch;      // "sm_90a"
+  std::string function;  // function prefix inside the object
+  Digest sha256{};       // of the object file objects/<hex>.o
+  size_t size = 0;       // of the object file
+  std::vector<int64_t> plan;
+  std::string operands;  // comma-separated names
+  std::string symbols;   // comma-separated names
+  size_t num_slots = 0;
+  std::vector<std::string> scalar_types;           // "?" where unknown
+  std::vector<std::vector<int32_t>> layouts;       // empty: unknown
+};
+
+struct Manifest {
+  std::string digest;  // hex, the manifest-sha256 line
+  std::string cutecall_version;
+  std::string dsl_version;
+  std::vector<ManifestEntry> entries;  // in file order (sorted by name)
+};
+
+// `where` prefixes every error, e.g. "cutecall: bundle '/b': ".
+ErrorOr<Manifest> ParseManifest(std::string_view text,
+                                const std::string& where);
+
+}  // namespace cutecall::bundle_internal
+
+#endif  // CUTECALL_SRC_BUNDLE_MANIFEST_H_

@@ -1,0 +1,310 @@
+// Bundle reader tests: bundles written here in format 1 (as cutecall.export
+// writes them) around the test ELF object, run against the fake runtime.
+#include "cutecall/bundle.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "fake_runtime.h"
+#include "plan_builder.h"
+#include "test_util.h"
+
+namespace cutecall {
+namespace {
+
+namespace fs = std::filesystem;
+using abi::Source;
+using cutecall_test::DynamicOperand;
+using cutecall_test::Encode;
+using cutecall_test::FakeRuntime;
+using cutecall_test::IsError;
+using cutecall_test::IsOk;
+using cutecall_test::PlanSpec;
+using cutecall_test::TestObjectBytes;
+
+std::string Join(const std::vector<int64_t>& v) {
+  std::string s;
+  for (int64_t x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
+  return s;
+}
+
+// saxpy: out = f(x, y, alpha): three rank-1 dynamic operands + one scalar.
+std::vector<int64_t> SaxpyPlan() {
+  PlanSpec p;
+  p.num_args = 2;
+  p.num_rets = 1;
+  p.num_scalars = 1;
+  p.operands = {DynamicOperand(Source::kArg, 0, 1),
+                DynamicOperand(Source::kArg, 1, 1),
+                DynamicOperand(Source::kRet, 0, 1)};
+  return Encode(p);
+}
+
+// mat: out = f(x), rank 2, both dims dynamic, row-major.
+std::vector<int64_t> MatPlan() {
+  PlanSpec p;
+  p.num_args = 1;
+  p.num_rets = 1;
+  p.operands = {DynamicOperand(Source::kArg, 0, 2),
+                DynamicOperand(Source::kRet, 0, 2)};
+  return Encode(p);
+}
+
+std::string Seal(const std::string& body) {
+  return body + "manifest-sha256 " + ToHex(Sha256(body)) + "\n";
+}
+
+class BundleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/cutecall_bundle_test.XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    object_hex_ = ToHex(Sha256(TestObjectBytes()));
+    fs::create_directory(dir_ + "/objects");
+    Write(ObjectPath(), TestObjectBytes());
+    body_ = "cutecall-bundle 1\ncutecall 0.1.0\ndsl 4.8.1\n" +
+            Entry("mat", "cc_other", MatPlan(), "x,out", "", 6, "", "1,0;1,0") +
+            Entry("saxpy", "cc_test", SaxpyPlan(), "x,y,out", "", 7,
+                  "Float32:alpha", "0;0;0");
+    Write(dir_ + "/manifest.txt", Seal(body_));
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string Entry(const std::string& name, const std::string& function,
+                    const std::vector<int64_t>& plan, const std::string& ops,
+                    const std::string& symbols, int slots,
+                    const std::string& scalars, const std::string& layouts) {
+    return "entry " + name + "\nkernel " + name + "\nkey " +
+           std::string(64, 'a') + "\narch sm_90a\nfunction " + function +
+           "\nsha256 " + object_hex_ + "\nsize " +
+           std::to_string(TestObjectBytes().size()) + "\nplan-version " +
+           std::to_string(plan[0]) + "\nplan " + Join(plan) + "\noperands " +
+           ops + "\nsymbols" + (symbols.empty() ? "" : " " + symbols) +
+           "\nnum-slots " + std::to_string(slots) + "\nscalars" +
+           (scalars.empty() ? "" : " " + scalars) + "\nlayouts " + layouts +
+           "\njax {\"python\":\"only\"}\nend\n";
+  }
+  static void Write(const std::string& path, const std::string& bytes) {
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  }
+  std::string ObjectPath() const {
+    return dir_ + "/objects/" + object_hex_ + ".o";
+  }
+  // Rewrites the manifest with `from` replaced by `to`, sealed or not.
+  void EditManifest(const std::string& from, const std::string& to,
+                    bool reseal) {
+    std::string body = body_;
+    size_t at = body.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    body.replace(at, from.size(), to);
+    std::string text = reseal ? Seal(body) : Seal(body_);
+    if (!reseal) text.replace(text.find(from), from.size(), to);
+    Write(dir_ + "/manifest.txt", text);
+  }
+
+  std::string dir_;
+  std::string object_hex_;
+  std::string body_;
+};
+
+TEST_F(BundleTest, OpensFindsAndRunsWithPackedSlots) {
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_, {"", "sm_90a"});
+  ASSERT_TRUE(IsOk(bundle));
+  EXPECT_EQ((*bundle)->names(), (std::vector<std::string>{"mat", "saxpy"}));
+  EXPECT_EQ((*bundle)->digest(), ToHex(Sha256(body_)));
+  EXPECT_EQ((*bundle)->dsl_version(), "4.8.1");
+  EXPECT_EQ(fake.creates.size(), 2u);  // one per (object, prefix)
+  auto k = (*bundle)->Find("saxpy");
+  ASSERT_TRUE(IsOk(k));
+  EXPECT_EQ((*k)->num_inputs(), 2u);
+  EXPECT_EQ((*k)->scalar_types(), std::vector<std::string>{"Float32"});
+
+  alignas(16) static float x[8], y[8], out[8];
+  const int64_t n5[] = {5}, n6[] = {6};
+  void* stream = reinterpret_cast<void*>(0x5);
+  ASSERT_TRUE(IsOk((*k)->Run(stream, {{x, n5, 1}, {y, n5, 1}}, {{out, n6, 1}},
+                             {ScalarF32(2.5f)})));
+  ASSERT_EQ(fake.runs.size(), 1u);
+  const auto& run = fake.runs[0];
+  EXPECT_EQ(run.stream, stream);
+  ASSERT_EQ(run.slots.size(), 7u);
+  EXPECT_EQ(run.slots[0].ptr, x);
+  EXPECT_EQ(run.slots[1].i32, 5);
+  EXPECT_EQ(run.slots[2].ptr, y);
+  EXPECT_EQ(run.slots[4].ptr, out);
+  EXPECT_EQ(run.slots[5].i32, 6);
+  EXPECT_EQ(run.slots[6].f32, 2.5f);
+  EXPECT_EQ(run.slots[6].bits >> 32, 0u);  // upper half of an f32 is zero
+}
+
+TEST_F(BundleTest, UnknownKernelNameListsTheNames) {
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  EXPECT_TRUE(IsError((*bundle)->Find("gemm"), Code::kNotFound,
+                      {dir_, "no kernel 'gemm'", "mat, saxpy"}));
+}
+
+TEST_F(BundleTest, TamperedObjectIsRefusedBeforeAnythingLoads) {
+  FakeRuntime fake;
+  std::string bytes = TestObjectBytes();
+  bytes[bytes.size() / 2] ^= 0x40;
+  Write(ObjectPath(), bytes);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {dir_, "entry 'mat'", "objects/" + object_hex_ + ".o",
+                       "field 'sha256'", "tampered"}));
+  EXPECT_TRUE(fake.creates.empty());
+}
+
+TEST_F(BundleTest, TruncatedObjectNamesTheSize) {
+  FakeRuntime fake;
+  Write(ObjectPath(), TestObjectBytes().substr(0, 100));
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"has 100 bytes", "field 'size'"}));
+}
+
+TEST_F(BundleTest, TamperedManifestFailsItsDigest) {
+  FakeRuntime fake;
+  EditManifest("arch sm_90a", "arch sm_80", /*reseal=*/false);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {dir_, "manifest.txt", "field 'manifest-sha256'",
+                       "tampered"}));
+  Write(dir_ + "/manifest.txt", Seal(body_).substr(0, body_.size() + 20));
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"manifest.txt", "truncated"}));
+  EXPECT_TRUE(fake.creates.empty());
+}
+
+TEST_F(BundleTest, PinnedDigestMustMatch) {
+  FakeRuntime fake;
+  BundleOptions options;
+  options.expected_digest = std::string(64, '0');
+  EXPECT_TRUE(IsError(Bundle::Open(dir_, options), Code::kInvalidArgument,
+                      {"field 'manifest-sha256'", "expected 0000"}));
+  options.expected_digest = ToHex(Sha256(body_));
+  EXPECT_TRUE(IsOk(Bundle::Open(dir_, options)));
+}
+
+TEST_F(BundleTest, MissingFilesAreNamed) {
+  FakeRuntime fake;
+  fs::remove(ObjectPath());
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kNotFound,
+                      {"entry 'mat'", "missing file 'objects/" + object_hex_}));
+  fs::remove(dir_ + "/manifest.txt");
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kNotFound,
+                      {dir_, "missing file 'manifest.txt'"}));
+  EXPECT_TRUE(IsError(Bundle::Open(dir_ + "/nope"), Code::kNotFound,
+                      {"nope", "no such directory"}));
+}
+
+TEST_F(BundleTest, WrongVersionsAreRefused) {
+  FakeRuntime fake;
+  EditManifest("cutecall-bundle 1", "cutecall-bundle 2", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"field 'cutecall-bundle' must be 1", "got 'cutecall-bundle 2'"}));
+  EditManifest("plan-version 2\nplan 2", "plan-version 3\nplan 3", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"entry 'mat'", "field 'plan-version' is 3", "1..2"}));
+  EditManifest("plan-version 2\nplan 2", "plan-version 1\nplan 2", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"field 'plan' must start with its version 1"}));
+}
+
+TEST_F(BundleTest, BadFieldsAreNamed) {
+  FakeRuntime fake;
+  EditManifest("num-slots 6", "num-slots 9", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"entry 'mat'", "field 'num-slots' is 9", "plan has 6"}));
+  EditManifest("function cc_other", "function cc_nope", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kNotFound,
+                      {"entry 'mat'", "field 'function'", "cc_nope_version"}));
+  EditManifest("scalars Float32:alpha", "scalars Half:alpha", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"entry 'saxpy'", "field 'scalars'", "'Half'"}));
+  EditManifest("layouts 1,0;1,0", "layouts 1,1;1,0", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"entry 'mat'", "field 'layouts'"}));
+  EditManifest("kernel mat\n", "kernel mat\nkernel again\n", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"line 6", "entry 'mat'", "repeated field 'kernel'"}));
+  EditManifest("symbols\n", "", true);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+                      {"entry 'mat'", "missing field(s) symbols"}));
+  EXPECT_TRUE(fake.creates.empty());
+}
+
+TEST_F(BundleTest, ArchMustRunOnTheDevice) {
+  FakeRuntime fake;
+  EXPECT_TRUE(IsError(Bundle::Open(dir_, {"", "sm_100"}),
+                      Code::kFailedPrecondition,
+                      {"entry 'mat'", "field 'arch' is sm_90a", "sm_100"}));
+  EXPECT_TRUE(ArchRunsOn("sm_90a", "sm_90"));
+  EXPECT_FALSE(ArchRunsOn("sm_90a", "sm_91"));
+  EXPECT_TRUE(ArchRunsOn("sm_80", "sm_86"));
+  EXPECT_FALSE(ArchRunsOn("sm_86", "sm_80"));
+  EXPECT_FALSE(ArchRunsOn("sm_90", "sm_100"));
+  EXPECT_TRUE(ArchRunsOn("sm_100f", "sm_103a"));
+  EXPECT_FALSE(ArchRunsOn("gfx90a", "sm_90"));
+}
+
+TEST_F(BundleTest, WorldWritableBundleIsRefused) {
+  FakeRuntime fake;
+  ASSERT_EQ(chmod(dir_.c_str(), 0777), 0);
+  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kFailedPrecondition,
+                      {"writable by other users"}));
+}
+
+TEST_F(BundleTest, RunChecksArgumentsBeforeLaunch) {
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  const BundleKernel* saxpy = (*bundle)->Find("saxpy").value();
+  const BundleKernel* mat = (*bundle)->Find("mat").value();
+  alignas(16) static float a[64], b[64];
+  const int64_t n[] = {4}, shape[] = {4, 8};
+  EXPECT_TRUE(IsError(saxpy->Run(nullptr, {{a, n, 1}}, {{b, n, 1}},
+                                 {ScalarF32(1)}),
+                      Code::kInvalidArgument,
+                      {"'saxpy'", "called with 1 inputs", "takes 2"}));
+  EXPECT_TRUE(IsError(saxpy->Run(nullptr, {{a, n, 1}, {a, n, 1}}, {{b, n, 1}}),
+                      Code::kInvalidArgument, {"0 scalars", "and 1"}));
+  EXPECT_TRUE(IsError(mat->Run(nullptr, {{a, n, 1}}, {{b, shape, 2}}),
+                      Code::kInvalidArgument, {"'mat'", "'x'", "rank 1"}));
+  const int64_t compact[] = {8, 1}, transposed[] = {1, 4};
+  EXPECT_TRUE(IsOk(mat->Run(nullptr, {{a, shape, 2, compact}}, {{b, shape, 2}})));
+  EXPECT_TRUE(IsError(mat->Run(nullptr, {{a, shape, 2, transposed}},
+                               {{b, shape, 2}}),
+                      Code::kInvalidArgument,
+                      {"'mat'", "operand 'x'", "stride of dim 1 is 4"}));
+  EXPECT_EQ(fake.runs.size(), 1u);
+}
+
+TEST_F(BundleTest, LaunchFailuresNameTheKernel) {
+  FakeRuntime fake;
+  fake.run_cuda_status = 700;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  alignas(16) static float a[16];
+  const int64_t shape[] = {2, 2};
+  EXPECT_TRUE(IsError((*bundle)->Find("mat").value()->Run(nullptr, {{a, shape, 2}},
+                                                     {{a, shape, 2}}),
+                      Code::kInternal, {"'mat'", "cudaErrorIllegalAddress"}));
+}
+
+TEST(BundleScalars, SlotsHoldTheAbiBytes) {
+  EXPECT_EQ(ScalarI32(-2).i64, -2);
+  EXPECT_EQ(ScalarBool(true).bits, 1u);
+  EXPECT_EQ(ScalarF64(0.5).f64, 0.5);
+  EXPECT_EQ(ScalarF32(-1.0f).bits, 0xbf800000u);
+}
+
+}  // namespace
+}  // namespace cutecall
