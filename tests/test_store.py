@@ -392,3 +392,16 @@ def test_python_m_cutecall(tmp_path):
     for name in ("gpu", "driver CUDA", "jax", "pytorch", "cute dsl", "runtime library"):
         assert checks[name], name
     assert "2 entries" in checks["cache"] and "0 corrupt" in checks["cache"]
+
+
+def test_warm_start_bench_no_run(tmp_path):
+    """bench/warm_start in its CPU mode: 10 compiles cold, 0 warm."""
+    env = dict(os.environ, PYTHONPATH=PYTHONPATH)
+    out = subprocess.run([PY, os.path.join(ROOT, "bench", "warm_start", "run.py"), "--no-run",
+                          "--warm-runs", "1", "--cache-dir", str(tmp_path / "cache"),
+                          "--out", str(tmp_path / "ws.json")], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    cold, warm = json.loads((tmp_path / "ws.json").read_text())["runs"]
+    assert (cold["compiles"], cold["disk_hits"]) == (10, 0)
+    assert (warm["compiles"], warm["disk_hits"]) == (0, 10)

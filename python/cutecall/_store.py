@@ -33,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -403,9 +404,14 @@ def cuda_versions() -> dict:
 
 def current_stamp(arch: str) -> dict:
     """The stamp an entry compiled now for `arch` carries."""
+    return dict(_versions_stamp(), arch=arch)
+
+
+@functools.lru_cache(maxsize=1)
+def _versions_stamp() -> dict:  # package metadata look-ups cost ~1 ms each
     from . import __version__, _compat
     return {"format": FORMAT, "cutecall": __version__,
-            "dsl": _compat.dsl_version(), "cuda": cuda_versions(), "arch": arch}
+            "dsl": _compat.dsl_version(), "cuda": cuda_versions()}
 
 
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
