@@ -2,7 +2,8 @@
 # Device call 2 (after stage1.sh): install, build, then every GPU check of the
 # foundation issue in one call. Logs and results land in $OUT.
 #   run(command="bash tools/gpu/run_all.sh", carry=[".whl/part2"])
-# Steps can be limited with RUN_STEPS="tests demo bench" (default: all);
+# Steps can be limited with RUN_STEPS="tests demo torch bench" (default:
+# tests demo bench; torch = bench/torch_launch);
 # BENCH_ARGS adds arguments to bench/overhead/run.py (e.g. "--trials 31").
 set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
@@ -20,6 +21,11 @@ fi
 if [[ " $steps " == *" demo "* ]]; then
   echo "== make demo equivalent"
   timeout 120 python3 -m cutecall.demo 2>&1 | tee "$OUT/demo.log" | tail -12 || rc=1
+fi
+if [[ " $steps " == *" torch "* ]]; then
+  echo "== bench/torch_launch"
+  timeout 300 python3 bench/torch_launch/run.py --out "$OUT/torch_launch.json" > "$OUT/torch_bench.log" 2>&1 || rc=1
+  tail -20 "$OUT/torch_bench.log"
 fi
 if [[ " $steps " == *" bench "* ]]; then
   echo "== bench/overhead"

@@ -134,21 +134,22 @@ class Kernel:
 
     def _on_miss(self, args, props):
         names = [p.name for p in self.params] if self.sig.inspected else []
-        tensors, device = [], None
-        for k, a in enumerate(args):
-            what = f"argument {names[k]!r}" if k < len(names) else f"argument {k}"
+        what = [f"argument {names[k]!r}" if k < len(names) else f"argument {k}"
+                for k in range(len(args))]
+        for k, a in enumerate(args):  # kinds first, then where tensors live
             if k < len(names) and self.params[k].kind == _signature.SCALAR \
                     and isinstance(a, torch.Tensor):
-                raise TypeError(f"cutecall: {what} of '{self.name}' is a runtime "
+                raise TypeError(f"cutecall: {what[k]} of '{self.name}' is a runtime "
                                 f"scalar ({self.params[k].scalar_type}); pass a "
                                 f"Python value, got a tensor")
-            if isinstance(a, torch.Tensor):
-                device = self._check_tensor(a, what, device)
-                tensors.append(k)
-            elif not isinstance(a, (bool, int, float)):
-                raise TypeError(f"cutecall: {what} of '{self.name}' must be a "
+            if not isinstance(a, (torch.Tensor, bool, int, float)):
+                raise TypeError(f"cutecall: {what[k]} of '{self.name}' must be a "
                                 f"torch.Tensor or a bool/int/float, got "
                                 f"{type(a).__name__}: {a!r}")
+        device = None
+        for k, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                device = self._check_tensor(a, what[k], device)
         if device is None:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
