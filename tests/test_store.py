@@ -282,6 +282,8 @@ def test_driver_loads_from_disk_in_process(monkeypatch, tmp_path, compiles):
     second = vector_add_call().lower(*args).as_text()
     assert compiles() == 1 and cutecall.compile_stats()["disk_hits"] == hits + 1
     assert first == second  # same object bytes and plan in the custom call
+    report = ArtifactStore(str(tmp_path / "cache")).verify(cli._stamp_for)
+    assert [status for _, status, _ in report] == ["ok"]  # current, not stale
 
 
 def test_driver_refuses_unsafe_directory(monkeypatch, tmp_path):
@@ -329,7 +331,7 @@ def test_second_process_compiles_nothing(tmp_path):
 # -- CLI -------------------------------------------------------------------------
 def fill(root, n=3):
     store = ArtifactStore(str(root))
-    stamp = _store.current_stamp("sm_90a")
+    stamp = _store.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
         store.get_or_build(k, stamp, lambda k=k: ({"name": "kern_" + k[:4]}, b"o" * 500))

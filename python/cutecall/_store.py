@@ -50,8 +50,6 @@ _HEADER = struct.Struct("<8sI32s")
 DEFAULT_MAX_BYTES = 2 << 30
 _KEY = re.compile(r"[0-9a-f]{8,128}")
 _TMP_MAX_AGE = 3600.0  # seconds before an orphaned temp file is removed
-_KERNEL_META = ("function", "plan", "operand_names", "symbol_names",
-                "num_slots", "arch", "compile_seconds")
 
 
 class CacheError(RuntimeError):
@@ -183,8 +181,10 @@ class ArtifactStore:
         return f"ArtifactStore({self.root!r}, max_bytes={self.max_bytes})"
 
     def ensure(self) -> None:
-        """Creates and checks the directories (once per store object)."""
-        if self._ready:
+        """Creates and checks the directories (once per store object, again
+        if they were removed meanwhile)."""
+        if self._ready and os.path.isdir(self.locks_dir) \
+                and os.path.isdir(self.entries_dir):
             return
         os.makedirs(os.path.dirname(self.root), exist_ok=True)
         for d in (self.root, self.base, self.entries_dir, self.locks_dir):
@@ -414,21 +414,40 @@ def _versions_stamp() -> dict:  # package metadata look-ups cost ~1 ms each
             "dsl": _compat.dsl_version(), "cuda": cuda_versions()}
 
 
+def _tuples(value):
+    """JSON lists back to the tuples a frozen, hashable kernel holds."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _kernel_fields() -> tuple[str, ...]:
+    """CompiledKernel fields kept in an entry's meta (the bytes are the
+    object; key, name and sha256 come from the entry and the caller)."""
+    from ._compile import CompiledKernel
+    return tuple(f.name for f in dataclasses.fields(CompiledKernel)
+                 if f.name not in ("module", "key", "name", "sha256"))
+
+
+def kernel_stamp(arch: str) -> dict:
+    """The stamp of a kernel entry: `current_stamp` plus CompiledKernel's
+    field names, so a change of the kernel record invalidates entries."""
+    return dict(current_stamp(arch), kernel_fields=",".join(_kernel_fields()))
+
+
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     """(CompiledKernel, compiled?) through the default store: a verified
-    entry, else ``compile()``'s kernel, stored. No store: compiles."""
+    entry, else ``compile()``'s kernel, stored. No store: compiles. The
+    stamp names CompiledKernel's fields, so changing them invalidates."""
     store = default_store()
     if store is None:
         return compile(), True
+    fields = _kernel_fields()
 
     def build():
         kernel = compile()
-        return {"name": kernel.name, **{f: getattr(kernel, f) for f in _KERNEL_META}}, \
-            kernel.module
+        return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
+                kernel.module)
 
-    entry, built = store.get_or_build(key, current_stamp(arch), build)
+    entry, built = store.get_or_build(key, kernel_stamp(arch), build)
     from ._compile import CompiledKernel
-    meta = {f: entry.meta[f] for f in _KERNEL_META}
-    meta["plan"] = tuple(meta["plan"])
-    return CompiledKernel(name=name, key=key, module=entry.data,
-                          sha256=entry.sha256, **meta), built
+    return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
+                          **{f: _tuples(entry.meta[f]) for f in fields}), built

@@ -35,7 +35,7 @@ def _store_or_exit() -> _store.ArtifactStore:
 
 
 def _stamp_for(entry: _store.Entry) -> dict:
-    return _store.current_stamp(entry.stamp.get("arch", ""))
+    return _store.kernel_stamp(entry.stamp.get("arch", ""))
 
 
 def _age(seconds: float) -> str:
