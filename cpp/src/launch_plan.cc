@@ -359,23 +359,8 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
     }
   }
   if (op.flags & abi::kFlagStrided) {
-    // A strided operand's dims without a stride slot have stride 1 baked
-    // into the kernel (a dim of extent <= 1 has no meaningful stride).
-    size_t next = 0;
-    for (int32_t d = 0; d < op.rank && buffer.strides != nullptr; ++d) {
-      if (next < op.dyn_stride.size() && op.dyn_stride[next].dim == d) {
-        ++next;
-        continue;
-      }
-      if (buffer.dims[d] > 1 && buffer.strides[d] != 1) {
-        return OperandError(op, "stride of dim " + std::to_string(d) + " = " +
-                                    std::to_string(buffer.strides[d]) +
-                                    " but the kernel was compiled for a "
-                                    "unit stride there");
-      }
-    }
-  }
-  if (!op.dyn_stride.empty()) {
+    // Null strides mean compact row-major: compute them, so that they are
+    // checked like given ones.
     int64_t compact[abi::kMaxRank];
     const int64_t* strides = buffer.strides;
     if (strides == nullptr) {
@@ -385,6 +370,21 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
         acc *= buffer.dims[d];
       }
       strides = compact;
+    }
+    // A strided operand's dims without a stride slot have stride 1 baked
+    // into the kernel (a dim of extent <= 1 has no meaningful stride).
+    size_t next = 0;
+    for (int32_t d = 0; d < op.rank; ++d) {
+      if (next < op.dyn_stride.size() && op.dyn_stride[next].dim == d) {
+        ++next;
+        continue;
+      }
+      if (buffer.dims[d] > 1 && strides[d] != 1) {
+        return OperandError(op, "stride of dim " + std::to_string(d) + " = " +
+                                    std::to_string(strides[d]) +
+                                    " but the kernel was compiled for a "
+                                    "unit stride there");
+      }
     }
     for (const DimRule& r : op.dyn_stride) {
       int64_t v = strides[r.dim];

@@ -595,6 +595,267 @@ TEST_F(CallStateTest, StageCountersCountEveryCall) {
 }
 
 // ---------------------------------------------------------------------------
+// Launch: operands given in plan order, scalars given per call
+
+// SaxpyPlan with two runtime scalars (f32, i32): slots 7 and 8.
+class CallStateLaunchTest : public CallStateTest {
+ protected:
+  std::unique_ptr<CallState> PreparedWithScalars() {
+    CallAttributes a = Attributes();
+    a.plan = scalar_plan_.data();
+    a.plan_size = scalar_plan_.size();
+    a.scalars = instantiate_scalars_;
+    a.num_scalars = 2;
+    ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+    EXPECT_TRUE(IsOk(state));
+    if (!state.ok()) return nullptr;
+    EXPECT_TRUE(IsOk(state.value()->Prepare()));
+    return std::move(state).value();
+  }
+
+  static std::vector<int64_t> ScalarPlan() {
+    PlanSpec spec = SaxpyPlan();
+    spec.num_scalars = 2;
+    return Encode(spec);
+  }
+
+  // x, y, out: the plan's operands, in plan order.
+  const BufferView operands_[3] = {args_[0], args_[1], rets_[0]};
+  const std::vector<int64_t> scalar_plan_ = ScalarPlan();
+  const int64_t instantiate_scalars_[2] = {FloatBits(1.5f), 42};
+};
+
+TEST_F(CallStateLaunchTest, PacksOperandsInPlanOrderAndRuntimeScalars) {
+  std::unique_ptr<CallState> state = PreparedWithScalars();
+  ASSERT_NE(state, nullptr);
+  ASSERT_EQ(state->plan().num_slots(), 9u);
+  abi::Slot scalars[2];
+  scalars[0].bits = 0;
+  scalars[0].f32 = -0.25f;
+  scalars[1].i64 = -7;
+  void* stream = Address(0x5150);
+  ASSERT_TRUE(IsOk(state->Launch(stream, operands_, 3, scalars)));
+
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  EXPECT_EQ(run.function, fake_.get_functions.at(0).function);
+  EXPECT_EQ(run.stream, stream);
+  ASSERT_EQ(run.args.size(), 9u + 2u);
+  ASSERT_EQ(run.slots.size(), 9u);
+  EXPECT_EQ(run.slots[0].ptr, Address(0x1000));  // x
+  EXPECT_EQ(run.slots[1].bits, 6u);
+  EXPECT_EQ(run.slots[2].bits, 10u);
+  EXPECT_EQ(run.slots[3].ptr, Address(0x2000));  // y
+  EXPECT_EQ(run.slots[4].bits, 12u);
+  EXPECT_EQ(run.slots[5].ptr, Address(0x3000));  // out
+  EXPECT_EQ(run.slots[6].bits, 6u);
+  EXPECT_EQ(run.slots[7].f32, -0.25f);  // the call's scalars, verbatim
+  EXPECT_EQ(run.slots[7].bits, scalars[0].bits);
+  EXPECT_EQ(run.slots[8].i64, -7);
+  EXPECT_EQ(run.status_on_entry, 0);
+
+  // Each call takes its own values.
+  scalars[1].i64 = 9;
+  ASSERT_TRUE(IsOk(state->Launch(stream, operands_, 3, scalars)));
+  ASSERT_EQ(fake_.runs.size(), 2u);
+  EXPECT_EQ(fake_.runs[1].slots[8].i64, 9);
+}
+
+TEST_F(CallStateLaunchTest, NullScalarsUseTheInstantiateTimeValues) {
+  std::unique_ptr<CallState> state = PreparedWithScalars();
+  ASSERT_NE(state, nullptr);
+  ASSERT_TRUE(IsOk(state->Launch(nullptr, operands_, 3, nullptr)));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  ASSERT_EQ(run.slots.size(), 9u);
+  EXPECT_EQ(run.slots[7].bits, 0x3FC00000ull);  // 1.5f
+  EXPECT_EQ(run.slots[8].i64, 42);
+  EXPECT_EQ(run.slots[6].bits, 6u);  // tensor slots unaffected
+}
+
+TEST_F(CallStateLaunchTest, PlanWithoutScalarsAcceptsNullScalars) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  ASSERT_TRUE(IsOk(state->Launch(nullptr, operands_, 3, nullptr)));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  EXPECT_EQ(fake_.runs[0].slots.size(), 7u);
+  EXPECT_EQ(fake_.runs[0].slots[6].bits, 6u);
+}
+
+TEST_F(CallStateLaunchTest, OperandsAreInPlanOrderNotXlaOrder) {
+  // The kernel takes (y, x): operand 0 is input 1, operand 1 is input 0.
+  PlanSpec spec;
+  spec.num_args = 2;
+  spec.operands = {DynamicOperand(Source::kArg, 1, 1),
+                   DynamicOperand(Source::kArg, 0, 2)};
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  a.operand_names = "y,x";
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  ASSERT_TRUE(IsOk(state.value()->Prepare()));
+  const BufferView ops[] = {args_[1], args_[0]};
+  ASSERT_TRUE(IsOk(state.value()->Launch(nullptr, ops, 2, nullptr)));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  const RunCall& run = fake_.runs[0];
+  ASSERT_EQ(run.slots.size(), 5u);
+  EXPECT_EQ(run.slots[0].ptr, Address(0x2000));
+  EXPECT_EQ(run.slots[1].bits, 12u);
+  EXPECT_EQ(run.slots[2].ptr, Address(0x1000));
+  EXPECT_EQ(run.slots[3].bits, 6u);
+  EXPECT_EQ(run.slots[4].bits, 10u);
+  // Given in XLA order, y's rank is wrong.
+  EXPECT_TRUE(IsError(state.value()->Launch(nullptr, args_.data(), 2, nullptr),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "input 'y'", "rank 2 does not match"}));
+  EXPECT_EQ(fake_.runs.size(), 1u);
+}
+
+TEST_F(CallStateLaunchTest, RejectsAWrongOperandCount) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 2, nullptr),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "called with 2 tensors, compiled for 3"}));
+  const BufferView four[] = {operands_[0], operands_[1], operands_[2], operands_[2]};
+  EXPECT_TRUE(IsError(state->Launch(nullptr, four, 4, nullptr),
+                      Code::kInvalidArgument,
+                      {"called with 4 tensors, compiled for 3"}));
+  EXPECT_TRUE(IsError(state->Launch(nullptr, nullptr, 0, nullptr),
+                      Code::kInvalidArgument,
+                      {"called with 0 tensors, compiled for 3"}));
+  EXPECT_TRUE(fake_.runs.empty());
+}
+
+TEST_F(CallStateLaunchTest, LaunchBeforePrepareFails) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 3, nullptr),
+                      Code::kFailedPrecondition,
+                      {"kernel 'saxpy'", "launch before prepare"}));
+  // Checked before the operand count.
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 1, nullptr),
+                      Code::kFailedPrecondition, {"launch before prepare"}));
+  EXPECT_TRUE(fake_.creates.empty());
+  EXPECT_TRUE(fake_.runs.empty());
+
+  // A failed prepare leaves it unlaunchable; a successful retry fixes it.
+  fake_.create_error = cutecall_test::kFakeErrorInvalidModule;
+  EXPECT_FALSE(state->Prepare().ok());
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 3, nullptr),
+                      Code::kFailedPrecondition, {"launch before prepare"}));
+  fake_.create_error = 0;
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  EXPECT_TRUE(IsOk(state->Launch(nullptr, operands_, 3, nullptr)));
+  EXPECT_EQ(fake_.runs.size(), 1u);
+}
+
+TEST_F(CallStateLaunchTest, PropagatesPackingAndRunErrors) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  const int64_t y_dims[1] = {10};  // not divisible by 4
+  const BufferView bad_y[] = {operands_[0], {Address(0x2000), y_dims, 1}, operands_[2]};
+  EXPECT_TRUE(IsError(state->Launch(nullptr, bad_y, 3, nullptr),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "input 'y'", "dim 0 = 10 is not divisible by 4"}));
+  const int64_t out_dims[2] = {6, 9};
+  const BufferView bad_out[] = {operands_[0], operands_[1], {Address(0x3000), out_dims, 2}};
+  EXPECT_TRUE(IsError(state->Launch(nullptr, bad_out, 3, nullptr),
+                      Code::kInvalidArgument,
+                      {"output 'out'", "dim 1 is 9 but the kernel was compiled for 8"}));
+  EXPECT_TRUE(fake_.runs.empty());
+
+  fake_.run_cuda_status = 700;
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 3, nullptr), Code::kInternal,
+                      {"kernel 'saxpy'", "cudaErrorIllegalAddress (700)"}));
+  fake_.run_cuda_status = 0;
+  fake_.run_error = cutecall_test::kFakeErrorLaunch;
+  EXPECT_TRUE(IsError(state->Launch(nullptr, operands_, 3, nullptr), Code::kInternal,
+                      {"kernel 'saxpy'", "CuteDSLRT_Error_LaunchFailed"}));
+  EXPECT_EQ(fake_.runs.size(), 2u);
+}
+
+TEST_F(CallStateLaunchTest, ChecksStridedOperands) {
+  // x as a strided operand: dim 0's stride dynamic, dim 1 unit.
+  PlanSpec spec = SaxpyPlan();
+  spec.operands[0].flags = abi::kFlagStrided;
+  spec.operands[0].dyn_stride = {{0, 1}};
+  const std::vector<int64_t> plan = Encode(spec);
+  CallAttributes a = Attributes();
+  a.plan = plan.data();
+  a.plan_size = plan.size();
+  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+  ASSERT_TRUE(IsOk(state));
+  ASSERT_TRUE(IsOk(state.value()->Prepare()));
+  ASSERT_EQ(state.value()->plan().num_slots(), 8u);
+
+  const int64_t padded[2] = {16, 1};
+  BufferView ops[] = {{Address(0x1000), x_dims_, 2, padded}, operands_[1], operands_[2]};
+  ASSERT_TRUE(IsOk(state.value()->Launch(nullptr, ops, 3, nullptr)));
+  ASSERT_EQ(fake_.runs.size(), 1u);
+  EXPECT_EQ(fake_.runs[0].slots[3].i64, 16);             // x's stride of dim 0
+  EXPECT_EQ(fake_.runs[0].slots[4].ptr, Address(0x2000));  // then y
+
+  const int64_t transposed[2] = {1, 6};
+  ops[0].strides = transposed;
+  EXPECT_TRUE(IsError(state.value()->Launch(nullptr, ops, 3, nullptr),
+                      Code::kInvalidArgument,
+                      {"kernel 'saxpy'", "input 'x'", "stride of dim 1 = 6",
+                       "compiled for a unit stride"}));
+  EXPECT_EQ(fake_.runs.size(), 1u);
+}
+
+TEST_F(CallStateLaunchTest, CountsAsAnExecute) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  ResetCallStats();
+  EXPECT_FALSE(state->Launch(nullptr, operands_, 3, nullptr).ok());  // unprepared
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  EXPECT_FALSE(state->Launch(nullptr, operands_, 2, nullptr).ok());  // bad count
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(IsOk(state->Launch(nullptr, operands_, 3, nullptr)));
+  }
+  ASSERT_TRUE(IsOk(ExecuteWith(*state, nullptr, args_, rets_)));
+  CallStats stats = ReadCallStats();
+  EXPECT_EQ(stats.executes, 6u);
+  EXPECT_EQ(stats.prepares, 1u);
+  EXPECT_EQ(stats.instantiates, 0u);
+  ResetCallStats();
+}
+
+TEST_F(CallStateLaunchTest, ModuleOwnerIsNullBeforePrepareAndKeepsTheModuleLoaded) {
+  std::unique_ptr<CallState> state = Instantiated();
+  ASSERT_NE(state, nullptr);
+  EXPECT_EQ(state->module_owner(), nullptr);
+
+  fake_.create_error = cutecall_test::kFakeErrorInvalidModule;
+  EXPECT_FALSE(state->Prepare().ok());
+  EXPECT_EQ(state->module_owner(), nullptr);  // still null after a failure
+  fake_.create_error = 0;
+
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  std::shared_ptr<LoadedModule> owner = state->module_owner();
+  ASSERT_NE(owner, nullptr);
+  EXPECT_EQ(state->module_owner(), owner);  // the same module each time
+  ASSERT_TRUE(IsOk(state->Prepare()));
+  EXPECT_EQ(state->module_owner(), owner);  // a second prepare keeps it
+
+  // Call sites of one module share its owner.
+  std::unique_ptr<CallState> other = Prepared();
+  ASSERT_NE(other, nullptr);
+  EXPECT_EQ(other->module_owner(), owner);
+
+  // Holding the owner keeps the module loaded past its call sites.
+  state.reset();
+  other.reset();
+  EXPECT_EQ(fake_.destroy_count(), 0);
+  owner.reset();
+  EXPECT_EQ(fake_.destroy_count(), 1);
+}
+
+// ---------------------------------------------------------------------------
 // Without any runtime
 
 // No override, no library path and CUTECALL_DSL_RUNTIME unset (restored after).

@@ -1038,5 +1038,195 @@ TEST(LaunchPlanV2Test, TiesCompareAcrossSlotWidths) {
   EXPECT_EQ(slots2[4].i64, 5);    // N defined by b: int64
 }
 
+
+// ---------------------------------------------------------------------------
+// Strided operands: dims without a dynamic stride have a unit stride compiled
+// in, checked at pack time (except for extents 0 and 1).
+
+// x[M, N], strided, stride of dim 0 dynamic, dim 1 the static unit stride
+// (what the PyTorch front compiles for a row-major tensor).
+// Slots: ptr, M, N, stride 0.
+OperandSpec RowMajorStrided() {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{0, 1}};
+  return op;
+}
+
+TEST(LaunchPlanStridedTest, UnitStrideOnTheStaticDimPasses) {
+  ErrorOr<LaunchPlan> plan = ParseOne(RowMajorStrided());
+  ASSERT_TRUE(IsOk(plan));
+  ASSERT_EQ(plan->num_slots(), 4u);
+  const int64_t dims[] = {3, 5};
+  const int64_t strides[] = {16, 1};  // padded rows
+  std::vector<Slot> slots = PoisonedSlots(5);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[0].ptr, Address(0x80));
+  EXPECT_EQ(slots[1].bits, 3u);
+  EXPECT_EQ(slots[2].bits, 5u);
+  EXPECT_EQ(slots[3].i64, 16);
+  EXPECT_EQ(slots[4].bits, 0xDEADBEEFDEADBEEFull);
+}
+
+TEST(LaunchPlanStridedTest, NonUnitStrideOnTheStaticDimIsRejected) {
+  ErrorOr<LaunchPlan> plan = ParseOne(RowMajorStrided());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  for (int64_t bad : {int64_t{2}, int64_t{0}, int64_t{-1}, int64_t{3}}) {
+    const int64_t strides[] = {5 * bad, bad};
+    EXPECT_TRUE(IsError(
+        plan->PackOperand(0, {Address(0x80), dims, 2, strides}, slots.data()),
+        Code::kInvalidArgument,
+        {"kernel 'my_kernel'", "input 'x'",
+         "stride of dim 1 = " + std::to_string(bad) +
+             " but the kernel was compiled for a unit stride there"}))
+        << bad;
+  }
+}
+
+TEST(LaunchPlanStridedTest, TheErrorNamesOutputsAndTheirNames) {
+  OperandSpec op = RowMajorStrided();
+  op.source = int64_t(Source::kRet);
+  PlanSpec spec;
+  spec.num_rets = 1;
+  spec.operands = {op};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec, "out");
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  const int64_t strides[] = {1, 3};  // column-major data for a row-major kernel
+  std::vector<Slot> slots = PoisonedSlots(4);
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 2, strides}, slots.data()),
+      Code::kInvalidArgument,
+      {"kernel 'my_kernel'", "output 'out'", "stride of dim 1 = 3"}));
+}
+
+TEST(LaunchPlanStridedTest, ExtentZeroAndOneDimsAreExempt) {
+  ErrorOr<LaunchPlan> plan = ParseOne(RowMajorStrided());
+  ASSERT_TRUE(IsOk(plan));
+  std::vector<Slot> slots = PoisonedSlots(4);
+  for (int64_t extent : {int64_t{0}, int64_t{1}}) {
+    const int64_t dims[] = {4, extent};
+    const int64_t strides[] = {1, 7};  // dim 1's stride means nothing
+    EXPECT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                       slots.data())))
+        << extent;
+    EXPECT_EQ(slots[2].bits, uint64_t(extent));
+    EXPECT_EQ(slots[3].i64, 1);
+  }
+  // An extent of 2 is not exempt.
+  const int64_t dims[] = {4, 2};
+  const int64_t strides[] = {1, 7};
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 2, strides}, slots.data()),
+      Code::kInvalidArgument, {"stride of dim 1 = 7"}));
+}
+
+TEST(LaunchPlanStridedTest, CompactBuffersPass) {
+  ErrorOr<LaunchPlan> plan = ParseOne(RowMajorStrided());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2}, slots.data())));
+  EXPECT_EQ(slots[3].i64, 5);  // computed row-major stride of dim 0
+}
+
+// A kernel compiled for column-major data (unit stride on dim 0): compact
+// buffers are row-major, so their dim 0 has stride N, not 1.
+TEST(LaunchPlanStridedTest, CompactBufferIsCheckedAgainstAStaticUnitStride) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{1, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  std::vector<Slot> slots = PoisonedSlots(4);
+  const int64_t dims[] = {3, 5};
+  EXPECT_TRUE(IsError(plan->PackOperand(0, {Address(0x80), dims, 2}, slots.data()),
+                      Code::kInvalidArgument,
+                      {"input 'x'", "stride of dim 0 = 5 but the kernel was "
+                       "compiled for a unit stride there"}));
+  // Column-major strides pass.
+  const int64_t strides[] = {1, 3};
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[3].i64, 3);
+  // A compact row vector (dim 0 of extent 1) is fine either way.
+  const int64_t row[] = {1, 5};
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), row, 2}, slots.data())));
+  EXPECT_EQ(slots[3].i64, 1);
+}
+
+TEST(LaunchPlanStridedTest, EveryDimWithoutADynamicStrideIsChecked) {
+  // Rank 3, only dim 1 has a dynamic stride: dims 0 and 2 are unit.
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 3);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{1, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  std::vector<Slot> slots = PoisonedSlots(5);
+  const int64_t dims[] = {1, 4, 6};
+  const int64_t ok[] = {99, 6, 1};  // dim 0 has extent 1
+  EXPECT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 3, ok}, slots.data())));
+  EXPECT_EQ(slots[4].i64, 6);
+  const int64_t bad2[] = {99, 6, 2};
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 3, bad2}, slots.data()),
+      Code::kInvalidArgument, {"stride of dim 2 = 2"}));
+  const int64_t dims0[] = {2, 4, 6};
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims0, 3, ok}, slots.data()),
+      Code::kInvalidArgument, {"stride of dim 0 = 99"}));
+}
+
+TEST(LaunchPlanStridedTest, AllDynamicStridesCheckNoUnitStride) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.dyn_stride = {{0, 1}, {1, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  const int64_t strides[] = {20, 4};
+  std::vector<Slot> slots = PoisonedSlots(5);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[3].i64, 20);
+  EXPECT_EQ(slots[4].i64, 4);
+}
+
+TEST(LaunchPlanStridedTest, CompactOperandsIgnoreGivenStrides) {
+  // Not flagged strided: strides are neither packed nor checked.
+  ErrorOr<LaunchPlan> plan = ParseOne(DynamicOperand(Source::kArg, 0, 2));
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  const int64_t strides[] = {1, 3};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+  EXPECT_EQ(slots[3].bits, 0xDEADBEEFDEADBEEFull);
+}
+
+TEST(LaunchPlanStridedTest, ParseRejectsDynamicStridesOutOfOrder) {
+  OperandSpec decreasing = DynamicOperand(Source::kArg, 0, 2);
+  decreasing.flags = abi::kFlagStrided;
+  decreasing.dyn_stride = {{1, 1}, {0, 1}};
+  EXPECT_TRUE(RejectsOperand(
+      decreasing, {"operand 0 ('x')",
+                   "dynamic strides must name dims in increasing order"}));
+
+  OperandSpec duplicate = DynamicOperand(Source::kArg, 0, 3);
+  duplicate.flags = abi::kFlagStrided;
+  duplicate.dyn_stride = {{0, 1}, {2, 1}, {2, 4}};
+  EXPECT_TRUE(RejectsOperand(
+      duplicate, {"operand 0 ('x')",
+                  "dynamic strides must name dims in increasing order"}));
+
+  OperandSpec increasing = DynamicOperand(Source::kArg, 0, 3);
+  increasing.flags = abi::kFlagStrided;
+  increasing.dyn_stride = {{0, 1}, {2, 1}};
+  EXPECT_TRUE(IsOk(ParseOne(increasing)));
+}
+
 }  // namespace
 }  // namespace cutecall
