@@ -18,8 +18,6 @@ import pytest
 import cutecall
 from cutecall import _bundle, _bundle_read
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
 # Makes any import of the CuTe DSL compiler (`cutlass`) fail in the process.
 BLOCKER = textwrap.dedent("""
     import importlib.abc, sys
@@ -40,8 +38,10 @@ def like_first(x, *rest):
 
 
 def run_python(code: str, *args: str) -> str:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.join(ROOT, "python")] + sys.path))
+    """Runs `code` in a fresh interpreter that imports this cutecall."""
+    here = os.path.dirname(os.path.dirname(cutecall.__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + sys.path),
+               XLA_PYTHON_CLIENT_PREALLOCATE="false")
     r = subprocess.run([sys.executable, "-c", code, *args], env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
