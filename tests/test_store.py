@@ -407,3 +407,34 @@ def test_warm_start_bench_no_run(tmp_path):
     cold, warm = json.loads((tmp_path / "ws.json").read_text())["runs"]
     assert (cold["compiles"], cold["disk_hits"]) == (10, 0)
     assert (warm["compiles"], warm["disk_hits"]) == (0, 10)
+
+
+def test_doctor_survives_missing_packages(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+    for name in ("torch", "cutlass", "cutlass.cute", "jax.numpy"):
+        monkeypatch.setitem(sys.modules, name, None)  # import fails
+    monkeypatch.setenv("PATH", "")  # no nvidia-smi
+    assert cli.main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    for line in ("gpu ", "driver CUDA", "pytorch", "cute dsl", "runtime library", "cache "):
+        assert line in out, line
+    assert "problems: none" in out
+
+
+def test_lock_of_a_killed_builder_is_released(store):
+    """A process that dies while compiling under a key's lock does not block
+    the key: the kernel drops its flock."""
+    key = key_of("killed")
+    store.ensure()
+    holder = subprocess.Popen(
+        [PY, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
+         store._lock_path(key)], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    with _store.file_lock(store._lock_path(key), blocking=False) as held:
+        assert not held  # busy while the holder lives
+    holder.kill()
+    holder.wait()
+    entry, built = store.get_or_build(key, STAMP, builder(b"after", []))
+    assert built and entry.data == b"after"

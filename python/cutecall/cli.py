@@ -171,7 +171,12 @@ def _dsl():
     version = _compat.dsl_version()
     if version is None:
         return "not installed: compiling needs pip install 'nvidia-cutlass-dsl[cu13]'"
-    import cutlass.cute  # noqa: F401  (does it import on this machine?)
+    try:
+        import cutlass.cute  # noqa: F401  (does it import on this machine?)
+    except Exception as e:
+        return (f"nvidia-cutlass-dsl {version} installed, but import cutlass.cute "
+                f"fails ({type(e).__name__}: {e}): no compiles; stored kernels "
+                f"and bundles still load")
     return f"nvidia-cutlass-dsl {version} (imports)"
 
 
