@@ -167,11 +167,11 @@ def _device_capability():
     return tuple(int(x) for x in str(cc).split(".")[:2]) if cc else None
 
 
-def _check_not_world_writable(path: str, where: str) -> None:
-    mode = os.stat(path).st_mode
-    if mode & stat.S_IWOTH:
-        raise BundleError(f"cutecall: bundle {where}: {path!r} is writable by "
-                          "other users; refusing to load machine code from it")
+def _check_not_world_writable(path: str, at: str) -> None:
+    """`at` starts the error: "cutecall: bundle '<path>'[: entry 'x']"."""
+    if os.stat(path).st_mode & stat.S_IWOTH:
+        raise BundleError(f"{at}: {path!r} is writable by other users; "
+                          "refusing to load machine code from it")
 
 
 class Bundle(Mapping):
@@ -227,7 +227,7 @@ def load_bundle(path, *, digest: str | None = None,
     manifest = os.path.join(path, MANIFEST)
     try:
         for p in (path, manifest):
-            _check_not_world_writable(p, where)
+            _check_not_world_writable(p, f"cutecall: bundle {where}")
         with open(manifest, "rb") as f:
             data = f.read()
     except FileNotFoundError as e:
