@@ -438,3 +438,15 @@ def test_lock_of_a_killed_builder_is_released(store):
     holder.wait()
     entry, built = store.get_or_build(key, STAMP, builder(b"after", []))
     assert built and entry.data == b"after"
+
+
+def test_driver_survives_store_io_failure(monkeypatch, tmp_path, compiles):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+
+    def read_only(*args, **kwargs):
+        raise OSError(30, "Read-only file system")
+    monkeypatch.setattr(_store, "file_lock", read_only)
+    cutecall.clear_cache()
+    with pytest.warns(RuntimeWarning, match="compiling kernel 'vector_add' without it"):
+        vector_add_call().lower(S((1000,), jnp.float32), S((1000,), jnp.float32))
+    assert compiles() == 1

@@ -440,14 +440,23 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     store = default_store()
     if store is None:
         return compile(), True
-    fields = _kernel_fields()
+    fields, compiling = _kernel_fields(), []
 
     def build():
+        compiling.append(True)
         kernel = compile()
         return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
                 kernel.module)
 
-    entry, built = store.get_or_build(key, kernel_stamp(arch), build)
+    try:
+        entry, built = store.get_or_build(key, kernel_stamp(arch), build)
+    except OSError as e:  # an I/O failure of the store (read-only, EIO), not of
+        if compiling:     # the compile: say so and go on without the store
+            raise
+        warnings.warn(f"cutecall: artifact store {store.root} failed ({e}); "
+                      f"compiling kernel '{name}' without it", RuntimeWarning,
+                      stacklevel=3)
+        return compile(), True
     from ._compile import CompiledKernel
     return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
                           **{f: _tuples(entry.meta[f]) for f in fields}), built
