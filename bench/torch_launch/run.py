@@ -31,8 +31,6 @@ Paths:
   python bench/torch_launch/run.py --out results.json
 """
 
-from __future__ import annotations
-
 import argparse
 import ctypes
 import datetime

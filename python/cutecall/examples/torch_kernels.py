@@ -94,7 +94,7 @@ def helion_cluster_kernel(x: cute.Tensor, out: cute.Tensor):
     bdim, _, _ = cute.arch.block_dim()
     i = bidx * bdim + tidx
     if i < out.shape[0]:
-        out[i] = x[i] + cutlass.Float32(cute.arch.cluster_dim()[0])
+        out[i] = x[i] + cutlass.Float32(cute.arch.block_in_cluster_dim()[0])
 
 
 helion_cluster_kernel._helion_cute_cluster_shape = (2, 1, 1)
