@@ -8,7 +8,7 @@ VENV      := .venv
 PY        := $(VENV)/bin/python
 PIP       := $(VENV)/bin/pip
 DEPS      := "jax>=0.7.2,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
-             "torch>=2.10,<2.16" \
+             "torch>=2.10,<2.16" flatbuffers \
              "nanobind>=2.4" "scikit-build-core>=0.10" "pytest>=8" numpy
 SOURCES   := $(shell find cpp python -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' \)) \
              CMakeLists.txt pyproject.toml
