@@ -447,6 +447,6 @@ def test_driver_survives_store_io_failure(monkeypatch, tmp_path, compiles):
         raise OSError(30, "Read-only file system")
     monkeypatch.setattr(_store, "file_lock", read_only)
     cutecall.clear_cache()
-    with pytest.warns(RuntimeWarning, match="compiling kernel 'vector_add' without it"):
+    with pytest.warns(RuntimeWarning, match="kernel 'vector_add' is used without it"):
         vector_add_call().lower(S((1000,), jnp.float32), S((1000,), jnp.float32))
     assert compiles() == 1

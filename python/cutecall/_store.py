@@ -436,27 +436,29 @@ def kernel_stamp(arch: str) -> dict:
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     """(CompiledKernel, compiled?) through the default store: a verified
     entry, else ``compile()``'s kernel, stored. No store: compiles. The
-    stamp names CompiledKernel's fields, so changing them invalidates."""
+    stamp names CompiledKernel's fields, so changing them invalidates.
+    An unsafe directory raises CacheError; an I/O failure of the store
+    (read-only, full, EIO) warns and the kernel is used without it."""
     store = default_store()
     if store is None:
         return compile(), True
-    fields, compiling = _kernel_fields(), []
+    fields, done = _kernel_fields(), {}
 
     def build():
-        compiling.append(True)
-        kernel = compile()
+        done["started"] = True
+        kernel = done["kernel"] = compile()
         return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
                 kernel.module)
 
     try:
         entry, built = store.get_or_build(key, kernel_stamp(arch), build)
-    except OSError as e:  # an I/O failure of the store (read-only, EIO), not of
-        if compiling:     # the compile: say so and go on without the store
-            raise
+    except OSError as e:
+        if "started" in done and "kernel" not in done:
+            raise  # the compile itself failed
         warnings.warn(f"cutecall: artifact store {store.root} failed ({e}); "
-                      f"compiling kernel '{name}' without it", RuntimeWarning,
+                      f"kernel '{name}' is used without it", RuntimeWarning,
                       stacklevel=3)
-        return compile(), True
+        return done.get("kernel") or compile(), True
     from ._compile import CompiledKernel
     return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
                           **{f: _tuples(entry.meta[f]) for f in fields}), built
