@@ -165,16 +165,22 @@ def test_data_parallel_step_under_shard_map(k):
     devices = _cuda_devices()[:2]
     mesh = jax.sharding.Mesh(np.array(devices), ("data",))
     x, w = rand(0, (2, 4096)), rand(1, (4096,))
+    # The weights enter as one copy per device (P("data") of a stacked
+    # array): per-shard loss and grads, then an explicit all-reduce. (With
+    # w as P(), JAX sums the cotangent of the invariant w itself;
+    # test_invariant_weights_are_summed_implicitly checks that form.)
+    ws = jnp.stack([w, w])
 
-    def local_step(x, w):  # per-shard loss and grads, then all-reduced
-        loss, g = jax.value_and_grad(lambda w: model(k, x[0], w))(w)
+    def local_step(x, w):
+        loss, g = jax.value_and_grad(lambda w: model(k, x[0], w))(w[0])
         return jax.lax.psum(loss, "data"), jax.lax.psum(g, "data")
 
     step = jax.jit(jax.shard_map(local_step, mesh=mesh,
-                                 in_specs=(P("data"), P()), out_specs=(P(), P())))
-    jax.block_until_ready(step(x, w))  # compile and load on both devices
+                                 in_specs=(P("data"), P("data")),
+                                 out_specs=(P(), P())))
+    jax.block_until_ready(step(x, ws))  # compile and load on both devices
     before = _core.call_stats()["executes"]
-    loss, g = step(x, w)
+    loss, g = step(x, ws)
     jax.block_until_ready(g)
     ran = _core.call_stats()["executes"] - before
 
@@ -199,3 +205,18 @@ def test_each_device_computes_its_own_shard():
     assert {s.device for s in out.addressable_shards} == set(devices)
     for s in out.addressable_shards:
         close(s.data, (a + b)[s.index], 0)
+
+
+@two_gpus
+def test_invariant_weights_are_summed_implicitly(k):
+    devices = _cuda_devices()[:2]
+    mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+    x, w = rand(0, (2, 4096)), rand(1, (4096,))
+    # w is invariant (P()): cutecall casts it to vary over "data" before the
+    # kernel (as JAX's own primitives do), so its cotangent is summed over
+    # the devices by JAX: no explicit psum of g.
+    step = jax.jit(jax.shard_map(
+        lambda x, w: jax.grad(lambda w: model(k, x[0], w))(w), mesh=mesh,
+        in_specs=(P("data"), P()), out_specs=P()))
+    want = jax.grad(lambda w: sum(model(k, x[i], w) for i in range(2)))(w)
+    close(step(x, w), want, 1e-5)

@@ -492,3 +492,28 @@ def test_ejkernel_multi_accelerator_rule_on_current_jax():
         print("ok")
     """)
     assert out.startswith("ok")
+
+
+def test_grad_under_shard_map_types_varying_axes():
+    # A kernel's outputs vary over the manual axes of its inputs, and an
+    # invariant input is cast to varying first (as JAX's own primitives):
+    # the cotangent of a replicated weight is then summed over the mesh.
+    out = run_two_devices("""
+        from cutecall.examples import autodiff as ex
+        k = ex.ops()
+        mesh = jax.make_mesh((2,), ("x",))
+        xs = jax.ShapeDtypeStruct((2, 64), jnp.float32,
+                                  sharding=jax.NamedSharding(mesh, P("x")))
+        w = jax.ShapeDtypeStruct((64,), jnp.float32,
+                                 sharding=jax.NamedSharding(mesh, P()))
+        def local(x, w):
+            return jax.grad(lambda w: (k.scaled_mul(x[0], w, 2.0) ** 2).sum())(w)
+        f = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P("x"), P()),
+                                  out_specs=P()))
+        out = jax.eval_shape(f, xs, w)
+        assert out.shape == (64,), out
+        text = f.trace(xs, w).lower(lowering_platforms=("cuda",)).as_text()
+        assert "all_reduce" in text, "cotangent of the invariant w not summed"
+        print("ok")
+    """)
+    assert out.startswith("ok")

@@ -8,7 +8,7 @@ from typing import Any, Callable, Hashable, Mapping
 import jax
 
 from . import _batching, _compile, _runtime, _signature, _spec
-from ._primitive import cutecall_p
+from ._primitive import cutecall_p, match_varying
 
 __all__ = ["cutlass_call", "CutlassCall"]
 
@@ -327,7 +327,7 @@ class CutlassCall:
             self.batch_modes, self.name, operands,
             [x.shape for x in flat_in], [o.shape for o in out_structs], pairs)
         results = cutecall_p.bind(
-            *flat_in, kernel=kernel,
+            *match_varying(flat_in), kernel=kernel,
             scalars=tuple(s.bits for s in binding.scalars),
             out_avals=tuple(jax.core.ShapedArray(o.shape, o.dtype)
                             for o in out_structs),

@@ -82,7 +82,8 @@ def _linear_impl(*args, fn, fn_t, num_res, out_avals, lin_avals, name):
 
 
 def _linear_abstract_eval(*avals, out_avals, **_):
-    return out_avals
+    from ._primitive import with_varying  # (cycle: _primitive imports us)
+    return with_varying(avals, out_avals)
 
 
 def _linear_jvp(primals, tangents, *, num_res, **params):
@@ -130,8 +131,7 @@ def _linear_batch(axis_data, args, dims, *, fn, fn_t, num_res, out_avals,
                         in_axes=tuple(res_dims) + (0,) * n_lin)
 
     def grow(avals):
-        return tuple(jax.core.ShapedArray((size,) + a.shape, a.dtype)
-                     for a in avals)
+        return tuple(a.update(shape=(size,) + a.shape) for a in avals)
 
     outs = linear_p.bind(
         *res, *lin, fn=batched(fn, len(lin_avals)),
@@ -154,9 +154,9 @@ mlir.register_lowering(linear_p, mlir.lower_fun(
 
 def _tangent_aval(x):
     aval = jax.typeof(x)
-    return jax.core.ShapedArray(aval.shape, jax.dtypes.float0
-                                if not jnp.issubdtype(aval.dtype, jnp.inexact)
-                                else aval.dtype)
+    if jnp.issubdtype(aval.dtype, jnp.inexact):
+        return aval.update(weak_type=False)
+    return aval.update(dtype=jax.dtypes.float0, weak_type=False)
 
 
 class Differentiable:
@@ -246,7 +246,9 @@ class Differentiable:
 
         fn = tangent_map if self._jvp is not None else \
             _no_tangent_kernel(self.name)
-        t_out = linear_p.bind(*res_flat, *prim_flat, *tan_flat, fn=fn,
+        from ._primitive import match_varying
+        args = match_varying([*res_flat, *prim_flat, *tan_flat])
+        t_out = linear_p.bind(*args, fn=fn,
                               fn_t=transpose_map, num_res=n_res,
                               out_avals=out_avals, lin_avals=lin_avals,
                               name=self.name)

@@ -226,8 +226,7 @@ def _fold(prim, size, args, dims, plan: BatchPlan, out_avals, params):
         s = x.shape
         folded.append(x.reshape(s[:m] + (s[m] * s[m + 1],) + s[m + 2:]))
     new_avals = tuple(
-        jax.core.ShapedArray(a.shape[:m] + (size * a.shape[m],) +
-                             a.shape[m + 1:], a.dtype)
+        a.update(shape=a.shape[:m] + (size * a.shape[m],) + a.shape[m + 1:])
         for a, m in zip(out_avals, plan.outputs))
     outs = prim.bind(*folded, **params, out_avals=new_avals)
     outs = [o.reshape(a.shape[:m] + (size, a.shape[m]) + a.shape[m + 1:])

@@ -25,12 +25,41 @@ cutecall_p.multiple_results = True
 cutecall_p.def_impl(functools.partial(dispatch.apply_primitive, cutecall_p))
 
 
+def _varying(aval) -> frozenset:
+    """The manual mesh axes (shard_map) an aval varies over."""
+    return getattr(getattr(aval, "mat", None), "varying", None) or frozenset()
+
+
+def match_varying(args) -> list:
+    """`args` cast to vary over the union of their manual axes, as JAX's
+    own primitives are (so reverse mode sums the cotangents of invariant
+    inputs over the axes). A no-op outside shard_map."""
+    vmas = [_varying(jax.typeof(x)) for x in args]
+    union = frozenset().union(*vmas)
+    return [x if v == union else jax.lax.pcast(
+        x, tuple(sorted(union - v, key=str)), to="varying")
+        for x, v in zip(args, vmas)]
+
+
+def with_varying(avals_in, out_avals) -> tuple:
+    """`out_avals` varying over the manual axes of the inputs (a kernel's
+    outputs depend on all its inputs)."""
+    src = next((a for a in avals_in if _varying(a)), None)
+    if src is None:
+        return tuple(out_avals)
+    mesh = src.sharding.mesh
+    return tuple(o.update(manual_axis_type=src.mat,
+                          sharding=jax.sharding.NamedSharding(
+                              mesh, jax.sharding.PartitionSpec()))
+                 for o in out_avals)
+
+
 @cutecall_p.def_abstract_eval
 def _abstract_eval(*avals, kernel, scalars, out_avals, aliases,
                    allow_cuda_graph, in_layouts, out_layouts, batch=None):
-    del avals, kernel, scalars, aliases, allow_cuda_graph, in_layouts
+    del kernel, scalars, aliases, allow_cuda_graph, in_layouts
     del out_layouts, batch
-    return out_avals
+    return with_varying(avals, out_avals)
 
 
 def _cuda_lowering(ctx, *args, kernel, scalars, out_avals, aliases,
