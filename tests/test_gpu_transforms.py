@@ -189,9 +189,10 @@ def test_data_parallel_step_under_shard_map(k):
     want_loss, want_g = jax.value_and_grad(single)(w)
     close(loss, want_loss, 1e-5)
     close(g, want_g, 1e-5)
-    # Per shard: fwd (mul, scale), bwd (scale, 2 x mul) = 5 kernels, on each
-    # of the two devices.
-    assert ran == 2 * 5, ran
+    # Per shard: fwd (mul, scale), bwd (scale, mul(g, x), and mul(g, w) for
+    # the unused cotangent of x unless XLA removes it as dead code): 4 or 5
+    # kernels on each of the two devices.
+    assert ran in (2 * 4, 2 * 5), ran
 
 
 @two_gpus
