@@ -52,7 +52,9 @@ def test_runtime_scalar_values_share_one_compile(compiles):
     for alpha in [0.0, 1.0, -3.5, 1e6, 7]:
         k(x, y, out, alpha)
         torch.testing.assert_close(out, alpha * x + y)
-    assert compiles() <= 1 and len(k.launch) == 1  # maybe compiled earlier
+    # One compile (maybe an earlier test's); an int alpha is its own C++
+    # entry (the call's signature differs) sharing that compile.
+    assert compiles() <= 1 and len(k.launch) == 2
 
 
 def test_allocate_mode_returns_outputs():
