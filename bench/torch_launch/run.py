@@ -27,6 +27,9 @@ Paths:
                     stream handle cached: the floor for any Python launch
   ctypes_stream     the same, the stream looked up with
                     ``torch.cuda.current_stream()`` each launch
+  cutecall_cpp_loop cutecall's launch repeated from one C++ loop (no Python,
+                    lookup once): what the DSL's generated launch code and
+                    the driver cost on this host
 
   python bench/torch_launch/run.py --out results.json
 """
@@ -59,7 +62,9 @@ def build_paths(n: int):
     c = torch.empty(n, device="cuda")
     paths, keep = {}, []
 
+    global _LOOP_LAUNCHER
     k = ct.kernel(tk.add3)
+    _LOOP_LAUNCHER = k.launch
     paths["cutecall"] = lambda: k(a, b, c)
     launch = k.launch
     paths["cutecall_direct"] = lambda: launch(a, b, c)
@@ -156,6 +161,7 @@ def _define_helion_wrapper():
 
 
 _helion_wrapper = None
+_LOOP_LAUNCHER = None
 
 
 def measure(paths, launches: int, trials: int) -> dict:
@@ -212,6 +218,14 @@ def main(argv=None) -> int:
                 return 1
     del ref
     results = measure(paths, args.launches, args.trials)
+    # Below Python: the same launch from one C++ loop (lookup done once).
+    k_loop = []
+    for _ in range(args.trials):
+        torch.cuda.synchronize()
+        k_loop.append(_LOOP_LAUNCHER.time_launches((a, b, c), args.launches)
+                      / args.launches * 1e6)
+    torch.cuda.synchronize()
+    results["cutecall_cpp_loop"] = [(t, t) for t in k_loop]
     rows = []
     for name, trials in results.items():
         host = min(t[0] for t in trials)

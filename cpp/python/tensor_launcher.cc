@@ -18,6 +18,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -115,6 +116,21 @@ class TensorLauncher {
     }
     Run(*e, args, call);
     return nb::none();
+  }
+
+  // Benchmark aid: launches `args` `count` times from one C++ loop (the
+  // call described and looked up once) and returns the seconds taken: the
+  // per-launch cost of everything below Python.
+  double TimeLaunches(nb::args args, size_t count) {
+    Call(args);  // compiles if needed, and validates
+    CallInfo call;
+    if (!Describe(args, &call)) throw std::runtime_error("cutecall: not launchable");
+    Entry* e = Find(call);
+    if (e == nullptr) throw std::runtime_error("cutecall: no specialization");
+    auto start = std::chrono::steady_clock::now();
+    for (size_t i = 0; i < count; ++i) Run(*e, args, call);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+        .count();
   }
 
   size_t size() const { return entries_.size(); }
@@ -505,6 +521,9 @@ void BindTensorLauncher(nb::module_& m) {
            nb::arg("name"), nb::arg("constexpr_positions"), nb::arg("on_miss"))
       .def("__call__", &TensorLauncher::Call)
       .def("__len__", &TensorLauncher::size)
+      .def("time_launches", &TensorLauncher::TimeLaunches, nb::arg("args"),
+           nb::arg("count"),
+           "Seconds for `count` launches of `args` from one C++ loop.")
       .def("clear", &TensorLauncher::clear)
       .def_prop_ro("name", &TensorLauncher::name);
   m.attr("MAX_LAUNCHER_ARGS") = kMaxArgs;

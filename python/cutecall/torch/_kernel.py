@@ -20,6 +20,7 @@ from .. import _compile, _core, _signature, _spec
 from . import _common
 
 _op_ids = itertools.count()
+_is_compiling = torch.compiler.is_compiling  # dynamo folds it to True
 _SCHEMA_SCALAR = {"Boolean": "bool", "Float32": "float", "Float64": "float"}
 
 
@@ -69,7 +70,7 @@ class Kernel:
         self._op = self._custom_op()
 
     def __call__(self, *args):
-        if torch.compiler.is_compiling():
+        if _is_compiling():
             return self._op(*args)
         if self.allocate is None:
             return self.launch(*args)
