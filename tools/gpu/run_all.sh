@@ -2,8 +2,9 @@
 # Device call 2 (after stage1.sh): install, build, then every GPU check of the
 # foundation issue in one call. Logs and results land in $OUT.
 #   run(command="bash tools/gpu/run_all.sh", carry=[".whl/part2"])
-# Steps can be limited with RUN_STEPS="tests demo torch bench" (default:
-# tests demo bench; torch = bench/torch_launch);
+# Steps: RUN_STEPS="tests demo torch vmap warm cpp doctor bench" (default:
+# tests demo bench; torch = bench/torch_launch, vmap = bench/vmap, warm =
+# bench/warm_start, cpp = tools/gpu/cpp_example.sh);
 # BENCH_ARGS adds arguments to bench/overhead/run.py (e.g. "--trials 31").
 set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
@@ -26,6 +27,25 @@ if [[ " $steps " == *" torch "* ]]; then
   echo "== bench/torch_launch"
   timeout 300 python3 bench/torch_launch/run.py --out "$OUT/torch_launch.json" > "$OUT/torch_bench.log" 2>&1 || rc=1
   tail -20 "$OUT/torch_bench.log"
+fi
+if [[ " $steps " == *" vmap "* ]]; then
+  echo "== bench/vmap"
+  timeout 300 python3 bench/vmap/run.py --out "$OUT/vmap.json" > "$OUT/vmap.log" 2>&1 || rc=1
+  tail -20 "$OUT/vmap.log"
+fi
+if [[ " $steps " == *" warm "* ]]; then
+  echo "== bench/warm_start"
+  timeout 400 python3 bench/warm_start/run.py --out "$OUT/warm_start.json" > "$OUT/warm_start.log" 2>&1 || rc=1
+  tail -25 "$OUT/warm_start.log"
+fi
+if [[ " $steps " == *" cpp "* ]]; then
+  echo "== C++ example (tools/gpu/cpp_example.sh)"
+  timeout 300 bash tools/gpu/cpp_example.sh > "$OUT/cpp_example.log" 2>&1 || rc=1
+  tail -30 "$OUT/cpp_example.log"
+fi
+if [[ " $steps " == *" doctor "* ]]; then
+  echo "== cutecall doctor"
+  (cd / && timeout 120 python3 -m cutecall doctor) 2>&1 | tee "$OUT/doctor.log" | tail -30 || rc=1
 fi
 if [[ " $steps " == *" bench "* ]]; then
   echo "== bench/overhead"
