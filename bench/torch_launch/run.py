@@ -222,7 +222,7 @@ def main(argv=None) -> int:
     k_loop = []
     for _ in range(args.trials):
         torch.cuda.synchronize()
-        k_loop.append(_LOOP_LAUNCHER.time_launches((a, b, c), args.launches)
+        k_loop.append(_LOOP_LAUNCHER.time_launches(args.launches, a, b, c)
                       / args.launches * 1e6)
     torch.cuda.synchronize()
     results["cutecall_cpp_loop"] = [(t, t) for t in k_loop]

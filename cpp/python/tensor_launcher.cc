@@ -121,7 +121,7 @@ class TensorLauncher {
   // Benchmark aid: launches `args` `count` times from one C++ loop (the
   // call described and looked up once) and returns the seconds taken: the
   // per-launch cost of everything below Python.
-  double TimeLaunches(nb::args args, size_t count) {
+  double TimeLaunches(size_t count, nb::args args) {
     Call(args);  // compiles if needed, and validates
     CallInfo call;
     if (!Describe(args, &call)) throw std::runtime_error("cutecall: not launchable");
@@ -521,8 +521,8 @@ void BindTensorLauncher(nb::module_& m) {
            nb::arg("name"), nb::arg("constexpr_positions"), nb::arg("on_miss"))
       .def("__call__", &TensorLauncher::Call)
       .def("__len__", &TensorLauncher::size)
-      .def("time_launches", &TensorLauncher::TimeLaunches, nb::arg("args"),
-           nb::arg("count"),
+      .def("time_launches", &TensorLauncher::TimeLaunches, nb::arg("count"),
+           nb::arg("args"),
            "Seconds for `count` launches of `args` from one C++ loop.")
       .def("clear", &TensorLauncher::clear)
       .def_prop_ro("name", &TensorLauncher::name);
