@@ -244,8 +244,9 @@ def test_fold_and_loop_equal_a_python_loop(name, ins, outs, shape, axes):
         got = jax.vmap(f, in_axes=axes)(x)
         nested = jax.vmap(jax.vmap(f))(jnp.stack([x, 2 * x]).swapaxes(1, 1 + axes)
                                        if axes else jnp.stack([x, 2 * x]))
-    np.testing.assert_allclose(got, want, rtol=1e-6)
-    np.testing.assert_allclose(nested[1], 2 * nested[0], rtol=1e-5)
+    # Sums: the folded and per-example reductions may associate differently.
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(nested[1], 2 * nested[0], rtol=1e-5, atol=1e-6)
 
 
 def test_fold_broadcast_equals_a_python_loop():
@@ -408,10 +409,13 @@ assert jax.device_count() == 2, jax.devices()
 
 
 def run_two_devices(body: str) -> str:
-    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
-           "JAX_PLATFORMS": "cpu", "PYTHONPATH": "python",
-           "PATH": "/usr/bin:/bin"}
     import os
+    # The checkout's python/ first, then whatever this process imports from
+    # (on the GPU machine the DSL lives in a --target site on PYTHONPATH).
+    env = {"XLA_FLAGS": "--xla_force_host_platform_device_count=2",
+           "JAX_PLATFORMS": "cpu",
+           "PYTHONPATH": os.pathsep.join(["python"] + [p for p in sys.path if p]),
+           "PATH": "/usr/bin:/bin"}
     for k in ("HOME", "CUTECALL_CACHE_DIR", "CUTECALL_ARCH"):
         if k in os.environ:
             env[k] = os.environ[k]
