@@ -50,3 +50,18 @@ def x64():
     jax.config.update("jax_enable_x64", True)
     yield
     jax.config.update("jax_enable_x64", previous)
+
+
+@pytest.fixture
+def single_accelerator(monkeypatch):
+    """ejkernel's rule (cute_call outside shard_map on a multi-GPU host
+    raises) would fire on every test of a 2-GPU machine: these tests are
+    about one device, so the host counts as one. Tests of the rule patch the
+    count themselves, after this."""
+    from cutecall import ejkernel
+    original = ejkernel._accelerator_count
+    if original() > 1:
+        def one():
+            return 1
+        one.__wrapped__ = original  # for the tests of the count itself
+        monkeypatch.setattr(ejkernel, "_accelerator_count", one)

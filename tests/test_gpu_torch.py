@@ -203,6 +203,10 @@ def test_tensors_on_a_non_current_device():
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
     add = ct.kernel(tk.add3)
+    # Both contexts exist first: torch sets a device whose context does not
+    # exist yet lazily, which would make current_device() below moot.
+    torch.empty(1, device="cuda:0"), torch.empty(1, device="cuda:1")
+    torch.cuda.set_device(0)
     for dev in ["cuda:1", "cuda:0", "cuda:1"]:
         a, b = rand(3000, device=dev), rand(3000, device=dev)
         c = torch.empty_like(a)

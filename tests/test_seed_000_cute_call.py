@@ -22,6 +22,8 @@ import cutecall
 from cutecall import ejkernel as ek
 from cutecall.ejkernel import cute_call
 
+pytestmark = pytest.mark.usefixtures("single_accelerator")
+
 
 def f32(*shape):
     return jax.ShapeDtypeStruct(shape, jnp.float32)

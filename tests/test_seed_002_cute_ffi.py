@@ -23,6 +23,8 @@ from cutecall.examples import kernels
 
 from test_seed_000_cute_call import f32, run_on_cpu_devices
 
+pytestmark = pytest.mark.usefixtures("single_accelerator")
+
 
 def i32(*shape):
     return jax.ShapeDtypeStruct(shape, jnp.int32)
