@@ -30,6 +30,10 @@ Paths:
   cutecall_cpp_loop cutecall's launch repeated from one C++ loop (no Python,
                     lookup once): what the DSL's generated launch code and
                     the driver cost on this host
+  c_cuLaunchKernel, c_cudaLaunchKernel, c_cudaLaunchKernelEx
+                    an empty kernel launched from a C loop
+                    (launch_floor.cu, built with nvcc here): the machine's
+                    own floor, no Python at all
 
   python bench/torch_launch/run.py --out results.json
 """
@@ -226,6 +230,8 @@ def main(argv=None) -> int:
                       / args.launches * 1e6)
     torch.cuda.synchronize()
     results["cutecall_cpp_loop"] = [(t, t) for t in k_loop]
+    for name, us in _c_floors().items():
+        results[name] = [(us, us)]
     rows = []
     for name, trials in results.items():
         host = min(t[0] for t in trials)
@@ -246,6 +252,32 @@ def main(argv=None) -> int:
         with open(args.out, "w") as f:
             json.dump(doc, f, indent=1)
     return 0
+
+
+def _c_floors() -> dict:
+    """launch_floor.cu built with nvcc and run: the host cost of launching
+    an empty kernel from C (driver API, runtime API, and the runtime API the
+    way the CuTe DSL's generated code calls it). {} without nvcc."""
+    import os
+    import shutil
+    import subprocess
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "launch_floor.cu")
+    exe = "/tmp/cutecall_launch_floor"
+    try:
+        subprocess.run([nvcc, "-O2", "-arch=sm_90", "-o", exe, src, "-lcuda"],
+                       check=True, capture_output=True, timeout=300)
+        out = subprocess.run([exe], check=True, capture_output=True, text=True,
+                             timeout=120).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        print(f"C launch floors unavailable: {e}", file=sys.stderr)
+        return {}
+    floors = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].startswith("cu"):
+            floors["c_" + parts[0]] = float(parts[1])
+    return floors
 
 
 def _driver_version() -> str:
