@@ -494,6 +494,31 @@ class TensorLauncher {
     nb::inst_ptr<TensorLauncher>(self)->on_miss_.reset();
     return 0;
   }
+  // tp_call: the hot path skips nanobind's overload dispatch; exceptions are
+  // translated here, as nanobind would.
+  static PyObject* TpCall(PyObject* self, PyObject* args, PyObject* kwargs) {
+    if (kwargs != nullptr && PyDict_GET_SIZE(kwargs) != 0) {
+      PyErr_SetString(PyExc_TypeError,
+                      "cutecall: a launcher takes positional arguments only");
+      return nullptr;
+    }
+    try {
+      return nb::inst_ptr<TensorLauncher>(self)
+          ->Call(nb::borrow<nb::args>(args))
+          .release()
+          .ptr();
+    } catch (nb::python_error& e) {
+      e.restore();
+    } catch (const nb::builtin_exception& e) {
+      PyErr_SetString(e.type() == nb::exception_type::value_error
+                          ? PyExc_ValueError
+                          : PyExc_RuntimeError,
+                      e.what());
+    } catch (const std::exception& e) {
+      PyErr_SetString(PyExc_RuntimeError, e.what());
+    }
+    return nullptr;
+  }
   friend void BindTensorLauncher(nb::module_& m);
 
   std::string name_;
@@ -512,6 +537,7 @@ void BindTensorLauncher(nb::module_& m) {
   static PyType_Slot slots[] = {
       {Py_tp_traverse, reinterpret_cast<void*>(&TensorLauncher::Traverse)},
       {Py_tp_clear, reinterpret_cast<void*>(&TensorLauncher::Clear)},
+      {Py_tp_call, reinterpret_cast<void*>(&TensorLauncher::TpCall)},
       {0, nullptr}};
   nb::class_<TensorLauncher>(m, "TensorLauncher", nb::type_slots(slots),
       "Launches one kernel's specializations with DLPack-exchange tensors "
@@ -519,7 +545,6 @@ void BindTensorLauncher(nb::module_& m) {
       "on_miss(args, props) is called for new or unsupported arguments.")
       .def(nb::init<std::string, std::vector<bool>, nb::callable>(),
            nb::arg("name"), nb::arg("constexpr_positions"), nb::arg("on_miss"))
-      .def("__call__", &TensorLauncher::Call)
       .def("__len__", &TensorLauncher::size)
       .def("time_launches", &TensorLauncher::TimeLaunches, nb::arg("count"),
            nb::arg("args"),

@@ -67,14 +67,14 @@ class Kernel:
         self.params = self._open_params()
         self.output_params = self._output_params()
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
+        self._eager = self.launch if allocate is None else \
+            (lambda *args: self._allocate_and_launch(args))
         self._op = self._custom_op()
 
     def __call__(self, *args):
         if _is_compiling():
             return self._op(*args)
-        if self.allocate is None:
-            return self.launch(*args)
-        return self._allocate_and_launch(args)
+        return self._eager(*args)
 
     def __repr__(self):
         return (f"cutecall.torch.Kernel({self.name}, "
