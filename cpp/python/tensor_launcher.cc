@@ -108,6 +108,11 @@ class TensorLauncher {
     Entry* e = Find(call);
     if (e == nullptr) {
       Miss(args, call);
+      // Python ran: read the tensors again rather than trust the old views.
+      if (!Describe(args, &call)) {
+        throw std::runtime_error("cutecall: kernel '" + name_ +
+                                 "': arguments changed during compilation");
+      }
       e = Find(call);
       if (e == nullptr) {
         throw std::runtime_error("cutecall: kernel '" + name_ +
@@ -421,11 +426,20 @@ class TensorLauncher {
         s.i64 = PyObject_IsTrue(o) == 1;
         break;
       case kFloat32:
-        s.f32 = float(PyFloat_AsDouble(o));
+      case kFloat64: {
+        double d = PyFloat_AsDouble(o);
+        if (d == -1.0 && PyErr_Occurred()) {
+          PyErr_Clear();
+          fail("= " + nb::cast<std::string>(nb::str(nb::handle(o))) +
+               " is not representable as a float");
+        }
+        if (u.type == kFloat32) {
+          s.f32 = float(d);
+        } else {
+          s.f64 = d;
+        }
         break;
-      case kFloat64:
-        s.f64 = PyFloat_AsDouble(o);
-        break;
+      }
       case kUint64: {
         unsigned long long v = PyLong_AsUnsignedLongLong(o);
         if (PyErr_Occurred()) {
