@@ -210,7 +210,6 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     _helion_wrapper = _define_helion_wrapper()
     paths, (a, b, c, _) = build_paths(args.n)
-    ref = a + b
     for name in ("cutecall", "cutecall_direct", "helion_style", "tvm_ffi", "torch_add_out"):
         if name in paths:
             c.zero_()
@@ -220,7 +219,6 @@ def main(argv=None) -> int:
             print(f"check {name}: {'ok' if ok else 'WRONG'}")
             if not ok:
                 return 1
-    del ref
     results = measure(paths, args.launches, args.trials)
     # Below Python: the same launch from one C++ loop (lookup done once).
     k_loop = []

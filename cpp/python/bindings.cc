@@ -14,6 +14,7 @@
 #include "cutecall/runtime_table.h"
 #include "cutecall/sha256.h"
 #include "cutecall/xla_ffi.h"
+#include "raise.h"
 #include "tensor_launcher.h"
 
 namespace nb = nanobind;
@@ -28,13 +29,6 @@ nb::dict Stages(XLA_FFI_Handler* execute) {
   d["instantiate"] = Capsule(reinterpret_cast<void*>(x::InstantiateHandler()));
   d["execute"] = Capsule(reinterpret_cast<void*>(execute));
   return d;
-}
-
-[[noreturn]] void Raise(const cutecall::Status& s) {
-  if (s.code() == cutecall::Code::kInvalidArgument) {
-    throw nb::value_error(s.message().c_str());
-  }
-  throw std::runtime_error(s.message());
 }
 
 }  // namespace
@@ -78,7 +72,7 @@ NB_MODULE(_core, m) {
                          const std::string& symbol_names) {
     auto parsed = cutecall::LaunchPlan::Parse(plan.data(), plan.size(), name,
                                               operand_names, symbol_names);
-    if (!parsed.ok()) Raise(parsed.status());
+    if (!parsed.ok()) cutecall::py::Raise(parsed.status());
     return parsed->num_slots();
   }, nb::arg("plan"), nb::arg("name"), nb::arg("operand_names") = "",
      nb::arg("symbol_names") = "",
@@ -89,7 +83,7 @@ NB_MODULE(_core, m) {
     cutecall::Status s = cutecall::CheckElfDefines(
         std::string_view(static_cast<const char*>(data.data()), data.size()),
         prefix + "_version");
-    if (!s.ok()) Raise(s);
+    if (!s.ok()) cutecall::py::Raise(s);
   }, nb::arg("data"), nb::arg("prefix"),
      "Raises unless the object defines the CuTe DSL function `prefix`.");
 

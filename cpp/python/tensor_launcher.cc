@@ -29,6 +29,7 @@
 #include "cutecall/call_state.h"
 #include "cutecall/device_context.h"
 #include "dlpack_exchange.h"
+#include "raise.h"
 #include "tensor_launcher.h"
 
 namespace nb = nanobind;
@@ -69,11 +70,6 @@ struct Entry {
 std::vector<std::shared_ptr<LoadedModule>>& PinnedModules() {
   static auto* pinned = new std::vector<std::shared_ptr<LoadedModule>>();
   return *pinned;
-}
-
-[[noreturn]] void Raise(const Status& s) {
-  if (s.code() == Code::kInvalidArgument) throw nb::value_error(s.message().c_str());
-  throw std::runtime_error(s.message());
 }
 
 int LowBitAlign(uintptr_t address) {
@@ -308,10 +304,8 @@ class TensorLauncher {
   void Miss(const nb::args& args, const CallInfo& call) {
     nb::list props;
     for (size_t i = 0; i < args.size(); ++i) {
-      PyObject* o = args[i].ptr();
-      const bool tensor = !PyBool_Check(o) && !PyLong_Check(o) &&
-                          !PyFloat_Check(o) && i < kMaxArgs &&
-                          call.sig_len > 2 * i &&
+      // Described tensors only: Describe writes 2 entries per argument.
+      const bool tensor = call.sig_len > 2 * i &&
                           (call.signature[2 * i] & 0xff) == kTagTensor;
       if (tensor) {
         const dlpack::Tensor& t = call.tensors[i];

@@ -146,34 +146,39 @@ class _HelionLaunch:
         self.launch = _core.TensorLauncher(
             self.name, [False] * _GRID + list(self.flags), self._on_miss)
 
-    def schema(self, values):
-        """Helion's schema of one call: per argument ("tensor", dtype, rank),
+    def entry(self, i: int, a) -> tuple:
+        """Helion's schema entry of argument `i`: ("tensor", dtype, rank),
         ("scalar", kind) or ("scalar_constexpr", kind, value)."""
-        schema, device = [], None
+        if isinstance(a, torch.Tensor):
+            return ("tensor", str(a.dtype), a.ndim)
+        kind, value = normalize_scalar(a)
+        if i < len(self.flags) and self.flags[i]:
+            return ("scalar_constexpr", kind, value)
+        return ("scalar", kind)
+
+    def device_of(self, values):
+        """Checks every argument as Helion does, in order; returns the one
+        device of the tensors (None without a tensor)."""
+        device = None
         for i, a in enumerate(values):
-            if isinstance(a, torch.Tensor):
-                if a.device.type != "cuda":
-                    raise BackendUnsupported("cute", "launcher requires CUDA tensors")
-                if a.ndim <= 0:
-                    raise BackendUnsupported("cute", "launcher requires tensor rank >= 1")
-                if _common.dtype_entry(a.dtype) is None:
-                    raise BackendUnsupported("cute", f"dtype: {a.dtype}")
-                if device is not None and a.device != device:
-                    raise ValueError(f"cutecall: argument {i} of '{self.name}' is on "
-                                     f"{a.device} but an earlier tensor is on "
-                                     f"{device}; one launch runs on one device")
-                device = a.device
-                schema.append(("tensor", str(a.dtype), a.ndim))
+            if not isinstance(a, torch.Tensor):
+                normalize_scalar(a)  # raises for an unsupported scalar type
                 continue
-            kind, value = normalize_scalar(a)
-            if i < len(self.flags) and self.flags[i]:
-                schema.append(("scalar_constexpr", kind, value))
-            else:
-                schema.append(("scalar", kind))
-        return tuple(schema), device
+            if a.device.type != "cuda":
+                raise BackendUnsupported("cute", "launcher requires CUDA tensors")
+            if a.ndim <= 0:
+                raise BackendUnsupported("cute", "launcher requires tensor rank >= 1")
+            if _common.dtype_entry(a.dtype) is None:
+                raise BackendUnsupported("cute", f"dtype: {a.dtype}")
+            if device is not None and a.device != device:
+                raise ValueError(f"cutecall: argument {i} of '{self.name}' is on "
+                                 f"{a.device} but an earlier tensor is on "
+                                 f"{device}; one launch runs on one device")
+            device = a.device
+        return device
 
     def _on_miss(self, args, props):
-        schema, device = self.schema(args[_GRID:])
+        device = self.device_of(args[_GRID:])
         if device is None:
             raise BackendUnsupported("cute", "launches without a tensor argument")
         arch = _common.device_arch(device)
@@ -185,12 +190,7 @@ class _HelionLaunch:
         """The KernelSpec and per-argument uses of a launch with arguments
         `args` (grid x, y, z first) whose tensors have C++'s `props`."""
         values = args[_GRID:]
-        schema = tuple(("tensor", str(a.dtype), a.ndim)
-                       if isinstance(a, torch.Tensor) else
-                       ("scalar_constexpr", *normalize_scalar(a))
-                       if i < len(self.flags) and self.flags[i] else
-                       ("scalar", normalize_scalar(a)[0])
-                       for i, a in enumerate(values))
+        schema = tuple(self.entry(i, a) for i, a in enumerate(values))
         operands, scalar_types, slots = [], ["Int32"] * _GRID, \
             [("stream",)] + [("scalar", i) for i in range(_GRID)]
         uses = [(_common.USE_SCALAR, i, _common.SCALAR_CODE["Int32"])
