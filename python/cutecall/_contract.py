@@ -313,8 +313,10 @@ def register() -> None:
 
         import cutecall; cutecall.register()
         exp = jax.export.deserialize(blob); exp.call(x)
+
+    It registers even after ``disable_automatic_ffi_registration()``.
     """
-    _runtime.ensure_registered()
+    _runtime.ensure_registered(explicit=True)
 
 
 def jax_export_checks() -> list:
