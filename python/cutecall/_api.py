@@ -168,6 +168,8 @@ class CutlassCall:
         self.operand_order = operand_order
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.sig = _signature.analyze(fn)
+        # Taken now: a kernel object's attributes may change while traced.
+        self.fingerprint = _spec.fingerprint(fn, "launcher")
         self.constexprs = tuple(sorted(constexprs.items()))
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")
@@ -329,7 +331,7 @@ class CutlassCall:
                 operands, [tuple(row[3]) for row in described])
             scalar_types = tuple(s.scalar_type for s in binding.scalars)
             key = _spec.specialization_key(
-                self.fn, operands, str(in_tree), str(out_tree),
+                self.fingerprint, operands, str(in_tree), str(out_tree),
                 self.constexprs, self.options, self.arch, _compile.versions(),
                 extra=[list(map(list, binding.slots)), list(scalar_types),
                        list(map(list, binding.keyword_scalars)),
