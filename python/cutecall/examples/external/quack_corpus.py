@@ -235,8 +235,9 @@ def _softmax_fwd(m: int, n: int) -> Case:
     def authors_jax(x):
         return mod("quack.softmax_jax").softmax(x)  # ImportError without jax_tvm_ffi
 
+    # Probabilities of ~1e-3: bf16 rounding (rtol), not an absolute floor.
     return Case(name("softmax_fwd", m, n), jax_case, jax_ref, torch_case, (1,),
-                torch_ref, authors_torch, authors_jax)
+                torch_ref, authors_torch, authors_jax, atol=1e-4, rtol=2e-2)
 
 
 def _softmax_bwd(m: int, n: int) -> Case:
@@ -275,7 +276,7 @@ def _softmax_bwd(m: int, n: int) -> Case:
         return mod("quack.softmax_jax")._softmax_bwd(dy, y)
 
     return Case(name("softmax_bwd", m, n), jax_case, jax_ref, torch_case, (2,),
-                torch_ref, authors_torch, authors_jax)
+                torch_ref, authors_torch, authors_jax, atol=1e-4, rtol=2e-2)
 
 
 _BUILDERS = {

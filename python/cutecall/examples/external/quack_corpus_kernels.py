@@ -281,8 +281,9 @@ def _cross_entropy_fwd(m: int, n: int) -> Case:
         mod("quack.cross_entropy").cross_entropy_fwd_out(
             x, target, target_logit, loss, lse, dx, weight, ignore_index)
 
+    # float32 loss and lse.
     return Case(name("cross_entropy_fwd", m, n), jax_case, jax_ref, torch_case,
-                (3, 4), torch_ref, authors_torch, None)
+                (3, 4), torch_ref, authors_torch, None, atol=1e-3, rtol=1e-3)
 
 
 def _cross_entropy_bwd(m: int, n: int) -> Case:
@@ -341,4 +342,4 @@ def _cross_entropy_bwd(m: int, n: int) -> Case:
             x, target, dloss, lse, dx, weight, ignore_index)
 
     return Case(name("cross_entropy_bwd", m, n), jax_case, jax_ref, torch_case,
-                (3,), torch_ref, authors_torch, None)
+                (3,), torch_ref, authors_torch, None, atol=1e-4, rtol=2e-2)
