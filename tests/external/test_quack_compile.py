@@ -18,6 +18,7 @@ ones an H100 builds.
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -37,10 +38,17 @@ CUSTOM_CALL = "stablehlo.custom_call @cutecall_call"
 
 
 def _misses() -> int:
-    """Specializations materialized so far (compiled, or loaded from the
-    session's artifact store); in-process cache hits do not count."""
+    """DSL compiles run plus kernels loaded from the session's artifact
+    store; in-process cache hits do not count."""
     s = cutecall.compile_stats()
     return s["compiles"] + s["disk_hits"]
+
+
+def _fallbacks() -> int:
+    """Kernels compiled with static extents after the dynamic layout failed
+    (QuACK's norms and cross-entropy compare extents with Python ints): the
+    failed attempt is one more DSL compile."""
+    return cutecall.compile_stats().get("static_fallbacks", 0)
 
 
 def _other_m(m: int, same_class: bool) -> int:
@@ -80,9 +88,9 @@ def test_jax_lowers_with_default_specs(kernel):
     case = quack_corpus.case(kernel, m, n)
     call, args = case.jax(False, 0)
     assert isinstance(call, cutecall.CutlassCall)
-    before = _misses()
+    before, fell_back = _misses(), _fallbacks()
     lowered = call.lower(*args)
-    assert _misses() - before <= 1
+    assert _misses() - before <= 1 + (_fallbacks() - fell_back)
     text = lowered.as_text()
     assert text.count(CUSTOM_CALL) == 1, text[:2000]
 
@@ -112,9 +120,9 @@ def test_torch_compiles_for_meta_tensors(kernel):
     assert isinstance(k, cutecall.torch.Kernel)
     for i in case.torch_outputs:
         assert isinstance(args[i], torch.Tensor) and args[i].is_meta
-    before = _misses()
+    before, fell_back = _misses(), _fallbacks()
     k.compile(*args)
-    assert _misses() - before <= 1
+    assert _misses() - before <= 1 + (_fallbacks() - fell_back)
     for same, new in ((True, 0), (False, 1)):
         _, other_args = quack_corpus.case(kernel, _other_m(m, same), n).torch(
             "meta", 0)
@@ -123,17 +131,58 @@ def test_torch_compiles_for_meta_tensors(kernel):
         assert _misses() - before == new, (kernel, same)
 
 
-def test_objects_differing_in_constructor_args_compile_separately():
-    """``Softmax(bf16, 1024)`` and ``Softmax(bf16, 2048)`` bake different N
-    into the kernel; with N a runtime extent their operand specs are the
-    same, so the kernel object's own state must be part of the key."""
+def _kernel_key(text: str) -> str:
+    """The specialization key the custom call carries."""
+    m = re.search(r'key = "([0-9a-f]+)"', text)
+    assert m, text[:2000]
+    return m.group(1)
+
+
+def _lower_softmax(n):
+    call, _args = quack_corpus.case("softmax_fwd", 1000, n).jax(False, 0)
+    return call.lower(jax.ShapeDtypeStruct((1000, 1024), quack_corpus.bf16()))
+
+
+def _lower_rmsnorm(weight_offset):
+    import cutlass
+    import jax.numpy as jnp
+    from quack.rmsnorm import RMSNorm
     S = jax.ShapeDtypeStruct
-    bf16 = quack_corpus.bf16()
+    x, stat = S((1000, 1024), quack_corpus.bf16()), S((1000,), jnp.float32)
+    call = cutecall.cutlass_call(
+        RMSNorm(cutlass.BFloat16, 1024, weight_offset=weight_offset),
+        output_shape_dtype=(x, None, stat, None))
+    return call.lower(x, S((1024,), jnp.float32), None, None, 1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "cutecall keys a kernel object by its class name only: the object's "
+    "state (N, weight_offset, config...) is not part of the specialization "
+    "key, so the second object silently gets the first one's kernel"))
+@pytest.mark.parametrize("lower, values", [
+    (_lower_softmax, (1024, 2048)),     # N baked into Softmax(dtype, N)
+    (_lower_rmsnorm, (0.0, 1.0)),       # RMSNorm(..., weight_offset=)
+], ids=["softmax_N", "rmsnorm_weight_offset"])
+def test_objects_differing_in_constructor_args_compile_separately(lower, values):
+    """Two kernel objects whose constructor arguments differ bake different
+    constants into their kernels. Called on the same shapes (the Softmax
+    one on N=1024 arrays: the kernel reads N from the object), their
+    operand specs are equal, so only the objects' state tells them apart."""
+    keys = {_kernel_key(lower(v).as_text()) for v in values}
+    assert len(keys) == 2
+
+
+def test_equal_objects_share_a_compile():
+    """A fresh kernel object equal to one already traced (tracing sets
+    attributes such as ``cluster_n`` on it) reuses its compile."""
+    first = quack_corpus.case("rmsnorm_fwd", 1001, 1024)
+    call, args = first.jax(False, 0)
+    key = _kernel_key(call.lower(*args).as_text())
     before = _misses()
-    for n in (1024, 2048):
-        call, _ = quack_corpus.case("softmax_fwd", 1000, n).jax(False, 0)
-        call.lower(S((1000, n), bf16))
-    assert _misses() - before == 2
+    again, args = quack_corpus.case("rmsnorm_fwd", 1001, 1024).jax(False, 0)
+    assert again.fn is not call.fn
+    assert _kernel_key(again.lower(*args).as_text()) == key
+    assert _misses() == before
 
 
 def test_authors_jax_path_is_optional():

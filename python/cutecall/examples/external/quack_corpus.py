@@ -9,7 +9,8 @@ follow the launcher's parameter order (``Optional`` tensors as ``None``,
 runtime scalars such as ``eps`` as Python numbers); outputs sit after the
 inputs (an output parameter given ``None`` in ``output_shape_dtype``
 receives ``None``). The torch calls pass every parameter, outputs
-preallocated, in launcher order. The authors' paths are
+preallocated, in launcher order; ``outputs=`` counts the launcher's last
+tensor parameters, or names them where an input follows (cross-entropy). The authors' paths are
 QuACK's torch entry points (``quack.softmax._softmax_fwd``,
 ``quack.rmsnorm._rmsnorm_fwd``, ...) and, for softmax, QuACK's JAX path
 (``quack.softmax_jax``, which needs ``jax-tvm-ffi``).
@@ -180,7 +181,7 @@ def jax_kernel(build, output_shape_dtype, **kwargs):
     return get
 
 
-def torch_kernel(build, outputs: int):
+def torch_kernel(build, outputs):
     """A cached ``cutecall.torch.kernel`` of ``build()``."""
     @once
     def get():

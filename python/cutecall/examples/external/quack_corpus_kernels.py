@@ -247,7 +247,8 @@ def _cross_entropy_fwd(m: int, n: int) -> Case:
         return (loss, loss, None, None)
 
     call = jax_kernel(obj, outs)
-    kern = torch_kernel(obj, outputs=4)
+    # mWeight, an input, follows the outputs: name them.
+    kern = torch_kernel(obj, outputs=("mLoss", "mLSE", "mdX"))
 
     def jax_case(concrete, seed):
         r = JaxRandom(concrete, seed)
@@ -296,7 +297,7 @@ def _cross_entropy_bwd(m: int, n: int) -> Case:
     # through it), as QuACK's torch path passes a preallocated dx.
     call = jax_kernel(obj, lambda x, target, dloss, dx, lse, weight, ii: like(dx),
                       input_output_aliases={3: 0})
-    kern = torch_kernel(obj, outputs=3)
+    kern = torch_kernel(obj, outputs=("mdX",))
 
     def jax_case(concrete, seed):
         import jax.numpy as jnp
