@@ -149,3 +149,18 @@ def test_jax_softmax_two_widths_in_one_process():
         case = quack_corpus.case("softmax_fwd", 1000, n)
         call, args = case.jax(True, 5)
         _same_tree(call(*args), case.jax_reference(*args), case, f"N={n}")
+
+
+@pytest.mark.parametrize("kernel", ["softmax_fwd", "rmsnorm_fwd",
+                                    "cross_entropy_fwd"])
+def test_empty_batch(kernel):
+    """M = 0: QuACK's own paths return without launching (``x.numel() ==
+    0``); through cutecall the call must not fail either (a grid of 0
+    blocks is a CUDA launch error)."""
+    case = quack_corpus.case(kernel, 0, 1024)
+    call, args = case.jax(True, 0)
+    for out in jax.tree.leaves(call(*args)):
+        assert out.shape[0] == 0
+    k, targs = case.torch("cuda", 0)
+    k(*targs)
+    torch.cuda.synchronize()

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -68,6 +70,16 @@ def _split(args):
             out[i] = a
         return out
     return [args[i] for i in pos], fill
+
+
+def test_building_cases_imports_nothing_heavy():
+    code = ("import sys\n"
+            "from cutecall.examples.external import quack_corpus\n"
+            "quack_corpus.cases('test'); quack_corpus.cases('bench')\n"
+            "print([m for m in ('quack', 'cutlass', 'torch') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True, env=os.environ.copy())
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
 
 
 def test_cases_sizes():

@@ -85,7 +85,7 @@ def case(kernel: str, m: int, n: int) -> Case:
 
 
 # ---------------------------------------------------------------------------
-# Helpers shared with quack_corpus_norm (imports happen when called)
+# Helpers shared with quack_corpus_kernels (imports happen when called)
 
 def name(kernel: str, m: int, n: int) -> str:
     return f"quack.{kernel}[bf16 {m}x{n}]"
