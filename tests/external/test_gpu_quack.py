@@ -140,10 +140,6 @@ def test_torch_views_and_new_shapes(kernel):
             _close(sub[i], e, case, f"view {rows} arg {i}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cutecall keys a kernel object by its class name only; Softmax(bf16, "
-    "2048) gets the kernel compiled for Softmax(bf16, 1024) (N is a runtime "
-    "extent of the same divisibility class) and normalizes half the row"))
 def test_jax_softmax_two_widths_in_one_process():
     for n in (1024, 2048):
         case = quack_corpus.case("softmax_fwd", 1000, n)

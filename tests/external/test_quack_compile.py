@@ -167,10 +167,6 @@ def _lower_rmsnorm(weight_offset):
     return call.lower(x, S((1024,), jnp.float32), None, None, 1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "cutecall keys a kernel object by its class name only: the object's "
-    "state (N, weight_offset, config...) is not part of the specialization "
-    "key, so the second object silently gets the first one's kernel"))
 @pytest.mark.parametrize("lower, values", [
     (_lower_softmax, (1024, 2048)),     # N baked into Softmax(dtype, N)
     (_lower_rmsnorm, (0.0, 1.0)),       # RMSNorm(..., weight_offset=)
