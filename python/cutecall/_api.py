@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
@@ -140,7 +140,8 @@ class CutlassCall:
     def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
                  input_output_aliases, allow_cuda_graph, compile_options,
                  compile_key, use_static_tensors, operand_order, name,
-                 constexprs, batch_modes=None, static_fallback=None):
+                 constexprs, batch_modes=None, static_fallback=None,
+                 output_params=None):
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
@@ -164,6 +165,13 @@ class CutlassCall:
             raise TypeError(f"cutecall: static_fallback must be a bool or None, "
                             f"got {static_fallback!r}")
         self.static_fallback = static_fallback
+        if output_params is not None:
+            if isinstance(output_params, str) or not all(
+                    isinstance(n, str) for n in output_params):
+                raise TypeError(f"cutecall: output_params must be a sequence "
+                                f"of parameter names, got {output_params!r}")
+            output_params = tuple(output_params)
+        self.output_params = output_params
         self._fallback_level = 0  # the static-fallback rung that compiled
         self.operand_order = operand_order
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
@@ -225,7 +233,7 @@ class CutlassCall:
         binding, arrays = _binding.bind(
             self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
             self.operand_order,
-            dict(self.constexprs))
+            dict(self.constexprs), self.output_params)
         return binding, tuple(arrays), outs
 
     def _explicit_static(self, rung, described) -> str:
@@ -392,6 +400,7 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  name: str | None = None,
                  batch_modes: Any = None,
                  static_fallback: bool | None = None,
+                 output_params: Sequence[str] | None = None,
                  **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
@@ -453,6 +462,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         (default): one launch per batch element, with a one-time
         :class:`cutecall.VmapFallbackWarning` saying how to opt in;
         ``"loop"``: the same without the warning. See docs/transforms.md.
+      output_params: the names of the launcher parameters that receive the
+        outputs, in output order (cutecall's addition). Default: placed by
+        the binding rule -- tensor parameters right after the last array
+        argument, before runtime scalars (docs/specialization.md); name
+        them where a kernel's outputs sit elsewhere (QuACK's cross-entropy
+        backward writes ``mdX`` between inputs).
       static_fallback: when the DSL rejects the kernel with dynamic layouts
         (e.g. ``dynamic layout doesn't support load``), compile it with
         static shapes instead -- NVIDIA's default -- and warn once
@@ -481,4 +496,5 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
                        input_output_aliases, allow_cuda_graph, compile_options,
                        compile_key, use_static_tensors, operand_order, name,
-                       constexprs, batch_modes, static_fallback)
+                       constexprs, batch_modes, static_fallback,
+                       output_params)

@@ -240,20 +240,21 @@ def _cross_entropy_fwd(m: int, n: int) -> Case:
         return mod("quack.cross_entropy").CrossEntropy(cutlass_bf16(), n,
                                                        online_softmax=True)
 
-    def outs(x, target, target_logit, ignore_index):
+    def outs(x, target, target_logit, dx, weight, ignore_index):
         import jax.numpy as jnp
         loss = sds((x.shape[0],), jnp.float32)
-        # mLoss, mLSE, mdX (absent), mWeight (absent): see the module notes.
-        return (loss, loss, None, None)
+        return (loss, loss)
 
-    call = jax_kernel(obj, outs)
+    # The outputs mLoss and mLSE sit between inputs: name them.
+    call = jax_kernel(obj, outs, output_params=("mLoss", "mLSE"))
     # mWeight, an input, follows the outputs: name them.
     kern = torch_kernel(obj, outputs=("mLoss", "mLSE", "mdX"))
 
     def jax_case(concrete, seed):
         r = JaxRandom(concrete, seed)
         x = r.normal((m, n), bf16(), 2.0)
-        return call(), (x, _targets_jax(r, m, n), None, IGNORE_INDEX)
+        return call(), (x, _targets_jax(r, m, n), None, None, None,
+                        IGNORE_INDEX)
 
     def torch_case(device, seed):
         import torch
@@ -263,12 +264,12 @@ def _cross_entropy_fwd(m: int, n: int) -> Case:
         loss, lse = r.empty((m,), torch.float32), r.empty((m,), torch.float32)
         return kern(), (x, t, None, loss, lse, None, None, IGNORE_INDEX)
 
-    def jax_ref(x, target, target_logit, ignore_index):
+    def jax_ref(x, target, target_logit, dx, weight, ignore_index):
         import jax.numpy as jnp
         lse = _lse_jax(x)
         loss = jnp.where(target == ignore_index, 0.0,
                          lse - _target_logit_jax(x, target))
-        return (loss, lse, None, None)
+        return (loss, lse)
 
     def torch_ref(x, target, target_logit, loss, lse, dx, weight, ignore_index):
         import torch
@@ -291,12 +292,9 @@ def _cross_entropy_bwd(m: int, n: int) -> Case:
     def obj():
         return mod("quack.cross_entropy").CrossEntropyBackward(cutlass_bf16(), n)
 
-    # The output mdX sits between inputs (mDLoss, mLSE) and cutecall places
-    # outputs after the last array argument, so the call passes a dx buffer
-    # in mdX's place and aliases it to the output (the kernel writes
-    # through it), as QuACK's torch path passes a preallocated dx.
-    call = jax_kernel(obj, lambda x, target, dloss, dx, lse, weight, ii: like(dx),
-                      input_output_aliases={3: 0})
+    # The output mdX sits between inputs (mDLoss, mLSE): name it.
+    call = jax_kernel(obj, lambda x, target, dloss, lse, weight, ii: like(x),
+                      output_params=("mdX",))
     kern = torch_kernel(obj, outputs=("mdX",))
 
     def jax_case(concrete, seed):
@@ -306,8 +304,7 @@ def _cross_entropy_bwd(m: int, n: int) -> Case:
         t = _targets_jax(r, m, n)
         dloss = r.normal((m,), jnp.float32)
         lse = _lse_jax(x) if concrete else sds((m,), jnp.float32)
-        dx = jnp.zeros((m, n), bf16()) if concrete else sds((m, n), bf16())
-        return call(), (x, t, dloss, dx, lse, None, IGNORE_INDEX)
+        return call(), (x, t, dloss, lse, None, IGNORE_INDEX)
 
     def torch_case(device, seed):
         import torch
@@ -320,7 +317,7 @@ def _cross_entropy_bwd(m: int, n: int) -> Case:
         dx = r.empty((m, n), bf16(False))
         return kern(), (x, t, dloss, dx, lse, None, IGNORE_INDEX)
 
-    def jax_ref(x, target, dloss, dx, lse, weight, ignore_index):
+    def jax_ref(x, target, dloss, lse, weight, ignore_index):
         import jax
         import jax.numpy as jnp
         p = jnp.exp(x.astype(jnp.float32) - lse[:, None])
