@@ -250,8 +250,9 @@ class CutlassCall:
                if row[1] == _spec.SOURCE_ARG]
         outs = [spec(m) for m, row in zip(masks, described)
                 if row[1] == _spec.SOURCE_RET]
-        return (f"cutlass_call(..., input_spec=({', '.join(ins)},), "
-                f"output_spec=({', '.join(outs)},))")
+        parts = [f"{what}=({', '.join(specs)},)" for what, specs in
+                 (("input_spec", ins), ("output_spec", outs)) if specs]
+        return f"cutlass_call(..., {', '.join(parts)})"
 
     def __call__(self, *args, **kwargs):
         binding, arrays, outs = self._bind(args, kwargs)
