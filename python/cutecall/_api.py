@@ -3,128 +3,16 @@
 from __future__ import annotations
 
 import dataclasses
-import warnings
+
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
-from . import (_batching, _binding, _compile, _fallback, _runtime,
-               _signature, _spec)
+from . import (_batching, _binding, _compile, _fallback, _jax_args,
+               _runtime, _signature, _spec)
 from ._primitive import cutecall_p, match_varying
 
 __all__ = ["cutlass_call", "CutlassCall"]
-
-# ---------------------------------------------------------------------------
-# Specs: a TensorSpec for all arrays, a flat list, or a pytree mirroring them
-
-def _is_spec_leaf(x) -> bool:
-    if x is None or isinstance(x, _spec.TensorSpec):
-        return True
-    # NVIDIA's legacy shorthand: a bare int sequence is TensorSpec(mode=...).
-    return isinstance(x, (list, tuple)) and bool(x) and \
-        all(isinstance(i, int) for i in x)
-
-
-def _spec_leaf(x, what: str):
-    if x is None or isinstance(x, _spec.TensorSpec):
-        return x
-    if isinstance(x, (list, tuple)):
-        return _spec.TensorSpec(mode=tuple(x))
-    raise TypeError(f"cutecall: {what} entries must be cutecall.TensorSpec, None "
-                    f"or a mode tuple, got {type(x).__name__}: {x!r}")
-
-
-def _flat_specs(spec, present: list[bool], what: str) -> list:
-    """One spec (or None) per present array, from `spec` that is None, one
-    TensorSpec for all, or a sequence/pytree with one entry per array --
-    either per present array or mirroring absent (None) ones too."""
-    n = sum(present)
-    if spec is None or isinstance(spec, _spec.TensorSpec):
-        return [spec] * n
-    leaves = [_spec_leaf(x, what)
-              for x in jax.tree.leaves(spec, is_leaf=_is_spec_leaf)]
-    if len(leaves) == n:
-        return leaves
-    if len(leaves) == len(present):
-        for p, s in zip(present, leaves):
-            if not p and s is not None:
-                raise ValueError(f"cutecall: {what} gives {s!r} for an absent "
-                                 "(None) array; an absent array takes None")
-        return [s for p, s in zip(present, leaves) if p]
-    raise ValueError(f"cutecall: {what} has {len(leaves)} entries for {n} arrays: "
-                     f"{spec!r}")
-
-
-def _deprecated_mode(spec, mode, what: str):
-    if mode is None:
-        return spec
-    if spec is not None:
-        raise ValueError(f"cutecall: {what}_spec and {what}_mode cannot both be "
-                         f"set; {what}_mode is deprecated, use {what}_spec")
-    warnings.warn(f"cutecall: {what}_mode is deprecated; use "
-                  f"{what}_spec=cutecall.TensorSpec(mode=...)",
-                  DeprecationWarning, stacklevel=3)
-    return mode
-
-
-# ---------------------------------------------------------------------------
-# Aliases: {input: output} over top-level positions (ints) or leaves (paths)
-
-def _check_aliases(aliases) -> tuple:
-    if aliases is None:
-        return ()
-    if not isinstance(aliases, Mapping):
-        raise TypeError("cutecall: input_output_aliases must be a dict "
-                        f"{{input: output}}, got {aliases!r}")
-    out = []
-    for i, o in aliases.items():
-        for side, v in (("input", i), ("output", o)):
-            ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or \
-                (isinstance(v, tuple) and bool(v))
-            if not ok:
-                raise TypeError(f"cutecall: input_output_aliases {side} {v!r} "
-                                "must be a non-negative int (a top-level "
-                                "argument/output) or a jax.tree_util key path")
-        out.append((i, o))
-    if len({o for _, o in out}) != len(out):
-        raise ValueError("cutecall: input_output_aliases maps two inputs to one "
-                         f"output: {aliases!r}")
-    return tuple(out)
-
-
-def _leaves_under(paths: list, prefix: tuple) -> list[int]:
-    return [k for k, p in enumerate(paths) if tuple(p[:len(prefix)]) == prefix]
-
-
-def _resolve_aliases(aliases, in_paths, out_paths, name):
-    """Flat (input leaf, output leaf) pairs and the output leaves hidden from
-    the kernel (path aliases; int aliases remove whole top-level outputs)."""
-    pairs, hidden = [], set()
-    key = jax.tree_util.SequenceKey
-    for i, o in aliases:
-        if isinstance(i, int):  # range-checked by CutlassCall._bind
-            i = (key(i),)
-        whole = isinstance(o, int)
-        if whole:
-            o = (key(o),)
-        ins, outs = _leaves_under(in_paths, i), _leaves_under(out_paths, o)
-        if not ins or not outs:
-            side, p = ("input", i) if not ins else ("output", o)
-            raise ValueError(f"cutecall: input_output_aliases {side} "
-                             f"{jax.tree_util.keystr(p)} of '{name}' selects no "
-                             "array")
-        if len(ins) != len(outs) or any(
-                in_paths[a][len(i):] != out_paths[b][len(o):]
-                for a, b in zip(ins, outs)):
-            raise ValueError(f"cutecall: input_output_aliases "
-                             f"{jax.tree_util.keystr(i)} -> "
-                             f"{jax.tree_util.keystr(o)} of '{name}': the input "
-                             "and output pytrees differ")
-        pairs += zip(ins, outs)
-        if not whole:
-            hidden.update(outs)
-    return tuple(pairs), hidden
-
 
 # ---------------------------------------------------------------------------
 
@@ -154,7 +42,7 @@ class CutlassCall:
         self.output_shape_dtype = output_shape_dtype
         self.input_spec = input_spec
         self.output_spec = output_spec
-        self.aliases = _check_aliases(input_output_aliases)
+        self.aliases = _jax_args.check_aliases(input_output_aliases)
         # Top-level outputs aliased whole: not passed to the launcher.
         self.whole_outputs = frozenset(o for _, o in self.aliases
                                        if isinstance(o, int))
@@ -279,7 +167,7 @@ class CutlassCall:
         out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
         out_paths = [tuple(p) for p, _ in out_leaves]
 
-        pairs, hidden = _resolve_aliases(
+        pairs, hidden = _jax_args.resolve_aliases(
             self.aliases, in_paths, out_paths, self.name)
         for a, b in pairs:
             x, o = flat_in[a], out_structs[b]
@@ -292,8 +180,8 @@ class CutlassCall:
 
         present_in = [x is not None for x in
                       jax.tree.leaves(arrays, is_leaf=lambda x: x is None)]
-        in_specs = _flat_specs(self.input_spec, present_in, "input_spec")
-        out_specs = _flat_specs(self.output_spec, [True] * len(out_structs),
+        in_specs = _jax_args.flat_specs(self.input_spec, present_in, "input_spec")
+        out_specs = _jax_args.flat_specs(self.output_spec, [True] * len(out_structs),
                                 "output_spec")
         kept = [j for j in range(top) if j not in self.whole_outputs]
         # (name, source, index, shape, dtype, spec) per kernel operand; the
@@ -322,7 +210,7 @@ class CutlassCall:
         for j in kept:
             sub = positional[j]
             leaves, tree = jax.tree.flatten(sub)
-            base = _leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
+            base = _jax_args.leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
             kernel_positional.append(jax.tree.unflatten(
                 tree, [None if b in hidden else leaf
                        for b, leaf in zip(base, leaves)]))
@@ -483,8 +371,8 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
       A :class:`CutlassCall`; call it with the arguments (arrays, pytrees,
       ``None``, runtime scalars positionally or by keyword).
     """
-    input_spec = _deprecated_mode(input_spec, input_mode, "input")
-    output_spec = _deprecated_mode(output_spec, output_mode, "output")
+    input_spec = _jax_args.deprecated_mode(input_spec, input_mode, "input")
+    output_spec = _jax_args.deprecated_mode(output_spec, output_mode, "output")
     if ffi_call_target is not None:
         ours = {_runtime.TARGET: True, _runtime.TARGET_NO_GRAPH: False}
         if ffi_call_target not in ours:

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import inspect
 import json
-import textwrap
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
