@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
