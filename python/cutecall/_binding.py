@@ -6,7 +6,7 @@ outputs, in the launcher's order, wherever the outputs sit. Where the
 outputs sit is read from the launcher's signature and the call:
 
 * outputs are tensor parameters (never one annotated as a runtime scalar)
-  and, where possible, ones without a default;
+  and, where possible, ones without a default and not ``Optional``;
 * they follow the last array argument (``operand_order="inputs_first"``,
   the convention of QuACK, FA4 and CUTLASS: inputs, outputs, then scalars)
   or precede the first (``"outputs_first"``);
@@ -79,8 +79,10 @@ def _fits(p: Param, kind: str) -> bool:
 def score(order: str, outs, rest, kinds, params) -> tuple:
     """Lower is better. Outputs without defaults first; then the
     convention: arrays before (inputs_first) or after (outputs_first) the
-    outputs, scalars after them."""
+    outputs; then outputs not annotated ``Optional``; then scalars after
+    the outputs."""
     defaults = sum(params[i].has_default for i in outs)
+    optional = sum(params[i].optional for i in outs)
     placed = list(zip(rest, kinds))
     first, last = min(outs), max(outs)
     if order == "inputs_first":
@@ -88,7 +90,7 @@ def score(order: str, outs, rest, kinds, params) -> tuple:
     else:
         misplaced = sum(k != SCALAR_ARG and i < last for i, k in placed)
     scalars = sum(k == SCALAR_ARG and i < last for i, k in placed)
-    return defaults, misplaced, scalars
+    return defaults, misplaced, optional, scalars
 
 
 def place_outputs(sig: LauncherSignature, open_params: Sequence[int],

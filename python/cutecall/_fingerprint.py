@@ -60,6 +60,11 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
                 value.name]
     if isinstance(value, type):
         return ["type", value.__module__, value.__qualname__]
+    if in_object and "._mlir" in type(value).__module__:
+        # An IR value a traced kernel object kept (FA4 stores copy atoms and
+        # layouts on itself while traced): trace state, derived from the
+        # object's configuration, not part of it.
+        return ["ir", type(value).__qualname__]
     if hasattr(value, "__array__") or hasattr(value, "aval"):
         raise TypeError(f"cutecall: {what} is an array ({type(value).__name__}); "
                         "constexprs must be Python values. Pass arrays as "

@@ -44,6 +44,9 @@ class Param:
     # ``Optional[cute.Tensor]``); unannotated parameters are TENSOR too,
     # but a runtime scalar may fill them.
     annotated: bool = False
+    # Annotated as optional (``Optional[...]``, ``X | None``): an absent
+    # input more often than an output.
+    optional: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,8 +106,9 @@ def _classify(p: inspect.Parameter) -> Param:
     else:
         kind, st = TENSOR, None
     annotated = kind == TENSOR and any("Tensor" in n for n in names)
+    optional = any(n in ("Optional", "NoneType", "None") for n in names)
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
-                 p.kind == p.KEYWORD_ONLY, annotated)
+                 p.kind == p.KEYWORD_ONLY, annotated, optional)
 
 
 def analyze(fn) -> LauncherSignature:
