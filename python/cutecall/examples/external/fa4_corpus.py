@@ -14,7 +14,7 @@ Q head (MHA), no varlen/paged/sparse/softcap.
 =================  ====================================================  ==========================
 case               launcher and what a JAX call passes                   outputs
 =================  ====================================================  ==========================
-fwd                ``FlashAttentionForwardSm90(mQ, mK, mV, mO, mLSE,      O (B,S,H,D) bf16,
+fwd_sm90           ``FlashAttentionForwardSm90(mQ, mK, mV, mO, mLSE,      O (B,S,H,D) bf16,
                    softmax_scale)``: ``call(q, k, v, scale)``             LSE (B,H,S) f32
 bwd_preprocess     ``FlashAttentionBackwardPreprocess(mO, mdO, mPdPsum,   dPsum, LSE_log2 (B,H,Sr)
                    mLSE, mLSElog2, mdQaccum, mCuSeqlensQ, mSeqUsedQ,      f32, dQaccum (B,H,Sr*D)
@@ -22,7 +22,7 @@ bwd_preprocess     ``FlashAttentionBackwardPreprocess(mO, mdO, mPdPsum,   dPsum,
                    sit between inputs, so the call passes buffers for
                    them, aliased: ``call(o, do, dpsum, lse, lse_log2,
                    dq_accum, None x5, 1.0)``
-bwd                ``FlashAttentionBackwardSm90(mQ, mK, mV, mdO, mLSE,    dQaccum (in/out, aliased),
+bwd_sm90           ``FlashAttentionBackwardSm90(mQ, mK, mV, mdO, mLSE,    dQaccum (in/out, aliased),
                    mdPsum, mdQaccum, mdK, mdV, softmax_scale)``:          dK, dV (B,S,H,D) bf16
                    ``call(q, k, v, do, lse_log2, dpsum, dq_accum,
                    scale)``; FA4 passes LSE_log2 as ``mLSE``
@@ -30,6 +30,10 @@ bwd_postprocess    ``FlashAttentionBackwardPostprocess(mdQaccum, mdQ,     dQ (B,
                    scale, mCuSeqlensQ, mSeqUsedQ, sink_tensors)``:
                    ``call(dq_accum, scale, None, None, None)``
 =================  ====================================================  ==========================
+
+The torch calls pass every parameter up to the last one given, outputs
+preallocated in their places (``Case.torch_outputs``): e.g. ``k(q, k, v, o,
+lse, scale)``, ``k(dq_accum, dq, scale, None, None, None)``.
 
 Each kernel comes non-causal and causal (``*_causal``): the backward's tile
 (tile_m 80 with dQ_swapAB, or 64) changes with causality, and so does the

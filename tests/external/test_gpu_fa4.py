@@ -1,0 +1,130 @@
+"""FlashAttention-4's Hopper kernels (``examples/external/fa4_corpus``) on a
+GPU: each case's outputs through cutecall's JAX and torch fronts against its
+float32 reference, and against FA4's own launch path on the same tensors;
+and the whole backward (preprocess -> main -> postprocess) through the JAX
+front against ``jax.grad`` of attention.
+
+Every output buffer starts NaN-filled, so an element a kernel fails to
+write shows. FA4's path runs the same kernel code: the deterministic
+kernels (forward, preprocess, postprocess; dK and dV of the backward) must
+match it bit for bit; dQaccum, summed with atomics, within tolerance.
+"""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flash_attn.cute")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from cutecall.examples.external import fa4_corpus, fa4_kernels  # noqa: E402
+from cutecall.examples.external import fa4_reference as ref  # noqa: E402
+
+pytestmark = pytest.mark.gpu
+
+CASES = fa4_corpus.cases("test")
+IDS = [c.name for c in CASES]
+SEED = 0
+
+
+def _np(x):
+    return np.asarray(jnp.asarray(x).astype(jnp.float32))
+
+
+def _close(got, want, case, what):
+    np.testing.assert_allclose(got, want, atol=case.atol, rtol=case.rtol,
+                               err_msg=f"{case.name}: {what}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_jax_matches_reference(case):
+    call, args = case.jax(True, SEED)
+    got = jax.block_until_ready(call(*args))
+    want = case.jax_reference(*args)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape
+        _close(_np(g), _np(w), case, f"output {i}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_jax_under_jit_matches_eager(case):
+    call, args = case.jax(True, SEED)
+    eager = call(*args)
+    jitted = jax.jit(call)(*args)
+    for e, j in zip(eager, jitted):
+        _close(_np(j), _np(e), case, "jit vs eager")
+
+
+def _torch_run(case, runner=None):
+    """(outputs after the launch, references computed before it)."""
+    import torch
+    kernel, args = case.torch("cuda", SEED)
+    want = case.torch_reference(*args)
+    (runner or kernel)(*args)
+    torch.cuda.synchronize()
+    return [args[i] for i in case.torch_outputs], want
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_torch_matches_reference(case):
+    got, want = _torch_run(case)
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.shape == w.shape
+        _close(g.float().cpu().numpy(), w.float().cpu().numpy(), case,
+               f"output {case.torch_outputs[i]}")
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_torch_matches_fa4_own_path(case):
+    import torch
+    got, want = _torch_run(case)
+    theirs, _ = _torch_run(case, case.authors_torch)
+    for i, (g, t, w) in enumerate(zip(got, theirs, want)):
+        where = f"output {case.torch_outputs[i]}"
+        _close(t.float().cpu().numpy(), w.float().cpu().numpy(), case,
+               f"FA4's path, {where}")
+        if "bwd_sm90" in case.name and i == 0:  # dQaccum: atomics
+            _close(g.float().cpu().numpy(), t.float().cpu().numpy(), case, where)
+        else:
+            assert torch.equal(g, t), f"{case.name}: {where} differs from FA4's"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+def test_jax_backward_chain_is_the_gradient(causal):
+    """FA4's three backward kernels through cutecall, chained as FA4 chains
+    them, give the gradient of attention."""
+    b, s, h = fa4_corpus.SIZES["test"]
+    cases = {c.name.split("[")[0]: c for c in fa4_corpus.build(b, s, h)}
+    sfx = "_causal" if causal else ""
+    fwd, pre, bwd, post = (cases[f"fa4.{kernel}{sfx}"].jax(False, SEED)[0]
+                           for kernel in ("fwd_sm90", "bwd_preprocess",
+                                          "bwd_sm90", "bwd_postprocess"))
+    d = fa4_kernels.HDIM
+    scale = d ** -0.5
+    keys = jax.random.split(jax.random.key(SEED), 4)
+    q, k, v, do = (jax.random.normal(x, (b, s, h, d)).astype(jnp.bfloat16)
+                   for x in keys)
+    stat, acc = fa4_corpus.Attn(b, s, h, causal=causal).accum
+
+    @jax.jit
+    def grads(q, k, v, do):
+        o, lse = fwd(q, k, v, scale)
+        dpsum, lse_log2, dq_accum = pre(
+            o, do, jnp.empty(stat, jnp.float32), lse,
+            jnp.empty(stat, jnp.float32), jnp.empty(acc, jnp.float32),
+            None, None, None, None, None, 1.0)
+        dq_accum, dk, dv = bwd(q, k, v, do, lse_log2, dpsum, dq_accum, scale)
+        (dq,) = post(dq_accum, scale, None, None, None)
+        return dq, dk, dv
+
+    got = grads(q, k, v, do)
+    want = jax.grad(
+        lambda q, k, v: jnp.sum(ref.jax_attention(q, k, v, scale, causal)[0]
+                                * do.astype(jnp.float32)),
+        argnums=(0, 1, 2))(*(x.astype(jnp.float32) for x in (q, k, v)))
+    for name, g, w in zip(("dq", "dk", "dv"), got, want):
+        np.testing.assert_allclose(_np(g), _np(w), atol=5e-2, rtol=5e-2,
+                                   err_msg=name)
