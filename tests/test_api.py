@@ -35,21 +35,27 @@ def attr(line: str, name: str) -> str:
     return m.group(1)
 
 
-def test_five_shapes_one_compile(compiles):
-    add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=same_as_first)
-    for n in (1, 17, 1024, 4099, 1 << 20):
+def test_one_compile_per_divisibility_class(compiles):
+    add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=same_as_first,
+                                name="vadd_classes")
+    for n in (1, 17, 4099, 1 << 20 | 1):  # odd: class 1
         add.lower(f32(n), f32(n))
     assert compiles() <= 1  # 0 if an earlier test compiled the same spec
+    before = compiles()
+    for n in (1024, 1 << 20, 12):         # multiples of 4 f32: class 4
+        add.lower(f32(n), f32(n))
+    assert compiles() - before <= 1
     other = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=same_as_first)
+    n = compiles()
     other.lower(f32(8), f32(8))
-    assert compiles() <= 1  # a second call site shares the compile (content key)
+    assert compiles() == n  # a second call site shares the compile (content key)
 
 
 def test_repeated_calls_do_not_retrace(monkeypatch):
     add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=same_as_first)
     calls = []
-    real = _compile.get_or_compile
-    monkeypatch.setattr(_compile, "get_or_compile",
+    real = _compile.compile_ladder
+    monkeypatch.setattr(_compile, "compile_ladder",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     for _ in range(3):
         add.lower(f32(64), f32(64))

@@ -181,8 +181,8 @@ CASES = {
         "cutecall-bundle 1", "cutecall-bundle 2")),
         ["field 'cutecall-bundle' must be 1"]),
     "plan version": (lambda p: reseal(p, lambda t: t.replace(
-        "plan-version 2\nplan 2", "plan-version 9\nplan 9", 1)),
-        ["entry 'affine'", "field 'plan-version' is 9", "1..2"]),
+        "plan-version 3\nplan 3", "plan-version 9\nplan 9", 1)),
+        ["entry 'affine'", "field 'plan-version' is 9", "1..3"]),
     "num slots": (lambda p: reseal(p, lambda t: t.replace(
         "num-slots 6", "num-slots 5", 1)),
         ["entry 'bare_add'", "field 'num-slots' is 5", "plan has 6"]),

@@ -283,8 +283,9 @@ def test_value_error_without_the_cute_dsl(monkeypatch):
 
 def test_one_compile_for_every_shape_and_rebuilt_closure(compiles):
     """ejkernel's compile cache holds `fn` itself, and its kernels make a new
-    `fn` per call: every new closure recompiled. cutecall keys on content."""
-    for n in (8, 100, 4099):
+    `fn` per call: every new closure recompiled. cutecall keys on content
+    (and the divisibility class: these sizes are all multiples of 4)."""
+    for n in (8, 100, 4100):
         scale_add_call(4.0, f32(n)).lower(f32(n), f32(n))
     assert compiles() <= 1
 

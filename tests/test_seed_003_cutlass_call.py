@@ -40,17 +40,9 @@ def int_attr(line: str, name: str) -> list[int]:
 
 
 def plan_dyn_entries(plan: list[int]) -> list[list[tuple]]:
-    """Per operand, the (dim, divisibility, symbol) triples of plan v2."""
+    """Per operand, the (dim, divisibility, symbol) triples of the plan."""
     assert plan[0] == _spec.PLAN_VERSION
-    k, out = 5, []
-    for _ in range(plan[3]):
-        k += 6
-        n_static = plan[k]; k += 1 + 2 * n_static
-        n_dyn = plan[k]; k += 1
-        out.append([tuple(plan[k + 3 * i:k + 3 * i + 3]) for i in range(n_dyn)])
-        k += 3 * n_dyn
-        n_stride = plan[k]; k += 1 + 2 * n_stride
-    return out
+    return [op["dynamic"] for op in _spec.decode_plan(plan)]
 
 
 # ---------------------------------------------------------------------------
@@ -90,7 +82,7 @@ def test_use_static_tensors_bakes_every_extent(compiles):
                                   use_static_tensors=True,
                                   input_spec=[TensorSpec(static=False), None])
     dyn = plan_dyn_entries(int_attr(custom_call(mixed.lower(f32(96), f32(96))), "plan"))
-    assert dyn == [[(0, 1, -1)], [], []]
+    assert dyn == [[(0, 4, -1)], [], []]  # dynamic, of 96's class (f32: 4)
 
 
 def sum_pair(stream, xs, out):
@@ -106,7 +98,7 @@ def test_pytree_inputs_and_spec_pytree():
     line = custom_call(call.lower([f32(64), f32(64)]))
     assert re.search(r'operands = "xs\[0\],xs\[1\],out"', line), line[:800]
     dyn = plan_dyn_entries(int_attr(line, "plan"))
-    assert dyn[0] == [(0, 16, -1)] and dyn[1] == [(0, 1, -1)]
+    assert dyn[0] == [(0, 16, -1)] and dyn[1] == [(0, 4, -1)]
 
 
 def test_spec_count_mismatch_names_the_counts():
@@ -320,7 +312,7 @@ def test_tied_dims_share_one_symbol():
     call = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=like_first,
                                  input_spec=n, output_spec=n)
     line = custom_call(call.lower(f32(100), f32(100)))
-    assert plan_dyn_entries(int_attr(line, "plan")) == [[(0, 1, 0)]] * 3
+    assert plan_dyn_entries(int_attr(line, "plan")) == [[(0, 4, 0)]] * 3
     assert '"n"' in re.search(r'symbols = ("[^"]*")', line).group(1)
     with pytest.raises(ValueError, match=r"b dim 0 = 101 must equal a dim 0 = 100 \(tied dim 'n'\)"):
         call.lower(f32(100), f32(101))

@@ -14,10 +14,34 @@ def op(name="x", shape=(4, 8), dtype=jnp.float32, spec=None, source=0, index=0):
 def test_default_operand_is_dynamic_row_major():
     o = op()
     assert o.static_shape == (None, None)
-    assert o.divisibility == (1, 1)
+    assert o.divisibility == (4, 4)  # f32 (4, 8): each extent's class, cap 4
     assert o.order == (1, 0)  # CuTe stride ranks: dim 1 fastest
     assert _spec.xla_layout(o) == (1, 0)
     assert o.cutlass_dtype == "Float32" and o.elem_bytes == 4
+
+
+@pytest.mark.parametrize("shape, dtype, classes", [
+    ((1000, 4096), jnp.bfloat16, (8, 8)),   # cap: 16 bytes of bf16
+    ((1000, 4096), jnp.float32, (4, 4)),
+    ((17, 6), jnp.float32, (1, 2)),
+    ((0, 24), jnp.int8, (16, 8)),           # 0 divides by anything
+    ((48,), jnp.float64, (2,)),
+])
+def test_default_divisibility_is_the_extent_class(shape, dtype, classes):
+    assert op(shape=shape, dtype=dtype).divisibility == classes
+
+
+def test_explicit_divisibility_overrides_the_class():
+    assert op(shape=(1024, 1024), spec=TensorSpec(divisibility=1)).divisibility \
+        == (1, 1)
+    assert op(shape=(64, 64), spec=TensorSpec(static=(True, False))) \
+        .divisibility == (1, 4)  # static dims carry no class
+
+
+def test_symbolic_extents_have_class_one():
+    import jax
+    (n,) = jax.export.symbolic_shape("n")
+    assert op(shape=(n, 64)).divisibility == (1, 4)
 
 
 def test_static_and_divisibility_per_dim():
@@ -87,10 +111,11 @@ def launcher_b(stream, x, y):
     return y
 
 
-def test_key_is_content_not_identity_and_ignores_dynamic_extents():
+def test_key_is_content_not_identity_and_holds_only_extent_classes():
     k = _key(launcher_a)
     assert k == _key(launcher_a)
-    assert k == _key(launcher_a, [op(shape=(1000, 3))])  # dynamic dims
+    assert k == _key(launcher_a, [op(shape=(1000, 12))])  # same classes
+    assert k != _key(launcher_a, [op(shape=(1000, 3))])   # another class
     assert k != _key(launcher_b)                       # other source
     assert k != _key(launcher_a, [op(dtype=jnp.float16)])
     assert k != _key(launcher_a, [op(spec=TensorSpec(static=True))])

@@ -18,9 +18,16 @@ ARCH = "sm_90a"
 
 
 def props(*tensors):
-    """C++'s props for compact tensors at 16-byte aligned addresses."""
-    return [(t.dim() - 1, 16, False) if isinstance(t, torch.Tensor) else None
-            for t in tensors]
+    """C++'s props for tensors at 16-byte aligned addresses: (unit dim,
+    alignment, 64-bit, extent classes, stride classes)."""
+    return [core.layout_props(list(t.shape), list(t.stride()), 16,
+                              8 * t.element_size())
+            if isinstance(t, torch.Tensor) else None for t in tensors]
+
+
+def like(t, unit, align, wide):
+    """`t`'s props with the first three facts replaced."""
+    return (unit, align, wide) + tuple(props(t)[0][3:])
 
 
 # -- Helion's default_cute_launcher: argument validation --------------------
@@ -80,7 +87,7 @@ def helion_spec(kernel, args, tensors_props=None, block=(128, 1, 1)):
 
 
 def test_helion_specialization_key_ignores_shapes_and_values():
-    a, b = torch.ones(10), torch.ones(1000)
+    a, b = torch.ones(10), torch.ones(1002)  # extents of one class (2)
     s1, uses = helion_spec(tk.helion_add_kernel, (a, a, a, 10, 2.0))
     s2, _ = helion_spec(tk.helion_add_kernel, (b, b, b, 999, 2.0))
     assert s1.key == s2.key
@@ -111,7 +118,7 @@ def test_helion_specialization_key_block_and_layout():
     assert helion_spec(tk.helion_add_kernel, (a, a, a, 10, 2.0),
                        block=(256, 1, 1))[0].key != base.key
     p = props(a, a, a, 10, 2.0)
-    p[0] = (0, 4, False)  # a 4-byte aligned view
+    p[0] = like(a, 0, 4, False)  # a 4-byte aligned view
     assert helion_spec(tk.helion_add_kernel, (a, a, a, 10, 2.0), p)[0].key != base.key
 
 
@@ -141,7 +148,7 @@ def test_kernel_call_errors_name_the_argument():
                                         r"scalar \(Float32\)"):
         k(x, x, x, x)
     with pytest.raises(TypeError, match="argument 'y' of 'axpby_2d' must be a "
-                                        "torch.Tensor or a bool/int/float, got str"):
+                                        "torch.Tensor, None or a bool/int/float, got str"):
         k(x, "y", x, 2.0)
     with pytest.raises(ValueError, match="called without a tensor"):
         ct.kernel(tk.axpby_2d)(1.0)
@@ -156,7 +163,7 @@ def test_kernel_checks_device_before_dtype():
 def test_kernel_specialization_one_compile_for_all_shapes(compiles):
     k = ct.kernel(tk.axpby_2d)
     keys = set()
-    for shape in [(4, 8), (3, 1000), (1, 1)]:
+    for shape in [(4, 8), (12, 1000), (8, 4)]:  # one class: 4 f32
         x = torch.ones(shape)
         spec, uses = k.specialize((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
         keys.add(spec.key)
@@ -174,13 +181,13 @@ def test_kernel_specialization_layouts():
     assert op.strided and op.static_stride == (None, 1) and op.align == 16
     plan = _spec.encode_plan(base.operands, 3, 0, 1).tolist()
     assert core.check_plan(plan, "axpby_2d") == 3 * 4 + 1
-    transposed = [(0, 16, False)] + props(x, x)[0:2] + [None]
+    transposed = [like(x, 0, 16, False)] + props(x, x)[0:2] + [None]
     t, _ = k.specialize((x, x, x, 2.0), transposed, ARCH)
     assert t.key != base.key and t.operands[0].static_stride == (1, None)
-    wide = [(1, 16, True)] + props(x, x, 2.0)[0:3]
+    wide = [like(x, 1, 16, True)] + props(x, x, 2.0)[0:3]
     w, _ = k.specialize((x, x, x, 2.0), wide, ARCH)
     assert w.key != base.key and w.operands[0].shape64
-    none = [(-1, 8, False)] + props(x, x, 2.0)[0:3]
+    none = [like(x, -1, 8, False)] + props(x, x, 2.0)[0:3]
     n, _ = k.specialize((x, x, x, 2.0), none, ARCH)
     assert n.operands[0].static_stride == (None, None) and n.operands[0].align == 8
 

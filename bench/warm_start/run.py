@@ -89,15 +89,15 @@ def child(mode: str) -> dict:
     t_backend = time.perf_counter()
 
     kernel_time = [0.0]
-    get_or_compile = _compile.get_or_compile
+    compile_ladder = _compile.compile_ladder
 
     def timed(*args, **kwargs):  # measures the compile driver, changes nothing
         start = time.perf_counter()
         try:
-            return get_or_compile(*args, **kwargs)
+            return compile_ladder(*args, **kwargs)
         finally:
             kernel_time[0] += time.perf_counter() - start
-    _compile.get_or_compile = timed
+    _compile.compile_ladder = timed
 
     modules = {"kernels": kernels, "layouts": layouts}
     specs = _program_specs(jnp)

@@ -6,7 +6,7 @@
 // per-call path: read each tensor through the DLPack C exchange API (no
 // Python attribute access, no allocation), compute the call's signature,
 // find its specialization, pack, and run on the framework's current stream
-// of the tensors' device.
+// of the tensors' device. What a signature holds is tensor_signature.h's.
 // Contract: everything unusual — a new specialization, an unsupported
 // argument, mixed devices, a CPU tensor — goes to the Python `on_miss`
 // callback, which either raises the user-facing error or returns a compiled
@@ -31,6 +31,7 @@
 #include "dlpack_exchange.h"
 #include "raise.h"
 #include "tensor_launcher.h"
+#include "tensor_signature.h"
 
 namespace nb = nanobind;
 
@@ -39,7 +40,6 @@ namespace {
 
 constexpr size_t kMaxArgs = 64;
 constexpr size_t kMaxEntries = 64;
-constexpr int64_t kTagTensor = 1, kTagBool = 2, kTagInt = 3, kTagFloat = 4;
 
 // How one call argument is used by a specialization.
 enum UseKind : int32_t { kUseTensor = 0, kUseScalar = 1, kUseIgnore = 2 };
@@ -66,17 +66,22 @@ struct Entry {
   uint64_t last_used = 0;
 };
 
+// (unit_dim, align, wide, extent classes, stride classes): what Python
+// needs to compile the specialization a tensor's signature names.
+nb::tuple PropsTuple(const LayoutProps& p) {
+  nb::list extents, strides;
+  for (int32_t d = 0; d < p.rank; ++d) {
+    extents.append(int64_t(1) << p.extent_log2[d]);
+    strides.append(int64_t(1) << p.stride_log2[d]);
+  }
+  return nb::make_tuple(p.unit_dim, p.align, p.wide, nb::tuple(extents),
+                        nb::tuple(strides));
+}
+
 // Modules of evicted entries: kept loaded until exit.
 std::vector<std::shared_ptr<LoadedModule>>& PinnedModules() {
   static auto* pinned = new std::vector<std::shared_ptr<LoadedModule>>();
   return *pinned;
-}
-
-int LowBitAlign(uintptr_t address) {
-  if (address == 0) return 16;
-  int align = 1;
-  while (align < 16 && (address & uintptr_t(align)) == 0) align <<= 1;
-  return align;
 }
 
 }  // namespace
@@ -93,21 +98,13 @@ class TensorLauncher {
 
   nb::object Call(nb::args args) {
     CallInfo call;
-    if (!Describe(args, &call)) {
-      Miss(args, call);
-      if (!Describe(args, &call)) {
+    Entry* e = Describe(args, &call) ? Find(call) : nullptr;
+    if (e == nullptr) {
+      Miss(args, &call);  // raises, or registers this call's specialization
+      if (!call.ok) {
         throw std::runtime_error("cutecall: kernel '" + name_ +
                                  "': on_miss accepted arguments the launcher "
                                  "cannot describe");
-      }
-    }
-    Entry* e = Find(call);
-    if (e == nullptr) {
-      Miss(args, call);
-      // Python ran: read the tensors again rather than trust the old views.
-      if (!Describe(args, &call)) {
-        throw std::runtime_error("cutecall: kernel '" + name_ +
-                                 "': arguments changed during compilation");
       }
       e = Find(call);
       if (e == nullptr) {
@@ -134,6 +131,15 @@ class TensorLauncher {
         .count();
   }
 
+  // Which extents/strides of each argument the kernel compiles in (the
+  // static fallback): their values join the signature. Drops the entries
+  // registered under the old masks.
+  void SetStatic(std::vector<uint16_t> masks) {
+    if (masks.size() > kMaxArgs) throw nb::value_error("cutecall: too many masks");
+    clear();
+    static_ = std::move(masks);
+  }
+
   size_t size() const { return entries_.size(); }
   void clear() {
     for (auto& e : entries_) PinnedModules().push_back(e->state->module_owner());
@@ -146,11 +152,15 @@ class TensorLauncher {
   struct CallInfo {
     size_t n = 0;
     dlpack::Tensor tensors[kMaxArgs];
-    int64_t signature[2 * kMaxArgs];
+    int64_t signature[kMaxArgs * kMaxArgWords];
     size_t sig_len = 0;
+    size_t arg_at[kMaxArgs];  // where each argument's words start
+    size_t described = 0;     // arguments read so far
     int32_t device = -1;
     const dlpack::ExchangeApi* api = nullptr;  // of the first tensor
     bool ok = false;
+
+    int64_t tag(size_t i) const { return signature[arg_at[i]] & 0xff; }
   };
 
   const dlpack::ExchangeApi* ApiFor(PyTypeObject* type) {
@@ -193,6 +203,7 @@ class TensorLauncher {
   bool Describe(const nb::args& args, CallInfo* call) {
     call->n = args.size();
     call->sig_len = 0;
+    call->described = 0;
     call->device = -1;
     call->api = nullptr;
     call->ok = false;
@@ -201,7 +212,11 @@ class TensorLauncher {
     for (size_t i = 0; i < call->n; ++i) {
       PyObject* o = args[i].ptr();
       const bool cx = i < constexpr_.size() && constexpr_[i];
-      if (PyBool_Check(o)) {
+      call->arg_at[i] = call->sig_len;
+      if (o == Py_None) {
+        sig[call->sig_len++] = kTagNone;
+        sig[call->sig_len++] = 0;
+      } else if (PyBool_Check(o)) {
         sig[call->sig_len++] = kTagBool;
         sig[call->sig_len++] = cx ? int64_t(o == Py_True) : 0;
       } else if (PyLong_Check(o)) {
@@ -242,38 +257,13 @@ class TensorLauncher {
         } else if (call->device != t.device.device_id) {
           return false;
         }
-        sig[call->sig_len++] = kTagTensor | int64_t(t.dtype.code) << 8 |
-                               int64_t(t.dtype.bits) << 16 |
-                               int64_t(t.dtype.lanes) << 24 |
-                               int64_t(t.ndim) << 40 |
-                               int64_t(UnitDim(t) + 1) << 48;
-        sig[call->sig_len++] = int64_t(Align(t)) | int64_t(Wide(t)) << 8 |
-                               int64_t(t.device.device_id) << 16;
+        const StaticMask mask = i < static_.size() ? static_[i] : 0;
+        call->sig_len += AppendTensorSignature(t, mask, sig + call->sig_len);
       }
+      call->described = i + 1;
     }
     call->ok = call->device >= 0;
     return call->ok;
-  }
-
-  static int UnitDim(const dlpack::Tensor& t) {
-    if (t.strides == nullptr) return t.ndim - 1;
-    bool any_extent = false;
-    for (int d = t.ndim - 1; d >= 0; --d) {
-      if (t.shape[d] > 1) {
-        any_extent = true;
-        if (t.strides[d] == 1) return d;
-      }
-    }
-    return any_extent ? -1 : t.ndim - 1;
-  }
-  static int Align(const dlpack::Tensor& t) {
-    return LowBitAlign(reinterpret_cast<uintptr_t>(t.data) + t.byte_offset);
-  }
-  static bool Wide(const dlpack::Tensor& t) {
-    for (int d = 0; d < t.ndim; ++d) {
-      if (t.shape[d] > std::numeric_limits<int32_t>::max()) return true;
-    }
-    return false;
   }
 
   Entry* Find(const CallInfo& call) {
@@ -301,36 +291,34 @@ class TensorLauncher {
   }
 
   // Asks Python for the specialization of these arguments (or its error).
-  void Miss(const nb::args& args, const CallInfo& call) {
+  void Miss(const nb::args& args, CallInfo* call) {
     nb::list props;
     for (size_t i = 0; i < args.size(); ++i) {
-      // Described tensors only: Describe writes 2 entries per argument.
-      const bool tensor = call.sig_len > 2 * i &&
-                          (call.signature[2 * i] & 0xff) == kTagTensor;
-      if (tensor) {
-        const dlpack::Tensor& t = call.tensors[i];
-        props.append(nb::make_tuple(UnitDim(t), Align(t), Wide(t)));
-      } else {
-        props.append(nb::none());
-      }
+      // Described tensors only.
+      const bool tensor = i < call->described && call->tag(i) == kTagTensor;
+      props.append(tensor ? PropsTuple(ReadLayout(call->tensors[i]))
+                          : nb::object(nb::none()));
     }
     if (!on_miss_.is_valid()) {
       throw std::runtime_error("cutecall: kernel '" + name_ +
                                "': launcher was cleared by the garbage collector");
     }
     nb::object spec = on_miss_(args, props);
+    // Python ran (and may have changed which extents are compiled in): read
+    // the arguments again before registering under their signature.
+    const bool ok = Describe(args, call);
     if (spec.is_none()) return;
-    Register(call, nb::cast<nb::tuple>(spec));
+    if (!ok) {
+      throw std::runtime_error("cutecall: kernel '" + name_ +
+                               "': on_miss returned a specialization for "
+                               "arguments the fast path cannot take");
+    }
+    Register(*call, nb::cast<nb::tuple>(spec));
   }
 
   // spec = (module, key, function, kernel, plan, operand_names,
   //         symbol_names, uses) with uses = [kind, index, type] * nargs.
   void Register(const CallInfo& call, const nb::tuple& spec) {
-    if (!call.ok) {
-      throw std::runtime_error("cutecall: kernel '" + name_ +
-                               "': on_miss returned a specialization for "
-                               "arguments the fast path cannot take");
-    }
     if (spec.size() != 8) throw nb::value_error("on_miss: expected 8 fields");
     nb::bytes module = nb::cast<nb::bytes>(spec[0]);
     std::string key = nb::cast<std::string>(spec[1]);
@@ -368,7 +356,7 @@ class TensorLauncher {
     std::vector<int> scalar_seen(p.num_scalars(), 0);
     for (size_t i = 0; i < call.n; ++i) {
       Use u{flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]};
-      const bool is_tensor = (call.signature[2 * i] & 0xff) == kTagTensor;
+      const bool is_tensor = call.tag(i) == kTagTensor;
       bool ok = u.kind == kUseIgnore ||
                 (u.kind == kUseTensor && is_tensor && u.index >= 0 &&
                  size_t(u.index) < tensor_seen.size() && !tensor_seen[size_t(u.index)]++) ||
@@ -531,6 +519,7 @@ class TensorLauncher {
 
   std::string name_;
   std::vector<bool> constexpr_;
+  std::vector<StaticMask> static_;
   nb::object on_miss_;
   std::vector<std::unique_ptr<Entry>> entries_;
   Entry* last_ = nullptr;
@@ -558,7 +547,27 @@ void BindTensorLauncher(nb::module_& m) {
            nb::arg("args"),
            "Seconds for `count` launches of `args` from one C++ loop.")
       .def("clear", &TensorLauncher::clear)
+      .def("set_static", &TensorLauncher::SetStatic, nb::arg("masks"),
+           "Per argument: bit d = extent d, bit 8+d = stride d compiled in.")
       .def_prop_ro("name", &TensorLauncher::name);
+  m.def("layout_props",
+        [](const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+           uint64_t address, int bits) {
+          if (shape.empty() || shape.size() > size_t(abi::kMaxRank) ||
+              strides.size() != shape.size() || bits < 1 || bits > 255) {
+            throw nb::value_error("cutecall: layout_props: bad shape/strides/bits");
+          }
+          dlpack::Tensor t{};
+          t.data = reinterpret_cast<void*>(address);
+          t.ndim = int32_t(shape.size());
+          t.dtype = {2, uint8_t(bits), 1};
+          t.shape = const_cast<int64_t*>(shape.data());
+          t.strides = const_cast<int64_t*>(strides.data());
+          return PropsTuple(ReadLayout(t));
+        },
+        nb::arg("shape"), nb::arg("strides"), nb::arg("address"), nb::arg("bits"),
+        "The layout facts the launcher reads from a tensor: (unit_dim, align, "
+        "wide, extent classes, stride classes).");
   m.attr("MAX_LAUNCHER_ARGS") = kMaxArgs;
   m.attr("MAX_LAUNCHER_ENTRIES") = kMaxEntries;
 }

@@ -52,7 +52,8 @@ constexpr size_t kUnset = ~size_t{0};
 // `out` but its name, first slot and ties.
 Status ReadOperand(Cursor* cursor, const std::string& k,
                    const std::string& where, int64_t num_args,
-                   int64_t num_rets, bool has_symbols, OperandPlan* out) {
+                   int64_t num_rets, int64_t version, OperandPlan* out) {
+  const bool has_symbols = version >= 2;
   Cursor& c = *cursor;
   OperandPlan& op = *out;
   int64_t source, index, rank, elem_bytes, align, flags;
@@ -165,6 +166,21 @@ Status ReadOperand(Cursor* cursor, const std::string& k,
                                   "increasing order");
     }
   }
+  if (version < 3) return Status::Ok();
+  if (Status s = read_rules(&op.static_stride, "static strides", true, false);
+      !s.ok())
+    return s;
+  if (!op.static_stride.empty() && !(flags & abi::kFlagStrided)) {
+    return PlanError(k, where + "static strides on a compact operand");
+  }
+  for (const DimRule& r : op.static_stride) {
+    for (const DimRule& d : op.dyn_stride) {
+      if (d.dim == r.dim) {
+        return PlanError(k, where + "stride of dim " + std::to_string(r.dim) +
+                                " is both static and dynamic");
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -208,7 +224,6 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
                             " out of range [0, " +
                             std::to_string(abi::kMaxSlots) + "]");
   }
-  const bool has_symbols = version >= 2;
   plan.num_args_ = size_t(num_args);
   plan.num_rets_ = size_t(num_rets);
   plan.num_scalars_ = size_t(num_scalars);
@@ -226,7 +241,7 @@ ErrorOr<LaunchPlan> LaunchPlan::Parse(const int64_t* encoded, size_t size,
                                 : name_list[size_t(i)];
     const std::string where = "operand " + std::to_string(i) + " ('" +
                               op.name + "'): ";
-    if (Status s = ReadOperand(&c, k, where, num_args, num_rets, has_symbols,
+    if (Status s = ReadOperand(&c, k, where, num_args, num_rets, version,
                                &op);
         !s.ok())
       return s;
@@ -371,19 +386,27 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
       }
       strides = compact;
     }
-    // A strided operand's dims without a stride slot have stride 1 baked
-    // into the kernel (a dim of extent <= 1 has no meaningful stride).
+    // A strided operand's dims without a stride slot have their stride
+    // baked into the kernel: the static one, else 1 (a dim of extent <= 1
+    // has no meaningful stride).
     size_t next = 0;
     for (int32_t d = 0; d < op.rank; ++d) {
       if (next < op.dyn_stride.size() && op.dyn_stride[next].dim == d) {
         ++next;
         continue;
       }
-      if (buffer.dims[d] > 1 && strides[d] != 1) {
+      int64_t expected = 1;
+      for (const DimRule& r : op.static_stride) {
+        if (r.dim == d) expected = r.value;
+      }
+      if (buffer.dims[d] > 1 && strides[d] != expected) {
         return OperandError(op, "stride of dim " + std::to_string(d) + " = " +
                                     std::to_string(strides[d]) +
-                                    " but the kernel was compiled for a "
-                                    "unit stride there");
+                                    " but the kernel was compiled for " +
+                                    (expected == 1
+                                         ? std::string("a unit stride there")
+                                         : "stride " +
+                                               std::to_string(expected)));
       }
     }
     for (const DimRule& r : op.dyn_stride) {

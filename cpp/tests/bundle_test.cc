@@ -210,10 +210,10 @@ TEST_F(BundleTest, WrongVersionsAreRefused) {
   EditManifest("cutecall-bundle 1", "cutecall-bundle 2", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
                       {"field 'cutecall-bundle' must be 1", "got 'cutecall-bundle 2'"}));
-  EditManifest("plan-version 2\nplan 2", "plan-version 3\nplan 3", true);
+  EditManifest("plan-version 3\nplan 3", "plan-version 4\nplan 4", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
-                      {"entry 'mat'", "field 'plan-version' is 3", "1..2"}));
-  EditManifest("plan-version 2\nplan 2", "plan-version 1\nplan 2", true);
+                      {"entry 'mat'", "field 'plan-version' is 4", "1..3"}));
+  EditManifest("plan-version 3\nplan 3", "plan-version 1\nplan 3", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
                       {"field 'plan' must start with its version 1"}));
 }

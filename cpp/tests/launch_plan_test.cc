@@ -250,13 +250,13 @@ TEST(LaunchPlanParseTest, RejectsEveryTruncationOfAValidPlan) {
 }
 
 TEST(LaunchPlanParseTest, RejectsWrongVersion) {
-  for (int64_t version : {int64_t{0}, int64_t{3}, int64_t{-1},
+  for (int64_t version : {int64_t{0}, int64_t{4}, int64_t{-1},
                           std::numeric_limits<int64_t>::max()}) {
     PlanSpec spec;
     spec.version = version;
     EXPECT_TRUE(Rejects(spec, {"version " + std::to_string(version) +
                                    " is not supported",
-                               "this build reads versions 1 to 2"}));
+                               "this build reads versions 1 to 3"}));
   }
 }
 
@@ -1226,6 +1226,106 @@ TEST(LaunchPlanStridedTest, ParseRejectsDynamicStridesOutOfOrder) {
   increasing.flags = abi::kFlagStrided;
   increasing.dyn_stride = {{0, 1}, {2, 1}};
   EXPECT_TRUE(IsOk(ParseOne(increasing)));
+}
+
+// ---------------------------------------------------------------------------
+// Version 3: static strides (the static fallback of strided operands) and
+// stride divisibility classes (layout specialization).
+
+// x[M, N] with both strides compiled in: (24, 1), i.e. rows padded to 24.
+OperandSpec StaticStrided() {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
+  op.flags = abi::kFlagStrided;
+  op.static_stride = {{0, 24}};
+  return op;
+}
+
+TEST(LaunchPlanStaticStrideTest, ParsesAndOwnsNoSlots) {
+  ErrorOr<LaunchPlan> plan = ParseOne(StaticStrided());
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_EQ(plan->num_slots(), 3u);  // ptr, M, N
+  ASSERT_EQ(plan->operands()[0].static_stride.size(), 1u);
+  EXPECT_EQ(plan->operands()[0].static_stride[0].value, 24);
+}
+
+TEST(LaunchPlanStaticStrideTest, MatchingStridesPassOthersAreNamed) {
+  ErrorOr<LaunchPlan> plan = ParseOne(StaticStrided());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(3);
+  const int64_t good[] = {24, 1};
+  EXPECT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, good},
+                                     slots.data())));
+  const int64_t bad[] = {16, 1};
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 2, bad}, slots.data()),
+      Code::kInvalidArgument,
+      {"kernel 'my_kernel'", "input 'x'",
+       "stride of dim 0 = 16 but the kernel was compiled for stride 24"}));
+  // Null strides are compact row-major: (5, 1), not (24, 1).
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 2, nullptr}, slots.data()),
+      Code::kInvalidArgument, {"stride of dim 0 = 5"}));
+}
+
+TEST(LaunchPlanStaticStrideTest, ExtentOneDimsAreExempt) {
+  ErrorOr<LaunchPlan> plan = ParseOne(StaticStrided());
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {1, 5};
+  const int64_t strides[] = {999, 1};
+  std::vector<Slot> slots = PoisonedSlots(3);
+  EXPECT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, strides},
+                                     slots.data())));
+}
+
+TEST(LaunchPlanStaticStrideTest, RejectsBadStaticStrides) {
+  OperandSpec compact = DynamicOperand(Source::kArg, 0, 2);
+  compact.static_stride = {{0, 8}};  // no kFlagStrided
+  EXPECT_TRUE(RejectsOperand(
+      compact, {"operand 0 ('x')", "static strides on a compact operand"}));
+  OperandSpec both = StaticStrided();
+  both.dyn_stride = {{0, 1}};
+  EXPECT_TRUE(RejectsOperand(
+      both, {"stride of dim 0 is both static and dynamic"}));
+  OperandSpec negative = StaticStrided();
+  negative.static_stride = {{0, -4}};
+  EXPECT_TRUE(RejectsOperand(
+      negative, {"static strides value -4 for dim 0 is invalid"}));
+  OperandSpec out_of_range = StaticStrided();
+  out_of_range.static_stride = {{2, 4}};
+  EXPECT_TRUE(RejectsOperand(
+      out_of_range, {"static strides dim 2 out of range for rank 2"}));
+}
+
+TEST(LaunchPlanStaticStrideTest, Version2PlansHaveNoStaticStrideList) {
+  PlanSpec spec;
+  spec.version = 2;
+  spec.num_args = 1;
+  spec.operands = {RowMajorStrided()};
+  ErrorOr<LaunchPlan> plan = ParseSpec(spec, "x");
+  ASSERT_TRUE(IsOk(plan));
+  EXPECT_TRUE(plan->operands()[0].static_stride.empty());
+  // A version-3 list appended to a version-2 plan is trailing data.
+  std::vector<int64_t> encoded = Encode(spec);
+  encoded.push_back(0);
+  EXPECT_FALSE(LaunchPlan::Parse(encoded.data(), encoded.size(), "k").ok());
+}
+
+TEST(LaunchPlanStaticStrideTest, DynamicStrideClassesAreChecked) {
+  OperandSpec op = RowMajorStrided();
+  op.dyn_stride = {{0, 8}};  // the stride is a multiple of 8 elements
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t dims[] = {3, 5};
+  std::vector<Slot> slots = PoisonedSlots(4);
+  const int64_t good[] = {40, 1};
+  EXPECT_TRUE(IsOk(plan->PackOperand(0, {Address(0x80), dims, 2, good},
+                                     slots.data())));
+  const int64_t bad[] = {44, 1};
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x80), dims, 2, bad}, slots.data()),
+      Code::kInvalidArgument,
+      {"input 'x'", "stride of dim 0 = 44 is not divisible by 8"}));
 }
 
 }  // namespace

@@ -1,11 +1,13 @@
 // Builds encoded launch plans for tests, mirroring the encoding documented in
-// cutecall/abi.h (version 2; version 1 when PlanSpec::version is 1):
+// cutecall/abi.h (version 3; older when PlanSpec::version says so):
 //   header:  [version, num_args, num_rets, num_operands, num_scalars]
 //   operand: [source, index, rank, elem_bytes, align, flags,
 //             n_static, (dim, value) * n_static,
 //             n_dyn_shape, (dim, divisibility, symbol) * n_dyn_shape,
-//             n_dyn_stride, (dim, divisibility) * n_dyn_stride]
-// Version 1 writes dynamic-shape entries as (dim, divisibility) pairs.
+//             n_dyn_stride, (dim, divisibility) * n_dyn_stride,
+//             n_static_stride, (dim, stride) * n_static_stride]
+// Version 2 has no static-stride list; version 1 also writes dynamic-shape
+// entries as (dim, divisibility) pairs.
 #ifndef CUTECALL_TESTS_PLAN_BUILDER_H_
 #define CUTECALL_TESTS_PLAN_BUILDER_H_
 
@@ -30,6 +32,7 @@ struct OperandSpec {
   Rules static_dims;  // (dim, extent)
   Rules dyn_shape;    // (dim, divisibility)
   Rules dyn_stride;   // (dim, divisibility)
+  Rules static_stride;  // (dim, stride); version 3
   // Symbol of dyn_shape[j] (version 2); entries past its end are -1.
   std::vector<int64_t> dyn_symbols;
 };
@@ -67,6 +70,7 @@ inline std::vector<int64_t> Encode(const PlanSpec& plan) {
     put_rules(op.static_dims, nullptr);
     put_rules(op.dyn_shape, plan.version >= 2 ? &op.dyn_symbols : nullptr);
     put_rules(op.dyn_stride, nullptr);
+    if (plan.version >= 3) put_rules(op.static_stride, nullptr);
   }
   return out;
 }

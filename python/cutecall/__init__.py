@@ -12,6 +12,7 @@ from ._autodiff import Differentiable, DifferentiationError, differentiable
 from ._batching import BatchModes, VmapFallbackWarning
 from ._bundle import Bundle, BundleError, export, load_bundle
 from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
+from ._compile_error import StaticFallbackWarning
 from ._contract import CompiledCall, compile, jax_export_checks, register
 from ._spec import TensorSpec
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
@@ -26,6 +27,7 @@ __all__ = [
     "Differentiable",
     "DifferentiationError",
     "CompileError",
+    "StaticFallbackWarning",
     "CompiledKernel",
     "CompiledCall",
     "compile",

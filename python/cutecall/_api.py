@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from typing import Any, Callable, Hashable, Mapping
 
 import jax
 
-from . import _batching, _compile, _runtime, _signature, _spec
+from . import (_batching, _binding, _compile, _fallback, _runtime,
+               _signature, _spec)
 from ._primitive import cutecall_p, match_varying
 
 __all__ = ["cutlass_call", "CutlassCall"]
@@ -138,7 +140,7 @@ class CutlassCall:
     def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
                  input_output_aliases, allow_cuda_graph, compile_options,
                  compile_key, use_static_tensors, operand_order, name,
-                 constexprs, batch_modes=None):
+                 constexprs, batch_modes=None, static_fallback=None):
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
@@ -158,6 +160,11 @@ class CutlassCall:
         self.allow_cuda_graph = bool(allow_cuda_graph)
         self.options, self.arch = _compile.resolve_options(compile_options)
         self.use_static_tensors = bool(use_static_tensors)
+        if static_fallback is not None and not isinstance(static_fallback, bool):
+            raise TypeError(f"cutecall: static_fallback must be a bool or None, "
+                            f"got {static_fallback!r}")
+        self.static_fallback = static_fallback
+        self._fallback_level = 0  # the static-fallback rung that compiled
         self.operand_order = operand_order
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.sig = _signature.analyze(fn)
@@ -213,11 +220,28 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        binding, arrays = _signature.bind(
+        binding, arrays = _binding.bind(
             self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
             self.operand_order,
             dict(self.constexprs))
         return binding, tuple(arrays), outs
+
+    def _explicit_static(self, rung, described) -> str:
+        """The cutlass_call arguments that ask for `rung` explicitly."""
+        masks = [_fallback.static_mask(rung, k, len(row[3]))
+                 for k, row in enumerate(described)]
+        if all(all(m) for m in masks):
+            return "cutlass_call(..., use_static_tensors=True)"
+
+        def spec(m):
+            return "None" if not any(m) else "TensorSpec(static=True)" if \
+                all(m) else f"TensorSpec(static={tuple(m)})"
+        ins = [spec(m) for m, row in zip(masks, described)
+               if row[1] == _spec.SOURCE_ARG]
+        outs = [spec(m) for m, row in zip(masks, described)
+                if row[1] == _spec.SOURCE_RET]
+        return (f"cutlass_call(..., input_spec=({', '.join(ins)},), "
+                f"output_spec=({', '.join(outs)},))")
 
     def __call__(self, *args, **kwargs):
         binding, arrays, outs = self._bind(args, kwargs)
@@ -231,7 +255,7 @@ class CutlassCall:
             lowering_platforms=(platform,))
 
     # -- trace ----------------------------------------------------------------
-    def _trace(self, arrays, binding: _signature.Binding, outs):
+    def _trace(self, arrays, binding: _binding.Binding, outs):
         ret_tree, out_structs, top = outs
         in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
         flat_in = [x for _, x in in_leaves]
@@ -260,32 +284,26 @@ class CutlassCall:
         in_specs = _flat_specs(self.input_spec, present_in, "input_spec")
         out_specs = _flat_specs(self.output_spec, [True] * len(out_structs),
                                 "output_spec")
-        # Operand names: the launcher parameter each slot binds to.
+        kept = [j for j in range(top) if j not in self.whole_outputs]
+        # (name, source, index, shape, dtype, spec) per kernel operand; the
+        # name is the launcher parameter its slot binds to.
         params = self.sig.params if self.sig.inspected else ()
         param_of = {slot: params[i].name for i, slot in enumerate(binding.slots)
                     if i < len(params)}
-        operands, shapes = [], []
+        described = []
         for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
             a = path[0].idx
             nm = param_of.get(("in", a), f"input{a}") + \
                 jax.tree_util.keystr(tuple(path[1:]))
-            operands.append(_spec.make_operand(
-                nm, _spec.SOURCE_ARG, k, x.shape, x.dtype, s,
-                self.use_static_tensors))
-            shapes.append(tuple(x.shape))
-        kernel_outs = [b for b in range(len(out_structs)) if b not in aliased]
-        kept = [j for j in range(top) if j not in self.whole_outputs]
-        for b in kernel_outs:
+            described.append((nm, _spec.SOURCE_ARG, k, x.shape, x.dtype, s))
+        for b in (b for b in range(len(out_structs)) if b not in aliased):
             path = out_paths[b]
             j = kept.index(path[0].idx)
             nm = param_of.get(("out", j), f"output{path[0].idx}") + \
                 jax.tree_util.keystr(tuple(path[1:]))
             o = out_structs[b]
-            operands.append(_spec.make_operand(
-                nm, _spec.SOURCE_RET, b, o.shape, o.dtype, out_specs[b],
-                self.use_static_tensors))
-            shapes.append(tuple(o.shape))
-        operands, symbols = _spec.tie_dims(operands, shapes)
+            described.append((nm, _spec.SOURCE_RET, b, o.shape, o.dtype,
+                              out_specs[b]))
 
         # The kernel's outputs: top-level outputs not aliased whole, with
         # path-aliased leaves hidden (None).
@@ -299,23 +317,44 @@ class CutlassCall:
                        for b, leaf in zip(base, leaves)]))
         out_tree = jax.tree.structure(tuple(kernel_positional))
 
-        scalar_types = tuple(s.scalar_type for s in binding.scalars)
-        key = _spec.specialization_key(
-            self.fn, operands, str(in_tree), str(out_tree), self.constexprs,
-            self.options, self.arch, _compile.versions(),
-            extra=[list(map(list, binding.slots)), list(scalar_types),
-                   list(map(list, binding.keyword_scalars)), list(symbols),
-                   self.compile_key])
-        spec = _compile.KernelSpec(
-            launcher=self.fn, constexprs=self.constexprs,
-            operands=tuple(operands), num_inputs=len(flat_in),
-            num_args=len(flat_in), num_rets=len(out_structs), input_tree=in_tree,
-            output_tree=out_tree, key=key,
-            param_names=tuple(p.name for p in params) or
-            tuple(f"p{i}" for i in range(len(binding.slots))),
-            slots=binding.slots, keyword_scalars=binding.keyword_scalars,
-            scalar_types=scalar_types, symbols=symbols)
-        kernel = _compile.get_or_compile(spec, self.name, self.options, self.arch)
+        def kernel_spec(rung) -> _compile.KernelSpec | None:
+            operands = [_spec.make_operand(
+                nm, source, index, shape, dtype,
+                _spec.with_static(spec, _fallback.static_mask(
+                    rung, k, len(shape))) if rung else spec,
+                self.use_static_tensors)
+                for k, (nm, source, index, shape, dtype, spec)
+                in enumerate(described)]
+            operands, symbols = _spec.tie_dims(
+                operands, [tuple(row[3]) for row in described])
+            scalar_types = tuple(s.scalar_type for s in binding.scalars)
+            key = _spec.specialization_key(
+                self.fn, operands, str(in_tree), str(out_tree),
+                self.constexprs, self.options, self.arch, _compile.versions(),
+                extra=[list(map(list, binding.slots)), list(scalar_types),
+                       list(map(list, binding.keyword_scalars)),
+                       list(symbols), self.compile_key])
+            return _compile.KernelSpec(
+                launcher=self.fn, constexprs=self.constexprs,
+                operands=tuple(operands), num_inputs=len(flat_in),
+                num_args=len(flat_in), num_rets=len(out_structs),
+                input_tree=in_tree, output_tree=out_tree, key=key,
+                param_names=tuple(p.name for p in params) or
+                tuple(f"p{i}" for i in range(len(binding.slots))),
+                slots=binding.slots, keyword_scalars=binding.keyword_scalars,
+                scalar_types=scalar_types, symbols=symbols,
+                binding=_binding.describe(self.sig, binding))
+
+        rungs = _fallback.ladder([row[0] for row in described],
+                                 [tuple(row[3]) for row in described])
+        kernel, spec, level = _compile.compile_ladder(
+            kernel_spec, rungs, self._fallback_level, self.name, self.options,
+            self.arch, self.static_fallback,
+            lambda rung: self._explicit_static(rung, described))
+        self._fallback_level = level
+        if kernel.name != self.name:  # a compile shared with another call site
+            kernel = dataclasses.replace(kernel, name=self.name)
+        operands = spec.operands
 
         in_layouts = tuple(_spec.xla_layout(op) for op in operands
                            if op.source == _spec.SOURCE_ARG)
@@ -349,7 +388,9 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  use_static_tensors: bool = False,
                  operand_order: str = "inputs_first",
                  name: str | None = None,
-                 batch_modes: Any = None, **constexprs) -> CutlassCall:
+                 batch_modes: Any = None,
+                 static_fallback: bool | None = None,
+                 **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
     A drop-in for NVIDIA's ``cutlass.jax.cutlass_call`` (same arguments and
@@ -410,6 +451,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         (default): one launch per batch element, with a one-time
         :class:`cutecall.VmapFallbackWarning` saying how to opt in;
         ``"loop"``: the same without the warning. See docs/transforms.md.
+      static_fallback: when the DSL rejects the kernel with dynamic layouts
+        (e.g. ``dynamic layout doesn't support load``), compile it with
+        static shapes instead -- NVIDIA's default -- and warn once
+        (:class:`cutecall.StaticFallbackWarning`). ``False`` raises the
+        ``CompileError`` instead. Default: ``$CUTECALL_STATIC_FALLBACK``
+        (on unless ``0``).
       **constexprs: compile-time keyword arguments passed to ``fn``; part of
         the compile key, so they must be hashable Python values. Values given
         here are compile-time; values given to the call are runtime.
@@ -432,4 +479,4 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
                        input_output_aliases, allow_cuda_graph, compile_options,
                        compile_key, use_static_tensors, operand_order, name,
-                       constexprs, batch_modes)
+                       constexprs, batch_modes, static_fallback)

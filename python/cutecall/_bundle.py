@@ -22,7 +22,7 @@ import sys
 import tempfile
 from typing import Mapping
 
-from . import _compat
+from . import _compat, _spec
 from ._bundle_read import (DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME,
                            OBJECTS, Bundle, BundleError, load_bundle,
                            parse_manifest)
@@ -49,16 +49,10 @@ def _layouts(call: CompiledCall) -> str:
     c = call.contract
     if c is None:
         return "-"
-    plan, out, pos = call.kernel.plan, [], 5
-    for _ in range(plan[3]):
-        source, index = plan[pos], plan[pos + 1]
-        out.append(",".join(map(str, (c.in_layouts if source == 0
-                                      else c.out_layouts)[index])))
-        pos += 6
-        pos += 1 + 2 * plan[pos]                                 # static
-        pos += 1 + (3 if plan[0] >= 2 else 2) * plan[pos]        # dyn shape
-        pos += 1 + 2 * plan[pos]                                 # dyn stride
-    return ";".join(out)
+    return ";".join(
+        ",".join(map(str, (c.in_layouts if op["source"] == 0
+                           else c.out_layouts)[op["index"]]))
+        for op in _spec.decode_plan(call.kernel.plan))
 
 
 def _entry(name: str, call: CompiledCall) -> str:

@@ -15,17 +15,16 @@ import os
 import re
 import threading
 import time
+import warnings
 from typing import Any, Callable
 
 import numpy as np
 
 from . import _compat, _spec, _store
+from ._compile_error import (CompileError, StaticFallbackWarning,
+                             compile_error, user_stacklevel)
 
 _CACHE_CAPACITY = 1024
-
-
-class CompileError(RuntimeError):
-    """The CuTe DSL failed to compile a kernel (message names the kernel)."""
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -44,10 +43,11 @@ class KernelSpec:
     output_tree: Any  # tuple of the kernel's outputs (None: aliased leaf)
     key: str
     param_names: tuple = ()      # the launcher's positional parameters
-    slots: tuple = ()            # _signature.Binding.slots
+    slots: tuple = ()            # _binding.Binding.slots
     keyword_scalars: tuple = ()  # (keyword-only parameter, scalar index)
     scalar_types: tuple = ()     # runtime scalar types, slot order
     symbols: tuple = ()          # tied-dim symbol names, index order
+    binding: str = ""            # how the call reached the launcher (errors)
 
     def __hash__(self):
         return hash(self.key)
@@ -133,14 +133,32 @@ class _Cache:
 _lock = threading.Lock()
 _cache = _Cache(_CACHE_CAPACITY)
 _disk_hits = 0  # kernels loaded from the artifact store
+_fallbacks = 0  # specializations compiled static after the dynamic form failed
+# Dynamic-form keys the DSL rejected (their kernels compile static), and the
+# kernel names already warned about; both bounded like the cache.
+_rejected: collections.OrderedDict[str, str] = collections.OrderedDict()
+_warned: set[str] = set()
+FALLBACK_ENV = "CUTECALL_STATIC_FALLBACK"
 
 
 def compile_stats() -> dict:
-    """{'compiles': DSL compiles run, 'hits': in-memory cache hits,
-    'disk_hits': kernels loaded from the artifact store, 'entries': size}."""
+    """{'compiles': DSL compiles run (failed ones included), 'hits':
+    in-memory cache hits, 'disk_hits': kernels loaded from the artifact
+    store, 'static_fallbacks': specializations compiled with static layouts
+    because the DSL rejected the dynamic ones, 'entries': cache size}."""
     with _lock:
         return {"compiles": _cache.compiles, "hits": _cache.hits,
-                "disk_hits": _disk_hits, "entries": len(_cache.entries)}
+                "disk_hits": _disk_hits, "static_fallbacks": _fallbacks,
+                "entries": len(_cache.entries)}
+
+
+def fallback_enabled(option: bool | None) -> bool:
+    """`option` if given, else ``$CUTECALL_STATIC_FALLBACK`` (default on;
+    ``0``/``false``/``off`` turn the fallback into an error)."""
+    if option is not None:
+        return bool(option)
+    value = os.environ.get(FALLBACK_ENV, "1").strip().lower()
+    return value not in ("0", "false", "off", "no")
 
 
 def clear_cache() -> None:
@@ -191,19 +209,96 @@ def get_or_compile(spec: KernelSpec, name: str, options: str,
                    arch: str) -> CompiledKernel:
     """Returns the compiled kernel for `spec`: from the in-process cache, else
     the on-disk artifact store (``_store``), else compiled (and stored)."""
-    global _disk_hits
     with _lock:
-        kernel = _cache.get(spec.key)
-        if kernel is not None:
-            return kernel
-        kernel, compiled = _store.load_or_compile(
-            spec.key, name, arch, lambda: _compile_locked(spec, name, options, arch))
-        if compiled:
-            _cache.compiles += 1
-        else:
-            _disk_hits += 1
-        _cache.put(spec.key, kernel)
+        return _get_locked(spec, name, options, arch)
+
+
+def _get_locked(spec, name, options, arch) -> CompiledKernel:
+    global _disk_hits
+    kernel = _cache.get(spec.key)
+    if kernel is not None:
         return kernel
+    try:
+        kernel, compiled = _store.load_or_compile(
+            spec.key, name, arch,
+            lambda: _compile_locked(spec, name, options, arch))
+    except CompileError:
+        _cache.compiles += 1
+        raise
+    if compiled:
+        _cache.compiles += 1
+    else:
+        _disk_hits += 1
+    _cache.put(spec.key, kernel)
+    return kernel
+
+
+def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
+                   start: int, name: str, options: str, arch: str,
+                   fallback: bool | None, explicit: Callable[[Any], str]
+                   ) -> tuple[CompiledKernel, KernelSpec, int]:
+    """Compiles the first form of a call the DSL accepts: ``build(None)``
+    (dynamic layouts), then ``build(rung)`` for each rung of the static
+    fallback ladder (``_fallback.ladder``), from level `start` (what worked
+    last time for this kernel; 0 = dynamic). Returns the kernel, its spec
+    and its level.
+
+    Climbing warns once per kernel with :class:`StaticFallbackWarning`,
+    naming the rung and ``explicit(rung)`` (how to ask for it); with
+    ``fallback=False`` (or ``$CUTECALL_STATIC_FALLBACK=0``) the dynamic
+    form's ``CompileError`` is raised instead. Keys the DSL rejected are
+    remembered for the process: each fails to compile once, not per call.
+    """
+    global _fallbacks
+    allowed = fallback_enabled(fallback)
+    first_error, seen = None, set()
+    start = start if allowed else 0
+    for level in range(start, len(rungs) + 1 if allowed else 1):
+        rung = rungs[level - 1] if level else None
+        spec = build(rung)
+        if spec is None or spec.key in seen:
+            continue
+        seen.add(spec.key)
+        with _lock:
+            if spec.key in _rejected:
+                continue
+            cached = spec.key in _cache.entries
+            try:
+                kernel = _get_locked(spec, name, options, arch)
+            except CompileError as e:
+                first_error = first_error or e
+                _rejected[spec.key] = name
+                while len(_rejected) > _CACHE_CAPACITY:
+                    _rejected.popitem(last=False)
+                continue
+            if level and not cached:
+                _fallbacks += 1
+            warn = level > 0 and name not in _warned
+            if warn:
+                _warned.add(name)
+        if warn:
+            cause = first_error.root_cause if first_error else "rejected earlier"
+            warnings.warn(
+                f"cutecall: kernel '{name}' does not compile with dynamic "
+                f"layouts ({cause}); compiled with {rung.summary}, as its "
+                f"authors' launch path or NVIDIA's cutlass_call would. To ask "
+                f"for this explicitly: {explicit(rung)}. To make it an error: "
+                f"static_fallback=False or {FALLBACK_ENV}=0.",
+                StaticFallbackWarning, stacklevel=user_stacklevel())
+        return kernel, spec, level
+    if first_error is None:  # every form was rejected earlier in the process
+        spec = build(None)
+        with _lock:
+            _rejected.pop(spec.key, None)
+            kernel = _get_locked(spec, name, options, arch)  # raises again
+        return kernel, spec, 0
+    if allowed and len(rungs):
+        raise CompileError(
+            f"{first_error}\n(no static form compiled either; the fully "
+            f"static one is tried last)", kernel=name, arch=arch,
+            root_cause=first_error.root_cause,
+            dsl_message=first_error.dsl_message) from first_error
+    raise first_error
 
 
 def _compile_locked(spec, name, options, arch) -> CompiledKernel:
@@ -215,7 +310,8 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
     except ImportError as e:
         raise CompileError(
             f"cutecall: compiling kernel '{name}' needs the CuTe DSL "
-            f"(pip install 'nvidia-cutlass-dsl[cu13]'): {e}") from e
+            f"(pip install 'nvidia-cutlass-dsl[cu13]'): {e}", kernel=name,
+            arch=arch, root_cause=f"the CuTe DSL is not importable: {e}") from e
     prefix = "cc_" + spec.key[:16]
     start = time.perf_counter()
     try:
@@ -225,8 +321,7 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
                                     options=options)
             module = bytes(compiled.dump_to_object(prefix))
     except Exception as e:  # the DSL raises many types; keep the cause
-        raise CompileError(f"cutecall: CuTe DSL compilation of kernel '{name}' "
-                           f"for {arch} failed: {e}") from e
+        raise compile_error(e, name, arch, spec.binding) from e
     seconds = time.perf_counter() - start
     plan = _spec.encode_plan(spec.operands, spec.num_args, spec.num_rets,
                              len(spec.scalar_types))

@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import numbers
-from typing import Any, Mapping, Sequence
+import re
+import typing
 
 import numpy as np
 
@@ -39,6 +40,10 @@ class Param:
     scalar_type: str | None     # for SCALAR: a SCALAR_TYPES entry
     has_default: bool
     keyword_only: bool
+    # TENSOR only: annotated as a tensor (``cute.Tensor``,
+    # ``Optional[cute.Tensor]``); unannotated parameters are TENSOR too,
+    # but a runtime scalar may fill them.
+    annotated: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,26 +73,38 @@ class LauncherSignature:
                     f"its parameters are {', '.join(sorted(known)) or '(none)'}")
 
 
-def _annotation_name(annotation) -> str:
+def _annotation_names(annotation) -> list[str]:
+    """The type names an annotation mentions, innermost last: ``"cute.Tensor"``
+    -> ``["Tensor"]``, ``Optional[cute.Tensor]`` -> ``["Optional", "Tensor",
+    "NoneType"]``, ``Int32 | int | None`` -> ``["Int32", "int", "NoneType"]``.
+    String annotations (``from __future__ import annotations``) are split
+    into their dotted words."""
     if annotation is inspect.Parameter.empty:
-        return ""
+        return []
     if isinstance(annotation, str):
-        return annotation.rsplit(".", 1)[-1].strip()
-    return getattr(annotation, "__name__", "") or type(annotation).__name__
+        return [w.rsplit(".", 1)[-1] for w in
+                re.findall(r"[A-Za-z_][\w.]*", annotation)]
+    names = [getattr(annotation, "__name__", "") or type(annotation).__name__]
+    for arg in typing.get_args(annotation):
+        names += _annotation_names(arg)
+    return names
 
 
 def _classify(p: inspect.Parameter) -> Param:
-    ann = _annotation_name(p.annotation)
-    if ann == "CUstream" or (not ann and p.name == "stream"):
+    names = _annotation_names(p.annotation)
+    first = names[0] if names else ""
+    scalar = next((n for n in names if n in SCALAR_TYPES), None)
+    if first == "CUstream" or (not names and p.name == "stream"):
         kind, st = STREAM, None
-    elif ann in SCALAR_TYPES:
-        kind, st = SCALAR, ann
-    elif ann.startswith("Constexpr"):
+    elif first.startswith("Constexpr"):
         kind, st = CONSTEXPR, None
+    elif scalar is not None and not any("Tensor" in n for n in names):
+        kind, st = SCALAR, scalar
     else:
         kind, st = TENSOR, None
+    annotated = kind == TENSOR and any("Tensor" in n for n in names)
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
-                 p.kind == p.KEYWORD_ONLY)
+                 p.kind == p.KEYWORD_ONLY, annotated)
 
 
 def analyze(fn) -> LauncherSignature:
@@ -137,7 +154,7 @@ def is_scalar_value(x) -> bool:
     return False
 
 
-def _python_value(x, what: str):
+def python_value(x, what: str):
     if isinstance(x, np.generic):
         return x.item()
     if isinstance(x, (bool, numbers.Number)):
@@ -150,7 +167,7 @@ def concrete_scalar(x, what: str):
     """`x` as a Python value if it is a scalar known on the host; raises a
     clear error for traced values, which a runtime scalar cannot be."""
     if is_scalar_value(x):
-        return _python_value(x, what)
+        return python_value(x, what)
     import jax
 
     if isinstance(x, jax.core.Tracer):
@@ -207,135 +224,3 @@ def encode_scalar(name: str, scalar_type: str, value) -> ScalarArg:
         return ScalarArg(name, scalar_type, bits)
     raise TypeError(f"cutecall: {what}: unsupported scalar type; supported: "
                     f"{', '.join(SCALAR_TYPES)}")
-
-
-# ---------------------------------------------------------------------------
-# Binding one call
-
-@dataclasses.dataclass(frozen=True)
-class Binding:
-    """How one call fills the launcher's positional parameters. Hashable: it
-    is a static argument of the traced call (scalar values included, so each
-    distinct value lowers its own custom call; the DSL compile is shared).
-
-    ``slots[i]`` for positional parameter ``i``: ``("stream",)``,
-    ``("in", k)`` (the call's k-th positional array argument),
-    ``("out", j)`` (the j-th kernel output), ``("scalar", s)``, or
-    ``("default",)`` (left to its default value).
-    ``arrays[k]`` is the call's positional index of array argument k.
-    """
-
-    slots: tuple
-    arrays: tuple
-    scalars: tuple          # ScalarArg, in slot order
-    keyword_scalars: tuple  # (param name, scalar index) for keyword-only
-
-
-def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
-         num_outputs: int, order: str, constexpr_names) -> tuple[Binding, list]:
-    """Binds a call's arguments; returns the binding and the array arguments
-    (pytrees, None allowed) in launcher order."""
-    scalars: list[ScalarArg] = []
-    if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
-        if kwargs:
-            raise TypeError(f"cutecall: launcher '{sig.name}' takes *args, so "
-                            f"call-time keyword arguments {sorted(kwargs)} cannot "
-                            "be bound; pass them positionally")
-        slots, arrays, array_args = [("stream",)], [], []
-        for i, a in enumerate(args):
-            if is_scalar_value(a):
-                v = _python_value(a, f"argument {i}")
-                scalars.append(encode_scalar(f"arg{i}", infer_scalar_type(v), v))
-                slots.append(("scalar", len(scalars) - 1))
-            else:
-                slots.append(("in", len(arrays)))
-                arrays.append(i)
-                array_args.append(a)
-        slots += [("out", j) for j in range(num_outputs)]
-        return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                       ()), array_args
-
-    by_name = {p.name: p for p in sig.params + sig.keyword_only}
-    for k in kwargs:
-        p = by_name.get(k)
-        if p is None or p.kind == STREAM:
-            raise TypeError(f"cutecall: launcher '{sig.name}' has no parameter "
-                            f"{k!r} to pass at call time; its parameters are "
-                            f"{', '.join(sig.keyword_names())}")
-        if k in constexpr_names:
-            raise TypeError(f"cutecall: {k!r} of launcher '{sig.name}' was given "
-                            "to cutlass_call(...) as a constexpr; it cannot also "
-                            "be passed at call time")
-    open_params = [i for i, p in enumerate(sig.params)
-                   if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
-                   and p.name not in constexpr_names]
-    # Outputs are the last (or first) array parameters without a default;
-    # the call's positional arguments fill the remaining ones in order.
-    out_candidates = [i for i in open_params
-                      if sig.params[i].kind == TENSOR and not sig.params[i].has_default]
-    n_args = len(args)
-    if num_outputs > len(out_candidates):
-        out_pos = None
-    elif order == "outputs_first":
-        out_pos = out_candidates[:num_outputs]
-    else:
-        out_pos = out_candidates[len(out_candidates) - num_outputs:]
-    in_pos = [i for i in open_params if i not in (out_pos or ())]
-    if out_pos is None or n_args > len(in_pos):
-        names = [sig.params[i].name for i in open_params]
-        raise TypeError(
-            f"cutecall: launcher '{sig.name}' has {len(open_params)} parameters "
-            f"for arrays and runtime scalars ({', '.join(names) or 'none'}), but "
-            f"the call passes {n_args} positional argument(s) and "
-            f"{num_outputs} output(s)")
-    in_pos = in_pos[:n_args]
-
-    slots: list = [None] * len(sig.params)
-    arrays, array_args = [], []
-    for i, p in enumerate(sig.params):
-        if p.kind == STREAM:
-            slots[i] = ("stream",)
-    for j, i in enumerate(out_pos):
-        slots[i] = ("out", j)
-
-    def scalar(p: Param, value, what) -> tuple:
-        v = concrete_scalar(value, what)
-        st = p.scalar_type or infer_scalar_type(v)
-        scalars.append(encode_scalar(p.name, st, v))
-        return ("scalar", len(scalars) - 1)
-
-    for k, i in enumerate(in_pos):
-        p, a = sig.params[i], args[k]
-        if p.kind == SCALAR or is_scalar_value(a):
-            slots[i] = scalar(p, a, f"argument {p.name!r} of '{sig.name}'")
-        else:
-            slots[i] = ("in", len(arrays))
-            arrays.append(k)
-            array_args.append(a)
-    keyword_scalars = []
-    for k, v in kwargs.items():
-        p = by_name[k]
-        if p.kind == TENSOR and not is_scalar_value(v):
-            raise TypeError(f"cutecall: array argument {k!r} of '{sig.name}' "
-                            "must be passed positionally (keywords carry "
-                            "runtime scalars only)")
-        s = scalar(p, v, f"argument {k!r} of '{sig.name}'")
-        if p.keyword_only:
-            keyword_scalars.append((k, s[1]))
-        else:
-            slots[sig.params.index(p)] = s
-    for i, p in enumerate(sig.params):
-        if slots[i] is None:
-            if p.name in constexpr_names or p.has_default:
-                slots[i] = ("default",)
-            else:
-                raise TypeError(f"cutecall: launcher '{sig.name}' parameter "
-                                f"{p.name!r} receives no value")
-    for p in sig.keyword_only:
-        if not p.has_default and p.name not in kwargs and \
-                p.name not in constexpr_names:
-            raise TypeError(f"cutecall: launcher '{sig.name}' needs keyword "
-                            f"argument {p.name!r} (a constexpr to cutlass_call, "
-                            "or a runtime scalar at call time)")
-    return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                   tuple(keyword_scalars)), array_args

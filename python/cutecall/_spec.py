@@ -17,7 +17,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-PLAN_VERSION = 2
+from . import _layout
+
+PLAN_VERSION = 3
 SOURCE_ARG, SOURCE_RET = 0, 1
 FLAG_SHAPE64, FLAG_STRIDED = 1, 2
 MAX_RANK = 8
@@ -63,7 +65,11 @@ class TensorSpec:
         per dim. Default: every dim is a runtime value (one compile serves
         every shape).
       divisibility: an int per dim (or one int for all) the kernel may assume
-        divides that extent; checked before every launch.
+        divides that extent; checked before every launch. Default: derived
+        from the extent at trace time -- its divisibility class, the largest
+        power of two dividing it, capped at 16 bytes' worth of elements
+        (``docs/abi.md``, layout specialization); every shape in a class
+        shares one compile. ``divisibility=1`` assumes nothing.
       ptr_assumed_align: alignment in bytes the kernel may assume of the data
         pointer; checked before every launch. Default 16.
       dims: a name (or None) per dim. Dims of any operands that share a name
@@ -100,13 +106,16 @@ class OperandSpec:
     static_stride: tuple = ()
     dims: tuple = ()     # dim name or None per dim (from TensorSpec.dims)
     tie: tuple = ()      # per dim: symbol index (shared runtime value) or -1
+    # Per dim, strided operands: the divisibility class of a dynamic stride
+    # (1 = no assumption). Compact operands derive theirs from the extents.
+    stride_div: tuple = ()
 
     def key(self) -> list:
         return [self.name, self.source, self.index, self.cutlass_dtype,
                 self.rank, list(self.static_shape), list(self.divisibility),
                 list(self.order), None if self.mode is None else list(self.mode),
                 self.align, self.shape64, self.strided, list(self.static_stride),
-                list(self.tie)]
+                list(self.tie), list(self.stride_div)]
 
 
 def _per_dim(value, rank: int, what: str, default):
@@ -119,6 +128,18 @@ def _per_dim(value, rank: int, what: str, default):
         raise ValueError(f"cutecall: {what} has {len(value)} entries for a "
                          f"rank-{rank} operand: {value!r}")
     return value
+
+
+def with_static(spec: TensorSpec | None, mask: tuple) -> TensorSpec:
+    """`spec` with the extents `mask` marks compiled in too (the static
+    fallback, ``_fallback``)."""
+    spec = spec or TensorSpec()
+    if isinstance(spec.static, bool) or spec.static is None:
+        given = (bool(spec.static),) * len(mask)
+    else:
+        given = tuple(spec.static)
+    return dataclasses.replace(
+        spec, static=tuple(a or b for a, b in zip(given, mask)))
 
 
 def make_operand(name: str, source: int, index: int, shape, dtype,
@@ -144,8 +165,12 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
             any(d is not None and not isinstance(d, str) for d in dims):
         raise ValueError(f"cutecall: {name}: dims must be a name (str) or None "
                          f"per dim of the rank-{rank} operand, got {spec.dims!r}")
-    div = tuple(int(d) for d in _per_dim(spec.divisibility, rank,
-                                         f"{name}: divisibility", 1))
+    if spec.divisibility is None:
+        div = _layout.extent_classes(
+            shape, static, _layout.class_cap(_layout.element_bits(ct, nbytes)))
+    else:
+        div = tuple(int(d) for d in _per_dim(spec.divisibility, rank,
+                                             f"{name}: divisibility", 1))
     for d, v in enumerate(div):
         if v < 1:
             raise ValueError(f"cutecall: {name}: divisibility of dim {d} must "
@@ -235,7 +260,7 @@ def xla_layout(op: OperandSpec) -> tuple[int, ...]:
 
 def encode_plan(operands, num_args: int, num_rets: int,
                 num_scalars: int = 0) -> np.ndarray:
-    """The int64 launch plan of abi.h, version 2 (docs/abi.md)."""
+    """The int64 launch plan of abi.h, version 3 (docs/abi.md)."""
     out = [PLAN_VERSION, num_args, num_rets, len(operands), num_scalars]
     for op in operands:
         flags = (FLAG_SHAPE64 if op.shape64 else 0) | \
@@ -251,12 +276,47 @@ def encode_plan(operands, num_args: int, num_rets: int,
         out.append(len(dyn))
         for entry in dyn:
             out += list(entry)
+        stride_div = op.stride_div or (1,) * op.rank
         dyn_stride = [] if not op.strided else \
-            [(d, 1) for d, v in enumerate(op.static_stride) if v is None]
+            [(d, stride_div[d]) for d, v in enumerate(op.static_stride)
+             if v is None]
         out.append(len(dyn_stride))
         for d, v in dyn_stride:
             out += [d, v]
+        # Version 3: static strides other than the unit stride (a strided
+        # operand's dims named nowhere have stride 1).
+        static_stride = [] if not op.strided else \
+            [(d, v) for d, v in enumerate(op.static_stride)
+             if v is not None and v != 1]
+        out.append(len(static_stride))
+        for d, v in static_stride:
+            out += [d, v]
     return np.asarray(out, dtype=np.int64)
+
+
+def decode_plan(plan) -> list[dict]:
+    """The operands of an encoded plan (any version): per operand
+    ``source, index, rank, elem_bytes, align, flags``, ``static`` [(dim,
+    extent)], ``dynamic`` [(dim, divisibility, symbol)], ``dyn_stride``
+    [(dim, divisibility)], ``static_stride`` [(dim, stride)]. The C++
+    parser validates; this only reads (bundles' manifests, tests)."""
+    version, pos, out = plan[0], 5, []
+    for _ in range(plan[3]):
+        op = dict(zip(("source", "index", "rank", "elem_bytes", "align",
+                       "flags"), plan[pos:pos + 6]))
+        pos += 6
+        for field, width in (("static", 2), ("dynamic", 3 if version >= 2
+                                               else 2), ("dyn_stride", 2),
+                             ("static_stride", 2 if version >= 3 else 0)):
+            if width == 0:
+                op[field] = []
+                continue
+            n = plan[pos]
+            op[field] = [tuple(plan[pos + 1 + width * j:pos + 1 + width * (j + 1)])
+                         for j in range(n)]
+            pos += 1 + width * n
+        out.append(op)
+    return out
 
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,20 @@ import cutlass
 import cutlass.cute as cute
 import cuda.bindings.driver as cuda
 
-from . import _compat
+from . import _compat, _layout
+
+
+def _assume(v, divisibility: int):
+    """`v` with its divisibility made known to the compiler (a no-op on
+    static values, which the compiler sees already)."""
+    if isinstance(v, int) or divisibility <= 1:
+        return v
+    return cute.assume(v, divby=divisibility)
+
+
+def _cap(op) -> int:
+    return _layout.class_cap(_layout.element_bits(op.cutlass_dtype,
+                                                  op.elem_bytes))
 
 
 def _as_i64(v):
@@ -61,21 +74,23 @@ def build_tensors(slots, spec):
                 k += 1
                 if sym >= 0:
                     symbols[sym] = v
-            if op.divisibility[d] > 1:
-                v = cute.assume(v, divby=op.divisibility[d])
-            shape.append(v)
+            shape.append(_assume(v, op.divisibility[d]))
         shape = tuple(shape)
         if op.strided:
+            stride_div = op.stride_div or (1,) * op.rank
             stride = []
             for d in range(op.rank):
                 if op.static_stride[d] is not None:
                     stride.append(op.static_stride[d])
                 else:
-                    stride.append(slots[k])
+                    stride.append(_assume(slots[k], stride_div[d]))
                     k += 1
             stride = tuple(stride)
         else:
-            stride = _compact_strides(shape, op.order)
+            stride_div = _layout.compact_stride_divisibility(
+                op.static_shape, op.divisibility, op.order, _cap(op))
+            stride = tuple(_assume(v, dv) for v, dv in
+                           zip(_compact_strides(shape, op.order), stride_div))
         layout = cute.make_layout(shape, stride=stride)
         if op.mode is not None:
             layout = cute.select(layout, mode=list(op.mode))
@@ -86,7 +101,7 @@ def build_tensors(slots, spec):
 def call_launcher(stream, tensors, scalars, spec):
     """Calls the user's launcher with the signature it declares: each
     positional parameter gets the stream, an input pytree, an output or a
-    runtime scalar (``_signature.Binding``); once a parameter is left to its
+    runtime scalar (``_binding.Binding``); once a parameter is left to its
     default, later ones go by keyword."""
     n_in = spec.num_inputs
     ins = spec.input_tree.unflatten(tensors[:n_in])
@@ -98,7 +113,8 @@ def call_launcher(stream, tensors, scalars, spec):
         if slot[0] == "default":
             by_keyword = True
             continue
-        value = stream if slot[0] == "stream" else sources[slot[0]][slot[1]]
+        value = stream if slot[0] == "stream" else \
+            None if slot[0] == "none" else sources[slot[0]][slot[1]]
         if by_keyword:
             kwargs[name] = value
         else:

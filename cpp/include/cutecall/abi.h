@@ -27,7 +27,7 @@
 namespace cutecall::abi {
 
 // The version this build writes; it reads kOldestPlanVersion..kPlanVersion.
-inline constexpr int64_t kPlanVersion = 2;
+inline constexpr int64_t kPlanVersion = 3;
 inline constexpr int64_t kOldestPlanVersion = 1;
 // Upper bound of flat slots per call; packing storage lives on the stack.
 inline constexpr size_t kMaxSlots = 256;
@@ -58,17 +58,20 @@ enum class Source : int64_t { kArg = 0, kRet = 1 };
 inline constexpr int64_t kFlagShape64 = 1 << 0;   // shape slots are int64
 inline constexpr int64_t kFlagStrided = 1 << 1;   // stride slots follow
 
-// Encoded plan, version 2 (all int64):
+// Encoded plan, version 3 (all int64):
 //   header:  [version, num_args, num_rets, num_operands, num_scalars]
 //   operand: [source, index, rank, elem_bytes, align, flags,
 //             n_static, (dim, value) * n_static,
 //             n_dyn_shape, (dim, divisibility, symbol) * n_dyn_shape,
-//             n_dyn_stride, (dim, divisibility) * n_dyn_stride]
+//             n_dyn_stride, (dim, divisibility) * n_dyn_stride,
+//             n_static_stride, (dim, stride) * n_static_stride]
 // `symbol` is kNoSymbol (the dim owns a slot) or an index into the call's
 // symbol table, dense 0..S-1. A symbol's first occurrence in plan order
 // (operands, then entries) owns a slot; later occurrences own none and must
-// equal it at execute. Version 1: dynamic-shape entries are (dim,
-// divisibility) pairs, no symbols, and num_scalars must be 0.
+// equal it at execute. Static strides (strided operands only) are compiled
+// in; a strided operand's dims with neither a dynamic nor a static stride
+// have stride 1. Version 2: no static-stride list. Version 1 also: dynamic-
+// shape entries are (dim, divisibility) pairs, no symbols, num_scalars 0.
 inline constexpr size_t kHeaderSize = 5;
 inline constexpr size_t kOperandFixedSize = 6;
 inline constexpr int64_t kNoSymbol = -1;

@@ -4,7 +4,7 @@
 // instantiate, a torch launch object, a bundle entry) and the per-call
 // packing of buffers into abi::Slot storage.
 // Contract: Parse validates everything that can be validated without data
-// (plan versions 1 and 2); PackOperand performs only the checks that need the
+// (plan versions 1 to 3); PackOperand performs only the checks that need the
 // buffer (rank, static extents, divisibility, alignment, int32 range, tied
 // dims), allocates nothing, and names the kernel, the operand and the value
 // in every error. Scalar slots are filled by the caller (CallState), after
@@ -60,6 +60,7 @@ struct OperandPlan {
   std::vector<DimRule> static_dims;
   std::vector<DimRule> dyn_shape;
   std::vector<DimRule> dyn_stride;
+  std::vector<DimRule> static_stride;  // value: the stride compiled in
   size_t first_slot = 0;
   std::string name;
 };

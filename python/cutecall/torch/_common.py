@@ -31,21 +31,45 @@ def supported_dtypes() -> str:
     return ", ".join(sorted(_spec._DTYPES))
 
 
-def operand(name: str, index: int, t: torch.Tensor, props) -> _spec.OperandSpec:
+def operand(name: str, index: int, t, props, mask: int = 0) -> _spec.OperandSpec:
     """The strided operand a tensor compiles to: every extent and stride a
-    runtime value, except the unit stride (static 1, so the compiler can
-    vectorize along it) and the alignment C++ measured."""
-    unit_dim, align, wide = props
+    runtime value of its divisibility class (C++ measured them: `props`),
+    except the unit stride (static 1, so the compiler can vectorize along
+    it) and what `mask` compiles in (bit d: extent d; bit 8+d: stride d;
+    the static fallback). `t` is a tensor or anything with ``shape``,
+    ``stride()`` and ``dtype``."""
+    unit_dim, align, wide, extent_div, stride_div = props
     cutlass_name, nbytes = dtype_entry(t.dtype)
-    rank = t.dim()
+    rank = len(t.shape)
+    shape, strides = tuple(int(x) for x in t.shape), tuple(t.stride())
+    static_shape = tuple(shape[d] if mask >> d & 1 else None
+                         for d in range(rank))
+    static_stride = tuple(
+        (strides[d] if shape[d] > 1 else 0) if mask >> (8 + d) & 1 else
+        1 if d == unit_dim else None for d in range(rank))
     return _spec.OperandSpec(
         name=name, source=_spec.SOURCE_ARG, index=index,
         cutlass_dtype=cutlass_name, elem_bytes=nbytes, rank=rank,
-        static_shape=(None,) * rank, divisibility=(1,) * rank,
+        static_shape=static_shape,
+        divisibility=tuple(1 if s is not None else int(v)
+                           for s, v in zip(static_shape, extent_div)),
         order=tuple(range(rank - 1, -1, -1)), mode=None, align=int(align),
-        shape64=bool(wide), strided=True,
-        static_stride=tuple(1 if d == unit_dim else None for d in range(rank)),
-        dims=(None,) * rank, tie=(-1,) * rank)
+        shape64=bool(wide), strided=True, static_stride=static_stride,
+        dims=(None,) * rank, tie=(-1,) * rank,
+        stride_div=tuple(1 if s is not None else int(v)
+                         for s, v in zip(static_stride, stride_div)))
+
+
+def tensor_props(t) -> tuple:
+    """The layout facts C++ reads from a tensor (``_core.layout_props``),
+    computed for any tensor, meta and CPU ones included (a meta tensor's
+    pointer counts as 16-byte aligned) or a :class:`TensorDesc`."""
+    address = getattr(t, "address", None)
+    if address is None:
+        address = 0 if t.device.type == "meta" else t.data_ptr()
+    bits = 8 * dtype_entry(t.dtype)[1]
+    return _core.layout_props(list(t.shape), list(t.stride()), int(address),
+                              bits)
 
 
 _arch_lock = threading.Lock()

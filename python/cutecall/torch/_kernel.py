@@ -12,12 +12,12 @@ from __future__ import annotations
 import itertools
 import re
 import weakref
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import _compile, _core, _signature, _spec
-from . import _common
+from .. import _binding, _compile, _core, _signature, _spec
+from . import _common, _specialize
 
 _op_ids = itertools.count()
 _is_compiling = torch.compiler.is_compiling  # dynamo folds it to True
@@ -38,16 +38,28 @@ class Kernel:
     outputs only).
     """
 
-    def __init__(self, launcher: Callable, *, outputs: int = 1,
+    def __init__(self, launcher: Callable, *, outputs: int | Sequence[str] = 1,
                  allocate: Callable | None = None, name: str | None = None,
-                 compile_options: str | None = None, **constexprs):
+                 compile_options: str | None = None,
+                 static: bool | dict | None = None,
+                 static_fallback: bool | None = None, **constexprs):
         if not callable(launcher):
             raise TypeError(f"cutecall: launcher must be callable, got "
                             f"{type(launcher).__name__}: {launcher!r}")
+        output_names = None
+        if isinstance(outputs, (list, tuple)):
+            output_names = tuple(outputs)
+            if not all(isinstance(o, str) for o in output_names):
+                raise TypeError(f"cutecall: outputs must be an int or parameter "
+                                f"names, got {outputs!r}")
+            outputs = len(output_names)
         if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 0:
-            raise ValueError(f"cutecall: outputs must be an int >= 0 (how many of "
-                             f"the launcher's last tensor parameters it writes), "
-                             f"got {outputs!r}")
+            raise ValueError(f"cutecall: outputs must be an int >= 0 (how many "
+                             f"tensor parameters the launcher writes) or their "
+                             f"names, got {outputs!r}")
+        if static_fallback is not None and not isinstance(static_fallback, bool):
+            raise TypeError(f"cutecall: static_fallback must be a bool or None, "
+                            f"got {static_fallback!r}")
         if allocate is not None and not callable(allocate):
             raise TypeError(f"cutecall: allocate must be a callable returning the "
                             f"output tensors, got {allocate!r}")
@@ -64,9 +76,14 @@ class Kernel:
         self.options = compile_options
         self.num_outputs = outputs
         self.allocate = allocate
+        self.static_fallback = static_fallback
         self.params = self._open_params()
-        self.output_params = self._output_params()
+        self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
+        self.static_masks = None  # per argument: what is compiled in
+        masks = _specialize.masks_from_option(static, self.params)
+        if masks is not None:
+            self.use_static_masks(masks)
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
         self._op = self._custom_op()
@@ -89,14 +106,38 @@ class Kernel:
                 if p.kind in (_signature.TENSOR, _signature.SCALAR)
                 and p.name not in given]
 
-    def _output_params(self) -> list[str]:
-        tensors = [p.name for p in self.params
-                   if p.kind == _signature.TENSOR and not p.has_default]
-        if self.sig.inspected and self.num_outputs > len(tensors):
+    def _output_params(self, names) -> list[str]:
+        """The parameters the kernel writes: `names`, else placed by the
+        binding rule (``_binding``) for a call that passes a value of its
+        annotated kind to every other parameter without a default."""
+        tensors = [p.name for p in self.params if p.kind == _signature.TENSOR]
+        if names is not None:
+            for n in names:
+                if n not in tensors:
+                    raise ValueError(f"cutecall: outputs names {n!r}, which is "
+                                     f"not a tensor parameter of '{self.name}'; "
+                                     f"those are {', '.join(tensors)}")
+            return list(names)
+        if not self.num_outputs or not self.sig.inspected:
+            return []
+        index = {p.name: i for i, p in enumerate(self.sig.params)}
+        required = [index[p.name] for p in self.params if not p.has_default]
+        params = self.sig.params
+        best, best_score = None, None
+        for outs in itertools.combinations(
+                [i for i in required if params[i].kind == _signature.TENSOR],
+                self.num_outputs):
+            rest = [i for i in required if i not in outs]
+            kinds = [_binding.SCALAR_ARG if params[i].kind == _signature.SCALAR
+                     else _binding.ARRAY for i in rest]
+            score = _binding.score("inputs_first", outs, rest, kinds, params)
+            if best_score is None or score < best_score:
+                best, best_score = outs, score
+        if best is None:
             raise ValueError(f"cutecall: launcher '{self.name}' has "
-                             f"{len(tensors)} tensor parameters, fewer than "
-                             f"outputs={self.num_outputs}")
-        return tensors[len(tensors) - self.num_outputs:] if self.num_outputs else []
+                             f"{len(tensors)} tensor parameters without "
+                             f"defaults, fewer than outputs={self.num_outputs}")
+        return [params[i].name for i in best]
 
     def _allocate_and_launch(self, args):
         outs = self.allocate(*args)
@@ -134,19 +175,7 @@ class Kernel:
     # -- the slow path: compile a specialization, or explain the error ------
 
     def _on_miss(self, args, props):
-        names = [p.name for p in self.params] if self.sig.inspected else []
-        what = [f"argument {names[k]!r}" if k < len(names) else f"argument {k}"
-                for k in range(len(args))]
-        for k, a in enumerate(args):  # kinds first, then where tensors live
-            if k < len(names) and self.params[k].kind == _signature.SCALAR \
-                    and isinstance(a, torch.Tensor):
-                raise TypeError(f"cutecall: {what[k]} of '{self.name}' is a runtime "
-                                f"scalar ({self.params[k].scalar_type}); pass a "
-                                f"Python value, got a tensor")
-            if not isinstance(a, (torch.Tensor, bool, int, float)):
-                raise TypeError(f"cutecall: {what[k]} of '{self.name}' must be a "
-                                f"torch.Tensor or a bool/int/float, got "
-                                f"{type(a).__name__}: {a!r}")
+        what = self._check_kinds(args, (torch.Tensor,))
         device = None
         for k, a in enumerate(args):
             if isinstance(a, torch.Tensor):
@@ -154,51 +183,78 @@ class Kernel:
         if device is None:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
-        arch = _common.device_arch(device)
-        spec, uses = self.specialize(args, props, arch)
-        kernel = _common.compile_spec(spec, self.name, self.options, arch)
+        kernel, uses = _specialize.compile_call(
+            self, args, props, _common.device_arch(device))
         return _common.registration(kernel, uses)
 
-    def specialize(self, args, props, arch: str):
-        """The KernelSpec (and per-argument uses) of a call whose tensors
-        have C++'s `props` (unit-stride dim, alignment, 64-bit), for `arch`.
-        No device needed: tests build specializations from CPU tensors."""
+    def _check_kinds(self, args, tensor_types) -> list[str]:
+        """Raises for an argument no parameter can take; returns how errors
+        name each argument."""
         names = [p.name for p in self.params] if self.sig.inspected else []
-        binding, _ = _signature.bind(self.sig, args, {}, 0, "inputs_first",
-                                     {k for k, _ in self.constexprs})
-        operands = []
-        for a, k in enumerate(binding.arrays):
-            if props[k] is None:
-                raise RuntimeError(f"cutecall: '{self.name}': tensor argument {k} "
-                                   "could not be read through DLPack")
-            nm = names[k] if k < len(names) else f"arg{k}"
-            operands.append(_common.operand(nm, a, args[k], props[k]))
-        scalar_types = tuple(s.scalar_type for s in binding.scalars)
-        key = _spec.specialization_key(
-            self.fn, operands, "torch", "", self.constexprs, self.options, arch,
-            _compile.versions(),
-            extra=["torch", list(map(list, binding.slots)), list(scalar_types)])
-        params = self.sig.params if self.sig.inspected else ()
-        spec = _compile.KernelSpec(
-            launcher=self.fn, constexprs=self.constexprs,
-            operands=tuple(operands), num_inputs=len(operands),
-            num_args=len(operands), num_rets=0,
-            input_tree=_compile.FlatTree(len(operands)),
-            output_tree=_compile.FlatTree(0), key=key,
-            param_names=tuple(p.name for p in params) or
-            tuple(f"p{i}" for i in range(len(binding.slots))),
-            slots=binding.slots, keyword_scalars=binding.keyword_scalars,
-            scalar_types=scalar_types)
-        uses, s = [], 0
-        array_index = {k: a for a, k in enumerate(binding.arrays)}
-        for k in range(len(args)):
-            if k in array_index:
-                uses.append((_common.USE_TENSOR, array_index[k], 0))
-            else:
-                uses.append((_common.USE_SCALAR, s,
-                             _common.SCALAR_CODE[scalar_types[s]]))
-                s += 1
-        return spec, uses
+        what = [f"argument {names[k]!r}" if k < len(names) else f"argument {k}"
+                for k in range(len(args))]
+        for k, a in enumerate(args):
+            if k < len(names) and self.params[k].kind == _signature.SCALAR \
+                    and isinstance(a, tensor_types):
+                raise TypeError(f"cutecall: {what[k]} of '{self.name}' is a runtime "
+                                f"scalar ({self.params[k].scalar_type}); pass a "
+                                f"Python value, got a tensor")
+            if not (a is None or isinstance(a, (bool, int, float) + tensor_types)):
+                raise TypeError(f"cutecall: {what[k]} of '{self.name}' must be a "
+                                f"torch.Tensor, None or a bool/int/float, got "
+                                f"{type(a).__name__}: {a!r}")
+        return what
+
+    def specialize(self, args, props, arch: str):
+        """(KernelSpec, per-argument uses) of a launcher-order call whose
+        tensors have C++'s `props` (``_core.layout_props``), for `arch`;
+        what the miss path compiles, without compiling. No device needed."""
+        return _specialize.build(self, args, props, arch, self.static_masks)[:2]
+
+    def use_static_masks(self, masks) -> None:
+        """Compiles in what `masks` names from now on (per argument: bit d
+        the extent of dim d, bit 8+d its stride); the static fallback calls
+        this with the rung that compiled."""
+        self.static_masks = list(masks)
+        self.launch.set_static(self.static_masks)
+
+    def compile(self, *args, arch: str | None = None) -> _compile.CompiledKernel:
+        """Compiles (or finds in the artifact store) the specialization these
+        arguments select, without launching. Needs no GPU.
+
+        Example::
+
+            k = cutecall.torch.kernel(vector_add_launcher)
+            meta = torch.empty(4096, device="meta")
+            k.compile(meta, meta, meta)         # a server warms up, CI checks
+            k.compile(TensorDesc((4096,), torch.float32), ...)   # or describe
+
+        Args:
+          *args: the launcher-order arguments of a call, as for ``k(...)``
+            (without the outputs when ``allocate`` is set: they are
+            allocated like the arguments, e.g. on ``meta``). Tensors may be
+            real, ``device="meta"`` (pointer taken as 16-byte aligned) or
+            :class:`TensorDesc`; scalars are example values.
+          arch: the target (default ``$CUTECALL_ARCH``, else the tensors'
+            CUDA device, else ``sm_90a``).
+
+        Returns:
+          The :class:`cutecall.CompiledKernel`. The first launch with
+          tensors of the same layout classes finds it instead of compiling.
+        """
+        if self.allocate is not None and \
+                len(args) == len(self.params) - self.num_outputs:
+            outs = self.allocate(*args)
+            outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
+            args = tuple(self._merge(args, outs))
+        self._check_kinds(args, (torch.Tensor, _specialize.TensorDesc))
+        cuda = next((a.device for a in args if isinstance(a, torch.Tensor)
+                     and a.device.type == "cuda"), None)
+        arch = arch or (_common.device_arch(cuda) if cuda is not None
+                        else _compile.default_arch())
+        props = [_common.tensor_props(a) if _specialize.is_tensor(a) else None
+                 for a in args]
+        return _specialize.compile_call(self, args, props, arch)[0]
 
     def _check_tensor(self, t: torch.Tensor, what: str, device):
         if t.device.type != "cuda":
@@ -263,9 +319,11 @@ class Kernel:
         return op
 
 
-def kernel(launcher: Callable, *, outputs: int = 1,
+def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
            allocate: Callable | None = None, name: str | None = None,
-           compile_options: str | None = None, **constexprs: Any) -> Kernel:
+           compile_options: str | None = None,
+           static: bool | dict | None = None,
+           static_fallback: bool | None = None, **constexprs: Any) -> Kernel:
     """Makes a ``@cute.jit`` launcher callable with torch tensors.
 
     Example::
@@ -287,9 +345,12 @@ def kernel(launcher: Callable, *, outputs: int = 1,
         parameter, or one named ``stream``; optional), ``cute.Tensor``
         parameters, runtime scalars annotated with a DSL type
         (``cutlass.Float32``...), and constexprs.
-      outputs: how many of the launcher's last tensor parameters it writes
-        (1). They are the ones ``torch.compile`` treats as mutated, and the
-        ones ``allocate`` creates.
+      outputs: how many tensor parameters the launcher writes (1), or
+        their names. By number, they are placed as cutecall's binding rule
+        places them: tensor parameters without defaults right after the
+        inputs, before any runtime scalars (QuACK's and FA4's convention).
+        They are the ones ``torch.compile`` treats as mutated, and the ones
+        ``allocate`` creates.
       allocate: ``allocate(*args) -> Tensor | tuple[Tensor, ...]``: makes the
         outputs from the call's arguments (e.g. ``torch.empty_like``); the
         call then omits them and returns them. Default None: the caller
@@ -297,15 +358,28 @@ def kernel(launcher: Callable, *, outputs: int = 1,
       name: the kernel's name in errors (default: the launcher's).
       compile_options: CuTe DSL compile options (``--gpu-arch`` defaults to
         the tensors' device; ``$CUTECALL_ARCH`` overrides).
+      static: compile extents (and strides) in: ``True`` for every one of
+        every tensor (one compile per shape and stride), or
+        ``{parameter: True | per-dim bools}`` for some extents. Default:
+        everything dynamic, and the static fallback decides.
+      static_fallback: when the DSL rejects dynamic layouts, compile the
+        fewest extents in that make the kernel compile (warning once,
+        :class:`cutecall.StaticFallbackWarning`); ``False`` raises instead.
+        Default: ``$CUTECALL_STATIC_FALLBACK`` (on unless ``0``).
       **constexprs: compile-time values for the launcher's parameters.
 
     One compile serves every shape and stride (views included) of a
     specialization: dtypes, ranks, the unit-stride dim, pointer alignment
-    (16, 8, 4... bytes), 64-bit extents, device, and the constexprs. Calls
+    (16, 8, 4... bytes), the divisibility class of every extent and stride
+    (the largest power of two dividing it, up to 16 bytes' worth of
+    elements), 64-bit extents, device, and the constexprs. ``None`` passes
+    ``None`` to an ``Optional`` tensor parameter. ``k.compile(*args)``
+    compiles a specialization ahead of time, without a GPU. Calls
     run on ``torch.cuda.current_stream()`` of the tensors' device (captured
     by ``torch.cuda.graph``), on that device even when another is current.
     Runtime scalars are passed positionally; annotate them (``cutlass.Int32``,
     ``cutlass.Float32``...) to use the kernel under ``torch.compile``.
     """
     return Kernel(launcher, outputs=outputs, allocate=allocate, name=name,
-                  compile_options=compile_options, **constexprs)
+                  compile_options=compile_options, static=static,
+                  static_fallback=static_fallback, **constexprs)
