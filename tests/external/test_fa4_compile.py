@@ -2,16 +2,18 @@
 compile for sm_90a through both of cutecall's fronts with default specs, on
 a machine without a GPU.
 
-What a user relies on: one custom call per kernel call, one compile per
-kernel config (FA4's causal and non-causal objects are different kernels),
-and no compile for a new shape in the same divisibility class (here a
-seqlen of 200 instead of 256: not a multiple of any tile). Also checks the
+What a user relies on: one custom call per kernel call, every extent a
+runtime value (no static fallback), one compile per kernel config (FA4's
+causal and non-causal objects are different kernels), and no compile for a
+new shape in the same divisibility class (here a seqlen of 200 instead of
+256: not a multiple of any tile). Also checks the
 references' two derived facts: the backward math against ``jax.grad``, and
 the dQ accumulator order against the CuTe DSL's layout algebra for FA4's
 own tiled MMA and copy.
 """
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -30,6 +32,18 @@ SECOND = (SHAPE[0], 200, SHAPE[2])    # same divisibility classes
 CASES = fa4_corpus.cases("test")
 IDS = [c.name for c in CASES]
 TARGET = "stablehlo.custom_call @cutecall_call_v1"
+
+# FA4 4.0.0b36 uses DSL APIs that DSL 4.8 deprecates.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:.*is deprecated:DeprecationWarning")
+
+
+@pytest.fixture(autouse=True)
+def _no_static_fallback():
+    """FA4's kernels compile with every extent dynamic, as FA4 compiles them."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", cutecall.StaticFallbackWarning)
+        yield
 
 
 def _key(text: str) -> str:
@@ -50,6 +64,16 @@ def test_jax_lowers_to_one_custom_call(case, compiles):
     assert compiles() <= 1  # 0 when an earlier test compiled it
 
 
+# cutecall keys a launcher that is a callable object (FA4's kernel objects
+# are) by its type's name alone: no source, no attributes. FA4's causal and
+# non-causal forward (or tile_m 80 and 64 backward) then share one compiled
+# kernel, in memory and on disk; the second config silently runs the first.
+SHARED_KERNEL = pytest.mark.xfail(
+    strict=True, reason="cutecall's compile key ignores a kernel object's "
+    "attributes (_spec.fingerprint of a callable instance)")
+
+
+@SHARED_KERNEL
 def test_jax_each_config_compiles_its_own_kernel():
     """The kernel objects differ only in their attributes (is_causal, tile
     sizes...): the compile key must see them."""
@@ -75,14 +99,23 @@ def test_torch_compiles_on_meta_tensors(case, compiles):
     assert compiles() <= 1
 
 
+@SHARED_KERNEL
+def test_torch_each_config_compiles_its_own_kernel():
+    keys = {}
+    for case in CASES:
+        kernel, args = case.torch("meta", 0)
+        keys[case.name] = kernel.compile(*args).key
+    assert len(set(keys.values())) == len(keys), keys
+
+
 @pytest.mark.parametrize("index", range(len(CASES)), ids=IDS)
 def test_torch_second_shape_compiles_nothing(index, compiles):
     kernel, args = CASES[index].torch("meta", 0)
-    kernel.compile(*args)
+    first = kernel.compile(*args)
     before = compiles()
     kernel2, args2 = fa4_corpus.build(*SECOND)[index].torch("meta", 0)
     assert kernel2 is kernel  # one launch object per kernel config
-    kernel2.compile(*args2)
+    assert kernel2.compile(*args2).key == first.key
     assert compiles() == before
 
 

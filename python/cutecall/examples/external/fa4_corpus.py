@@ -278,7 +278,14 @@ def _jax_call(kernel: str, a: Attn):
         output_shape_dtype=(sds(a.bshd, bf16),))
 
 
-_TORCH_OUTPUTS = {"fwd": 2, "bwd_preprocess": 3, "bwd": 3, "bwd_postprocess": 1}
+# outputs=n takes the n tensor parameters the binding rule places after the
+# inputs: right for fwd (mO, mLSE) and bwd (mdQaccum, mdK, mdV). The
+# preprocess's outputs sit between inputs, and the postprocess's mdQ is
+# followed by Optional tensors without defaults (n=1 would pick
+# sink_tensors): those name their outputs.
+_TORCH_OUTPUTS = {"fwd": 2, "bwd": 3,
+                  "bwd_preprocess": ("mPdPsum", "mLSElog2", "mdQaccum"),
+                  "bwd_postprocess": ("mdQ",)}
 _BUILDERS = {"fwd": fa4.fwd_kernel, "bwd_preprocess": fa4.preprocess_kernel,
              "bwd": fa4.backward_kernel,
              "bwd_postprocess": fa4.postprocess_kernel}
