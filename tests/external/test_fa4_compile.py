@@ -99,6 +99,16 @@ def test_torch_compiles_on_meta_tensors(case, compiles):
     assert compiles() <= 1
 
 
+@pytest.mark.parametrize("case", CASES[:4], ids=IDS[:4])
+def test_torch_meta_compile_is_what_real_tensors_launch(case):
+    """A warm-up on meta tensors compiles the specialization that tensors
+    with real (allocator-aligned) pointers select: here CPU tensors, whose
+    layout classes match CUDA allocations of the same shapes."""
+    kernel, meta = case.torch("meta", 0)
+    _, real = case.torch("cpu", 0)
+    assert kernel.compile(*meta).key == kernel.compile(*real).key
+
+
 @SHARED_KERNEL
 def test_torch_each_config_compiles_its_own_kernel():
     keys = {}
