@@ -129,6 +129,23 @@ def test_torch_second_shape_compiles_nothing(index, compiles):
     assert compiles() == before
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["noncausal", "causal"])
+def test_jax_flash_attention_and_its_vjp_lower_to_four_calls(causal):
+    """FA4's kernels composed into a differentiable JAX function: the
+    forward and the three backward kernels, one jitted program."""
+    f = fa4_corpus.jax_flash_attention(causal)
+    x = jax.ShapeDtypeStruct((SHAPE[0], SHAPE[1], SHAPE[2], fa4_kernels.HDIM),
+                             jnp.bfloat16)
+
+    def program(q, k, v, do):
+        o, vjp = jax.vjp(f, q, k, v)
+        return o, vjp(do)
+
+    text = jax.jit(program).trace(x, x, x, x).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert text.count(TARGET) == 4
+
+
 # ---------------------------------------------------------------------------
 # The references
 

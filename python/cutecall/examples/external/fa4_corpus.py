@@ -40,6 +40,10 @@ Each kernel comes non-causal and causal (``*_causal``): the backward's tile
 dQ accumulator's order (``fa4_reference.dq_accum_order``). With MHA FA4 runs
 no dK/dV postprocess (that is GQA only).
 
+``jax_flash_attention(causal)`` composes the four calls into a
+differentiable JAX attention (``jax.custom_vjp``), as FA4's ``FlashAttnFunc``
+composes its kernels for torch.
+
 The authors' paths (``authors_torch``): ``interface._flash_attn_fwd`` (out=,
 lse=), ``interface._bwd_preprocess`` and ``interface._bwd_postprocess_convert``
 -- FA4's own compile-and-launch functions for those kernels -- and, for the
@@ -114,6 +118,50 @@ def cases(size: str) -> list[Case]:
     if size not in SIZES:
         raise ValueError(f"size must be one of {sorted(SIZES)}, got {size!r}")
     return build(*SIZES[size])
+
+
+def jax_flash_attention(causal: bool = False):
+    """FA4's Hopper attention as a differentiable JAX function, composed from
+    the cases' calls the way FA4's ``FlashAttnFunc`` composes its kernels:
+    ``f(q, k, v) -> o`` for (B, S, H, 128) bf16, whose VJP runs the
+    preprocess, the backward and the dQ postprocess. Example::
+
+        f = fa4_corpus.jax_flash_attention(causal=True)
+        o = f(q, k, v)
+        dq, dk, dv = jax.grad(lambda q, k, v: f(q, k, v).sum(),
+                              argnums=(0, 1, 2))(q, k, v)
+    """
+    import jax
+    import jax.numpy as jnp
+
+    def problem(q) -> Attn:
+        return Attn(*q.shape, causal=causal)
+
+    def forward(q, k, v):
+        a = problem(q)
+        o, lse = _jax_call("fwd", a)(q, k, v, a.scale)
+        return o, (q, k, v, o, lse)
+
+    def backward(res, do):
+        q, k, v, o, lse = res
+        a = problem(q)
+        stat, acc = a.accum
+        buffers = [jnp.empty(x, jnp.float32) for x in (stat, stat, acc)]
+        dpsum, lse_log2, dq_accum = _jax_call("bwd_preprocess", a)(
+            o, do, buffers[0], lse, buffers[1], buffers[2],
+            None, None, None, None, None, 1.0)
+        dq_accum, dk, dv = _jax_call("bwd", a)(
+            q, k, v, do, lse_log2, dpsum, dq_accum, a.scale)
+        (dq,) = _jax_call("bwd_postprocess", a)(
+            dq_accum, a.scale, None, None, None)
+        return dq, dk, dv
+
+    @jax.custom_vjp
+    def attention(q, k, v):
+        return forward(q, k, v)[0]
+
+    attention.defvjp(forward, backward)
+    return attention
 
 
 def build(batch: int, seqlen: int, heads: int) -> list[Case]:
@@ -256,25 +304,25 @@ def _jax_call(kernel: str, a: Attn):
     bf16, f32 = jnp.bfloat16, jnp.float32
     if kernel == "fwd":
         return cutecall.cutlass_call(
-            fa4.fwd_kernel(a.causal),
+            fa4.fwd_kernel(a.causal, a.hdim),
             output_shape_dtype=(sds(a.bshd, bf16), sds(a.bhs, f32)))
     if kernel == "bwd_preprocess":
         # mPdPsum, mLSElog2, mdQaccum sit between inputs: passed as buffers
         # (call positions 2, 4, 5) that the kernel overwrites.
         return cutecall.cutlass_call(
-            fa4.preprocess_kernel(a.causal),
+            fa4.preprocess_kernel(a.causal, a.hdim),
             output_shape_dtype=(sds(stat, f32), sds(stat, f32), sds(acc, f32)),
             input_output_aliases={2: 0, 4: 1, 5: 2})
     if kernel == "bwd":
         # dQaccum is accumulated into (atomics): in/out, zeroed by the
         # preprocess; dK and dV are plain outputs after it.
         return cutecall.cutlass_call(
-            fa4.backward_kernel(a.causal),
+            fa4.backward_kernel(a.causal, a.hdim),
             output_shape_dtype=(sds(acc, f32), sds(a.bshd, bf16),
                                 sds(a.bshd, bf16)),
             input_output_aliases={6: 0})
     return cutecall.cutlass_call(
-        fa4.postprocess_kernel(a.causal),
+        fa4.postprocess_kernel(a.causal, a.hdim),
         output_shape_dtype=(sds(a.bshd, bf16),))
 
 
