@@ -107,10 +107,10 @@ def test_manifest_round_trip(calls, bundle_dir, tmp_path):
 def test_bundle_entry_lowers_to_the_custom_call(bundle_dir):
     b = cutecall.load_bundle(bundle_dir)
     add = b["vector_add"]
-    text = lowered_text(lambda x, y: add(x, y) * 2, f32(77), f32(77))
+    text = lowered_text(lambda x, y: add(x, y) * 2, f32(76), f32(76))
     assert "@cutecall_call_v1(" in text and add.kernel.sha256 in text
     text = lowered_text(lambda x: b["affine"](x, 1.5, 2, negate=True, offset=7),
-                        f32(33))
+                        f32(32))
     bits = int(np.array(1.5, np.float32).view(np.int32))
     assert f"scalars = dense<[{bits}, 2, 7, 1]>" in text
 
@@ -132,6 +132,12 @@ def test_bundle_entry_call_errors(bundle_dir):
     with pytest.raises(TypeError, match="output 0 .* is float32"):
         b["vector_add"](np.zeros(4, np.float32), np.zeros(4, np.float32),
                         output_shape_dtype=jax.ShapeDtypeStruct((4,), jnp.int32))
+    # The entry records the divisibility classes it was compiled for (1024
+    # f32: multiples of 4); an extent outside them is refused when traced.
+    with pytest.raises(ValueError, match=r"vector_add' input 'a' dim 0 = 1001 is "
+                                         r"not divisible by 4"):
+        jax.jit(b["vector_add"]).trace(f32(1001), f32(1001))
+    jax.jit(b["vector_add"]).trace(f32(1004), f32(1004))  # in the class: fine
 
 
 def test_output_shape_rules():

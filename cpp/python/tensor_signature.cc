@@ -24,11 +24,10 @@ const int64_t* StridesOf(const dlpack::Tensor& t, int64_t* compact) {
 }  // namespace
 
 int ClassLog2(int64_t value, int cap_log2) {
-  uint64_t v = value < 0 ? uint64_t(0) - uint64_t(value) : uint64_t(value);
+  const uint64_t v = uint64_t(value);  // two's complement: same low bits
   if (v == 0) return cap_log2;
-  int k = 0;
-  while (k < cap_log2 && (v & (uint64_t(1) << k)) == 0) ++k;
-  return k;
+  const int k = __builtin_ctzll(v);
+  return k < cap_log2 ? k : cap_log2;
 }
 
 int CapLog2(const dlpack::DataType& dtype) {

@@ -16,6 +16,16 @@ from ._compile_error import StaticFallbackWarning
 from ._contract import CompiledCall, compile, jax_export_checks, register
 from ._spec import TensorSpec
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
+from . import testing  # NVIDIA's cutlass.jax.testing, read on first use
+from ._nvidia_names import (  # the rest of cutlass.jax's names
+    CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION,
+    CUTE_DSL_MIN_SUPPORTED_JAX_VERSION, JaxArray, TensorMode,
+    cutlass_to_jax_dtype, cutlass_to_jax_layout_order,
+    disable_automatic_ffi_registration, find_cute_dsl_runtime_library,
+    from_dlpack, get_cutlass_call_ffi_name, get_cutlass_call_ffi_version,
+    get_export_disabled_safety_checks, is_available, is_ffi_registered,
+    jax_to_cutlass_dtype, jax_to_cutlass_layout_order, register_ffi,
+    release_compile_cache, set_ffi_call_targets)
 
 __all__ = [
     "cutlass_call",
@@ -42,4 +52,25 @@ __all__ = [
     "cute_call",
     "build_cute_ffi_call",
     "has_cute_ffi_support",
+    # NVIDIA's cutlass.jax names (cutlass_call and TensorSpec are above)
+    "CUTE_DSL_MIN_SUPPORTED_JAX_VERSION",
+    "CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION",
+    "jax_to_cutlass_dtype",
+    "cutlass_to_jax_dtype",
+    "jax_to_cutlass_layout_order",
+    "cutlass_to_jax_layout_order",
+    "from_dlpack",
+    "JaxArray",
+    "TensorMode",
+    "release_compile_cache",
+    "get_export_disabled_safety_checks",
+    "find_cute_dsl_runtime_library",
+    "is_ffi_registered",
+    "register_ffi",
+    "set_ffi_call_targets",
+    "disable_automatic_ffi_registration",
+    "get_cutlass_call_ffi_name",
+    "get_cutlass_call_ffi_version",
+    "is_available",
+    "testing",
 ]

@@ -16,9 +16,9 @@ import re
 import stat
 from typing import Iterator, Mapping
 
-from . import _core, _spec
+from . import _core, _runtime, _spec
 from ._compile import CompiledKernel
-from ._contract import CompiledCall, JaxContract, register
+from ._contract import CompiledCall, JaxContract
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.txt"
@@ -249,7 +249,7 @@ def load_bundle(path, *, digest: str | None = None,
         calls[name] = CompiledCall(name, _read_kernel(path, e, at),
                                    tuple(s for s in e["scalars"] if s),
                                    e.get("jax"))
-    register()
+    _runtime.ensure_registered()
     return Bundle(path, actual, dict(header), calls)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import sys
 import threading
 import importlib.metadata
 
@@ -25,6 +26,18 @@ def package_version(name: str) -> str | None:
 
 def dsl_version() -> str | None:
     return package_version("nvidia-cutlass-dsl")
+
+
+def clear_dsl_jit_cache() -> None:
+    """Empties the CuTe DSL's in-memory JIT cache (implicit ``@cute.jit``
+    calls) if the DSL is loaded; never imports it. nvidia-cutlass-dsl 4.8."""
+    if "cutlass" not in sys.modules:
+        return
+    from cutlass.cutlass_dsl.cutlass import CuTeDSL
+
+    cache = getattr(CuTeDSL._get_dsl(), "jit_cache", None)
+    if cache is not None:
+        cache.clear()
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from . import _runtime, _signature
+from . import _runtime, _signature, _spec
 from ._compile import CompiledKernel
 
 __all__ = ["CompiledCall", "JaxContract", "compile", "register",
@@ -110,6 +110,7 @@ class CompiledCall:
         arrays = [self._array(i, x) for i, x in enumerate(args[:n])]
         bits = self._scalar_bits(args[n:], scalars)
         shapes = self._output_shapes(arrays, output_shape_dtype)
+        self._check_layouts([tuple(x.shape) for x in arrays], shapes)
         from ._primitive import cutecall_p  # the lowering registers with it
         results = cutecall_p.bind(
             *arrays, kernel=self.kernel, scalars=bits,
@@ -118,6 +119,29 @@ class CompiledCall:
             aliases=c.aliases, allow_cuda_graph=c.allow_cuda_graph,
             in_layouts=c.in_layouts, out_layouts=c.out_layouts)
         return results[0] if c.single_output else tuple(results)
+
+    def _check_layouts(self, in_shapes, out_shapes) -> None:
+        """Known extents against what the kernel was compiled for (static
+        extents, divisibility classes): a clear error at trace time rather
+        than at launch. Symbolic extents are checked by C++ at launch."""
+        names = self.kernel.operand_names.split(",")
+        for k, op in enumerate(_spec.decode_plan(self.kernel.plan)):
+            side = "input" if op["source"] == 0 else "output"
+            shape = (in_shapes if op["source"] == 0 else out_shapes)[op["index"]]
+            what = f"{side} '{names[k]}'" if k < len(names) else f"{side} {k}"
+            for d, extent in op["static"]:
+                if isinstance(shape[d], int) and shape[d] != extent:
+                    raise ValueError(
+                        f"cutecall: kernel '{self.name}' {what} dim {d} is "
+                        f"{shape[d]} but the kernel was compiled for {extent}")
+            for d, div, _ in op["dynamic"]:
+                if isinstance(shape[d], int) and shape[d] % div:
+                    raise ValueError(
+                        f"cutecall: kernel '{self.name}' {what} dim {d} = "
+                        f"{shape[d]} is not divisible by {div}, the "
+                        f"divisibility class it was compiled for; compile one "
+                        f"for this class too, or with "
+                        f"TensorSpec(divisibility=1) for every extent")
 
     def _array(self, i: int, x):
         dtype, rank = self.contract.inputs[i]
@@ -313,8 +337,10 @@ def register() -> None:
 
         import cutecall; cutecall.register()
         exp = jax.export.deserialize(blob); exp.call(x)
+
+    It registers even after ``disable_automatic_ffi_registration()``.
     """
-    _runtime.ensure_registered()
+    _runtime.ensure_registered(explicit=True)
 
 
 def jax_export_checks() -> list:

@@ -1,5 +1,6 @@
 """The C++ core: finding the DSL runtime library and registering the XLA
-FFI targets. Registration happens once, on first use, never at import."""
+FFI targets. Registration happens once, on first use, never at import;
+``disable_automatic()`` leaves it to explicit calls (``cutecall.register``)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,12 @@ from . import _core
 
 TARGET = _core.TARGET
 TARGET_NO_GRAPH = _core.TARGET_NO_GRAPH
+STATE_TYPE = _core.STATE_TYPE
+NAMES = (TARGET, TARGET_NO_GRAPH, STATE_TYPE)  # what registration registers
 
 _lock = threading.Lock()
 _registered = False
+_automatic = True  # whether first use (not only an explicit call) registers
 
 
 def find_runtime_library() -> str | None:
@@ -33,10 +37,12 @@ def find_runtime_library() -> str | None:
     return None
 
 
-def ensure_registered() -> None:
-    """Registers cutecall's FFI targets and state type with JAX (CUDA)."""
+def ensure_registered(*, explicit: bool = False) -> None:
+    """Registers cutecall's FFI targets and state type with JAX (CUDA).
+    Front ends call it on first use; after :func:`disable_automatic` only an
+    `explicit` call (the user's ``cutecall.register()``) registers."""
     global _registered
-    if _registered:
+    if _registered or not (explicit or _automatic):
         return
     with _lock:
         if _registered:
@@ -52,3 +58,15 @@ def ensure_registered() -> None:
             jax.ffi.register_ffi_target(name, stages, platform="CUDA",
                                         api_version=1)
         _registered = True
+
+
+def is_registered() -> bool:
+    """Whether this process registered cutecall's targets (all of NAMES)."""
+    return _registered
+
+
+def disable_automatic() -> None:
+    """From now on only explicit calls register (process-wide, idempotent)."""
+    global _automatic
+    with _lock:
+        _automatic = False

@@ -15,8 +15,9 @@ module behaves better; ``docs/migrate/ejkernel.md`` lists every difference:
   manual axes), which works on current JAX (ejkernel's probe of private
   state silently fails there);
 * the ``device=`` check raises (ejkernel's swallows its own AssertionError);
-* output contracts are checked leaf by leaf, tree included, and errors name
-  the leaf, what was expected and what came back.
+* the result is unflattened into ``out``'s (else ``out_shape``'s) tree, as
+  documented, after a check of every leaf whose errors name the leaf (by
+  key path), what was expected and what came back.
 
 Owns one cache: the named call cache (bounded LRU, ``_NAMED_CALLS``).
 """
@@ -38,6 +39,7 @@ import numpy as np
 
 from . import _runtime, _signature
 from ._api import cutlass_call
+from ._ejkernel_contract import OutputContract, shape_dtype as _shape_dtype
 
 __all__ = ["cute_call", "build_cute_ffi_call", "has_cute_ffi_support",
            "CuteFFICall"]
@@ -156,13 +158,6 @@ def _ejkernel_launcher(fn, stream_at: int | None, num_outputs: int,
 
     launch.__name__ = getattr(fn, "__name__", "launcher")
     return launch
-
-
-def _shape_dtype(x, what: str) -> jax.ShapeDtypeStruct:
-    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
-        raise TypeError(f"{what} must have .shape and .dtype (e.g. a "
-                        f"jax.ShapeDtypeStruct), got {type(x).__name__}: {x!r}")
-    return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
 
 
 _CUTLASS_CALL_OPTIONS = frozenset(
@@ -418,95 +413,6 @@ _NAMED_CALLS = _NamedCalls(256)
 
 
 # ---------------------------------------------------------------------------
-# The output contract
-
-def _is_array(x) -> bool:
-    return isinstance(x, (jax.Array, _Tracer))
-
-
-def _canonical_structure(tree):
-    """The pytree structure with lists and tuples not told apart (ejkernel's
-    ``out_shape`` is "a ShapeDtype or a sequence")."""
-    def canon(x):
-        if type(x) in (list, tuple):
-            return tuple(canon(v) for v in x)
-        if type(x) is dict:
-            return {k: canon(v) for k, v in x.items()}
-        return x
-    return jax.tree.structure(canon(jax.tree.map(lambda _: 0, tree)))
-
-
-class _Contract:
-    """The outputs `call` must return: a pytree of (shape, dtype) leaves."""
-
-    def __init__(self, out_shape, out):
-        if out_shape is None and out is None:
-            raise ValueError("Provide either `out` or `out_shape` to `cute_call`.")
-        specs = None
-        if out_shape is not None:
-            leaves, tree = jax.tree_util.tree_flatten_with_path(out_shape)
-            if not leaves:
-                raise ValueError(f"`out_shape` has no leaves: {out_shape!r}")
-            specs = [_shape_dtype(x, f"`out_shape` leaf {jax.tree_util.keystr(p)}")
-                     for p, x in leaves]
-            self.source, self.tree, self.value = "out_shape", tree, out_shape
-        if out is not None:
-            leaves, tree = jax.tree_util.tree_flatten_with_path(out)
-            if not leaves:
-                raise ValueError("`out` must contain at least one output array.")
-            for i, (p, x) in enumerate(leaves):
-                if not _is_array(x):
-                    raise TypeError(
-                        "`out` leaves must be JAX arrays/tracers. Got type "
-                        f"{type(x)!r} at output index {i} (out"
-                        f"{jax.tree_util.keystr(p)}).")
-            out_specs = [jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
-                         for _, x in leaves]
-            paths = [jax.tree_util.keystr(p) for p, _ in leaves]
-            if specs is not None:
-                self._match(out_specs, paths, specs, "`out`", "`out_shape`")
-            specs = out_specs
-            self.source, self.tree, self.value = "out", tree, out
-        self.specs = specs
-
-    def _match(self, got, paths, want, got_what, want_what):
-        if len(got) != len(want):
-            raise ValueError(f"Mismatch between number of output leaves: {got_what} "
-                             f"has {len(got)}, {want_what} has {len(want)}.")
-        for i, (g, w, p) in enumerate(zip(got, want, paths)):
-            for field in ("shape", "dtype"):
-                if getattr(g, field) != getattr(w, field):
-                    raise ValueError(
-                        f"Output {field} mismatch at index {i} (output{p}): "
-                        f"{got_what} has {field} {getattr(g, field)}, expected "
-                        f"{getattr(w, field)} from {want_what}.")
-
-    def key(self):
-        return (str(self.tree),) + tuple(
-            (tuple(str(d) for d in s.shape), str(s.dtype)) for s in self.specs)
-
-    def check(self, result):
-        if result is None:
-            raise ValueError("`cute_call` expected `call` to return output arrays. "
-                             "Pass a primitive-backed callable instead of a "
-                             "runtime launch object.")
-        leaves, tree = jax.tree_util.tree_flatten_with_path(result)
-        paths = [jax.tree_util.keystr(p) for p, _ in leaves]
-        for i, ((_, x), p) in enumerate(zip(leaves, paths)):
-            if not _is_array(x):
-                raise TypeError(f"`call` returned a non-array at output index {i} "
-                                f"(output{p}): {type(x).__name__}: {x!r}")
-        values = [x for _, x in leaves]
-        if len(values) == len(self.specs) and \
-                _canonical_structure(result) != _canonical_structure(self.value):
-            raise ValueError(f"`call` returned a {tree}, but `{self.source}` "
-                             f"is a {self.tree}.")
-        self._match([jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in values],
-                    paths, self.specs, "`call`'s result", f"`{self.source}`")
-        return jax.tree.unflatten(self.tree, values)
-
-
-# ---------------------------------------------------------------------------
 # Placement
 
 def _in_shard_map(flat_args: Sequence[Any] = ()) -> bool:
@@ -635,15 +541,21 @@ def cute_call(*args: Any, call: Callable[..., Any] | None = None,
         arguments must be on. Checked, not used for placement.
 
     Returns:
-      The outputs of ``call``, in the pytree structure of ``out`` or
-      ``out_shape`` (lists and tuples are interchangeable there).
+      The outputs of ``call`` in the pytree structure of ``out`` (else
+      ``out_shape``): ``call``'s result is flattened and its leaves, in
+      flattening order (dict keys sorted), fill that tree. So ``call`` may
+      return ``[y]`` where the contract is ``{"r": ...}``::
+
+        y = cute_call(x, call=lambda x: [x * 2],
+                      out_shape={"r": jax.ShapeDtypeStruct(x.shape, x.dtype)})
+        y["r"]
 
     Raises:
       ValueError: the CuTe DSL is not installed; ``call`` is None; neither
         ``out`` nor ``out_shape`` is given; ``call`` returns None; the
-        result's tree, leaf count, a shape or a dtype differs from the
-        contract (the message names the leaf, expected and got), or ``out``
-        disagrees with ``out_shape``; ``device`` is out of range.
+        result's leaf count, a shape or a dtype differs from the contract
+        (the message names the leaf by key path, expected and got), or
+        ``out`` disagrees with ``out_shape``; ``device`` is out of range.
       TypeError: a leaf of ``out`` or of the result is not a JAX array, an
         ``out_shape`` leaf has no shape/dtype, ``device`` is not an int.
       AssertionError: an array argument spans several devices, arguments
@@ -658,7 +570,7 @@ def cute_call(*args: Any, call: Callable[..., Any] | None = None,
     if not callable(call):
         raise TypeError(f"`call` must be callable, got {type(call).__name__}: "
                         f"{call!r}")
-    contract = _Contract(out_shape, out)
+    contract = OutputContract(out_shape, out)
     flat_args = jax.tree.leaves(args)
     in_smap = _in_shard_map(flat_args)
     _check_placement(flat_args, device, in_smap)

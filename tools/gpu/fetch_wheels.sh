@@ -41,6 +41,9 @@ SMALL=(
   "apache-tvm-ffi==0.1.15.post2"               # tvm_ffi, for benchmark path (d)
   "jax-tvm-ffi==0.1.3"                         # jax_tvm_ffi, for path (d)
   "typing-extensions==4.16.0"                  # tvm-ffi needs >=4.13; setup.sh installs it only if the device's is older
+  "quack-kernels==0.6.5"                       # the third-party corpus (tests/external, bench/external)
+  "flash-attn-4==4.0.0b36"                     # the third-party corpus: module flash_attn.cute
+  "torch-c-dlpack-ext==0.1.5"                  # flash-attn-4 and quack import it
 )
 
 download() {
@@ -48,7 +51,7 @@ download() {
     --python-version 3.12 --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 \
     --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64 \
-    --platform manylinux2014_x86_64 \
+    --platform manylinux2014_x86_64 --platform any \
     --progress-bar off -q -d "$dl" "$@"
 }
 

@@ -1,0 +1,282 @@
+#!/usr/bin/env python3
+"""Third-party kernels through cutecall against their authors' own paths.
+
+One process. For every case of ``cutecall.examples.external`` (QuACK,
+FlashAttention-4) at its bench size, side by side:
+
+  cutecall_jax    ``cutecall.cutlass_call(<author's kernel>)`` inside
+                  ``jax.jit``: device time per call from K chained calls in
+                  one jit (each call's inputs pass an optimization barrier
+                  with the previous output, so XLA neither merges nor
+                  reorders them), as (T(K2) - T(K1)) / (K2 - K1): JAX's
+                  dispatch cancels out
+  authors_jax     the authors' JAX path (QuACK's jax-tvm-ffi functions),
+                  timed the same way
+  xla             the case's plain-JAX reference, timed the same way (a
+                  yardstick, not a target)
+  cutecall_torch  ``cutecall.torch.kernel(<author's kernel>)(*args)``:
+                  device time from CUDA events around N back-to-back
+                  launches; host time per launch from the enqueue loop of
+                  ``--host-launches`` launches (no synchronize inside)
+  authors_torch   the authors' torch entry point, timed the same way
+
+Trials are interleaved across paths; medians are reported (min in JSON).
+Each path's first call compiles (excluded). Also recorded per case: what
+cutecall compiled (the plan's dynamic extents and their classes, static
+extents, the static-fallback rung, torch's static masks) and the largest
+difference between cutecall's outputs and the authors'.
+
+  python bench/external/run.py --out results.json [--cases softmax,fa4_fwd]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+
+def split(args):
+    """(the array arguments, a function putting arrays back among the
+    others): scalars and None stay Python values, as a user passes them."""
+    positions = [i for i, a in enumerate(args) if hasattr(a, "shape")]
+
+    def rebuild(arrays):
+        full = list(args)
+        for i, a in zip(positions, arrays):
+            full[i] = a
+        return full
+    return [args[i] for i in positions], rebuild
+
+
+def jax_chain(call, args, k: int):
+    """A jitted function running `call` k times in sequence on `args`."""
+    import jax
+    from jax import lax
+
+    arrays, rebuild = split(args)
+
+    def run(*arrays):
+        out = None
+        for _ in range(k):
+            if out is not None:
+                arrays, _ = lax.optimization_barrier((arrays, out))
+            out = call(*rebuild(arrays))
+        return out
+
+    f = jax.jit(run)
+    return lambda: jax.block_until_ready(f(*arrays))
+
+
+def jax_device_us(call, args, k1: int, k2: int, trials: int) -> list[float]:
+    short, long = jax_chain(call, args, k1), jax_chain(call, args, k2)
+    short(), long()  # compile
+    out = []
+    for _ in range(trials):
+        t0 = time.perf_counter(); short(); t1 = time.perf_counter()
+        long(); t2 = time.perf_counter()
+        out.append(((t2 - t1) - (t1 - t0)) / (k2 - k1) * 1e6)
+    return out
+
+
+def torch_device_us(fn, n: int) -> float:
+    import torch
+    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    torch.cuda.synchronize()
+    start.record()
+    for _ in range(n):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) * 1e3 / n
+
+
+def torch_host_us(fn, n: int) -> float:
+    import torch
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) * 1e6 / n
+
+
+def describe_jax(call, args) -> dict:
+    import jax
+    from cutecall import _contract, _spec
+    arrays, rebuild = split(args)
+    eqn = _contract._find_call(
+        jax.make_jaxpr(lambda *a: call(*rebuild(a)))(*arrays).jaxpr)
+    kernel = eqn.params["kernel"]
+    ops = _spec.decode_plan(kernel.plan)
+    return {"kernel_sha256": kernel.sha256[:12],
+            "fallback_rung": call._fallback_level,
+            "operands": [{"name": n, "static": op["static"],
+                          "dynamic": [(d, div) for d, div, _ in op["dynamic"]]}
+                         for n, op in zip(kernel.operand_names.split(","), ops)]}
+
+
+def run_case(case, args) -> dict:
+    import jax
+    import numpy as np
+    import torch
+
+    import cutecall
+    rec = {"name": case.name, "paths": {}, "errors": {}}
+    timers = {}
+
+    def guard(path, build):
+        try:
+            timers[path] = build()
+        except Exception as e:  # record and go on: one path must not stop all
+            rec["errors"][path] = f"{type(e).__name__}: {e}"[:2000]
+            traceback.print_exc()
+
+    before = cutecall.compile_stats()
+
+    def cutecall_jax():
+        call, jargs = case.jax(True, 0)
+        rec["jax_compiled"] = describe_jax(call, jargs)
+        return ("jax", call, jargs)
+    guard("cutecall_jax", cutecall_jax)
+    if case.authors_jax is not None:
+        def authors_jax():
+            _, jargs = case.jax(True, 0)
+            return ("jax", case.authors_jax, jargs)
+        guard("authors_jax", authors_jax)
+
+    def xla():
+        _, jargs = case.jax(True, 0)
+        return ("jax", case.jax_reference, jargs)
+    guard("xla", xla)
+
+    targs = None
+
+    def cutecall_torch():
+        nonlocal targs
+        k, targs = case.torch("cuda", 0)
+        k(*targs)
+        torch.cuda.synchronize()
+        rec["torch_compiled"] = {"specializations": len(k.launch),
+                                 "static_masks": k.static_masks}
+        return ("torch", lambda: k(*targs))
+    guard("cutecall_torch", cutecall_torch)
+    if case.authors_torch is not None and targs is not None:
+        def authors_torch():
+            ours = [targs[i].clone() for i in case.torch_outputs]
+            _, theirs_args = case.torch("cuda", 0)
+            case.authors_torch(*theirs_args)
+            torch.cuda.synchronize()
+            rec["max_abs_diff_vs_authors"] = max(
+                float((a.float() - theirs_args[i].float()).abs().max())
+                for a, i in zip(ours, case.torch_outputs))
+            return ("torch", lambda: case.authors_torch(*theirs_args))
+        guard("authors_torch", authors_torch)
+    rec["compiles"] = cutecall.compile_stats()["compiles"] - before["compiles"]
+    rec["static_fallbacks"] = (cutecall.compile_stats()["static_fallbacks"]
+                               - before["static_fallbacks"])
+
+    samples = {p: {"device_us": [], "host_us": []} for p in timers}
+    for _ in range(args.trials):
+        for path, t in timers.items():
+            try:
+                if t[0] == "jax":
+                    samples[path]["device_us"] += jax_device_us(
+                        t[1], t[2], args.k1, args.k2, 1)
+                else:
+                    samples[path]["device_us"].append(
+                        torch_device_us(t[1], args.launches))
+                    samples[path]["host_us"].append(
+                        torch_host_us(t[1], args.host_launches))
+            except Exception as e:
+                rec["errors"][path] = f"{type(e).__name__}: {e}"[:2000]
+    for path, s in samples.items():
+        rec["paths"][path] = {
+            k: {"median": statistics.median(v), "min": min(v), "all": v}
+            for k, v in s.items() if v}
+    del jax, np
+    return rec
+
+
+def table(results) -> str:
+    def get(r, p, k="device_us"):
+        v = r["paths"].get(p, {}).get(k)
+        return v["median"] if v else None
+
+    def fmt(v):
+        return "—" if v is None else f"{v:.1f}"
+    lines = ["| kernel | cutecall JAX µs | cutecall torch µs | authors torch µs | "
+             "authors JAX µs | XLA µs | JAX/authors | torch/authors | host µs "
+             "cutecall | host µs authors |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in results:
+        cj, ct, at, aj = (get(r, p) for p in ("cutecall_jax", "cutecall_torch",
+                                             "authors_torch", "authors_jax"))
+        ref = at or aj
+        ratio = lambda v: "—" if v is None or not ref else f"{v / ref:.3f}"
+        lines.append(
+            f"| {r['name']} | {fmt(cj)} | {fmt(ct)} | {fmt(at)} | {fmt(aj)} | "
+            f"{fmt(get(r, 'xla'))} | {ratio(cj)} | {ratio(ct)} | "
+            f"{fmt(get(r, 'cutecall_torch', 'host_us'))} | "
+            f"{fmt(get(r, 'authors_torch', 'host_us'))} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="external.json")
+    ap.add_argument("--size", default="bench", choices=["bench", "test"])
+    ap.add_argument("--cases", default="", help="comma-separated substrings")
+    ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--k1", type=int, default=10)
+    ap.add_argument("--k2", type=int, default=30)
+    ap.add_argument("--launches", type=int, default=30)
+    ap.add_argument("--host-launches", type=int, default=50)
+    args = ap.parse_args()
+
+    import jax
+    import torch
+
+    import cutecall
+    from cutecall.examples.external import fa4_corpus, quack_corpus
+    cases = quack_corpus.cases(args.size) + fa4_corpus.cases(args.size)
+    wanted = [w for w in args.cases.split(",") if w]
+    cases = [c for c in cases if not wanted or any(w in c.name for w in wanted)]
+    results = []
+    for case in cases:
+        print(f"== {case.name}", flush=True)
+        start = time.perf_counter()
+        results.append(run_case(case, args))
+        print(f"   {time.perf_counter() - start:.1f} s, errors: "
+              f"{list(results[-1]['errors'])}", flush=True)
+    meta = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        "device": torch.cuda.get_device_name(0),
+        "python": platform.python_version(), "jax": jax.__version__,
+        "torch": torch.__version__, "cutecall": cutecall.__version__,
+        "versions": {m: _version(m) for m in (
+            "nvidia-cutlass-dsl", "quack-kernels", "flash-attn-4",
+            "apache-tvm-ffi", "jax-tvm-ffi", "jaxlib")},
+        "args": vars(args)}
+    with open(args.out, "w") as f:
+        json.dump({"meta": meta, "results": results}, f, indent=1)
+    print(table(results))
+    return 0
+
+
+def _version(name):
+    import importlib.metadata
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())
