@@ -374,7 +374,6 @@ def _forward(a: Attn) -> Case:
 
 
 def _preprocess(a: Attn) -> Case:
-    tile_m = a.tile[0]
     nones = (None,) * 5  # mCuSeqlensQ, mSeqUsedQ, mdLSE, mRowMax, mScaleP
 
     def jax(concrete, seed):
@@ -398,16 +397,14 @@ def _preprocess(a: Attn) -> Case:
     return Case(
         name=a.name("bwd_preprocess"), jax=jax,
         jax_reference=lambda o, do, _dpsum, lse, *rest: ref.jax_preprocess(
-            o, do, lse, tile_m),
+            o, do, lse, a.tile[0]),
         torch=torch, torch_outputs=(2, 4, 5),
         torch_reference=lambda o, do, _dpsum, lse, *rest: ref.torch_preprocess(
-            o, do, lse, tile_m),
+            o, do, lse, a.tile[0]),
         authors_torch=fa4.authors_preprocess(a.causal), atol=1e-3, rtol=1e-3)
 
 
 def _backward(a: Attn) -> Case:
-    tile_m, swap = a.tile
-
     def jax(concrete, seed):
         x = _JaxArgs(a, concrete, seed)
         q, k, v, do = x.qkv_do
@@ -425,14 +422,14 @@ def _backward(a: Attn) -> Case:
 
     def jax_reference(q, k, v, do, lse_log2, dpsum, dq_accum, scale):
         return ref.jax_backward(q, k, v, do, lse_log2, dpsum, dq_accum, scale,
-                                a.causal, tile_m, swap)
+                                a.causal, *a.tile)
 
     def torch_reference(q, k, v, do, lse_log2, dpsum, dq_accum, dk, dv, scale):
         # dq_accum is in/out: expected values are for the zeroed accumulator
         # FA4 hands the kernel, whether or not the launch already ran.
         return ref.torch_backward(q, k, v, do, lse_log2, dpsum,
                                   dq_accum.new_zeros(dq_accum.shape), scale,
-                                  a.causal, tile_m, swap)
+                                  a.causal, *a.tile)
 
     return Case(
         name=a.name("bwd_sm90"), jax=jax, jax_reference=jax_reference,
@@ -441,8 +438,6 @@ def _backward(a: Attn) -> Case:
 
 
 def _postprocess(a: Attn) -> Case:
-    tile_m, swap = a.tile
-
     def jax(concrete, seed):
         x = _JaxArgs(a, concrete, seed)
         return _jax_call("bwd_postprocess", a), (
@@ -458,8 +453,8 @@ def _postprocess(a: Attn) -> Case:
     return Case(
         name=a.name("bwd_postprocess"), jax=jax,
         jax_reference=lambda acc, scale, *rest: (ref.jax_postprocess(
-            acc, scale, a.seqlen, tile_m, swap),),
+            acc, scale, a.seqlen, *a.tile),),
         torch=torch, torch_outputs=(1,),
         torch_reference=lambda acc, dq, scale, *rest: (ref.torch_postprocess(
-            acc, scale, a.seqlen, tile_m, swap),),
+            acc, scale, a.seqlen, *a.tile),),
         authors_torch=fa4.authors_postprocess(a.causal))
