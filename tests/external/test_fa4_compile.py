@@ -162,9 +162,10 @@ def test_reference_backward_is_the_gradient(causal):
     acc, dk, dv = ref.jax_backward(q, k, v, do, lse_log2, dpsum, acc, scale,
                                    causal, tile_m, swap)
     dq = ref.jax_postprocess(acc, scale, s, tile_m, swap)
-    grads = jax.grad(
-        lambda q, k, v: jnp.sum(ref.jax_attention(q, k, v, scale, causal)[0] * do),
-        argnums=(0, 1, 2))(q, k, v)
+    def loss(q, k, v):
+        return jnp.sum(ref.jax_attention(q, k, v, scale, causal)[0] * do)
+
+    grads = jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
     for got, want in zip((dq, dk, dv), grads):
         np.testing.assert_allclose(got, want, atol=1e-4, rtol=1e-4)
 
@@ -187,7 +188,8 @@ def test_dq_accum_order_matches_fa4_layouts(causal):
     @cute.jit
     def probe():
         mma = post._get_tiled_mma()
-        tile = cute.make_identity_tensor((tile_m, hdim) if not swap else (hdim, tile_m))
+        tile = cute.make_identity_tensor(
+            (tile_m, hdim) if not swap else (hdim, tile_m))
         copy = cute.make_tiled_copy_tv(
             cute.make_copy_atom(cute.nvgpu.CopyUniversalOp(), cutlass.Float32,
                                 num_bits_per_copy=128),

@@ -1,8 +1,9 @@
 """FlashAttention-4's Hopper kernels (``examples/external/fa4_corpus``) on a
-GPU: each case's outputs through cutecall's JAX and torch fronts against its
-float32 reference, and against FA4's own launch path on the same tensors;
-and the whole backward (preprocess -> main -> postprocess) through the JAX
-front against ``jax.grad`` of attention.
+GPU: each case's outputs through cutecall's JAX (eager and inside ``jit``)
+and torch fronts against its float32 reference, and against FA4's own
+launch path on the same tensors; and the four kernels composed into a
+differentiable JAX attention (``fa4_corpus.jax_flash_attention``) against
+the reference attention and its VJP.
 
 Every output buffer starts NaN-filled, so an element a kernel fails to
 write shows. FA4's path runs the same kernel code: the deterministic
@@ -138,7 +139,8 @@ def test_torch_matches_fa4_own_path(case):
         _close(t.float().cpu().numpy(), w.float().cpu().numpy(), case,
                f"FA4's path, {where}")
         if "bwd_sm90" in case.name and i == 0:  # dQaccum: atomics
-            _close(g.float().cpu().numpy(), t.float().cpu().numpy(), case, where)
+            _close(g.float().cpu().numpy(), t.float().cpu().numpy(), case,
+                   where)
         else:
             assert torch.equal(g, t), f"{case.name}: {where} differs from FA4's"
 

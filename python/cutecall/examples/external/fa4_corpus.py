@@ -9,27 +9,30 @@ output_shape_dtype=...)`` for JAX, ``cutecall.torch.kernel(obj,
 outputs=...)`` for torch. Arguments follow the launcher's parameter order
 (``Optional`` tensors as ``None``, ``softmax_scale`` a Python float,
 trailing defaulted parameters omitted). bf16, head dim 128, one KV head per
-Q head (MHA), no varlen/paged/sparse/softcap.
+Q head (MHA), no varlen/paged/sparse/softcap. Sizes (B, S, H): "test"
+(1, 256, 2), "bench" (2, 4096, 16); D = 128.
 
-=================  ====================================================  ==========================
-case               launcher and what a JAX call passes                   outputs
-=================  ====================================================  ==========================
-fwd_sm90           ``FlashAttentionForwardSm90(mQ, mK, mV, mO, mLSE,      O (B,S,H,D) bf16,
-                   softmax_scale)``: ``call(q, k, v, scale)``             LSE (B,H,S) f32
-bwd_preprocess     ``FlashAttentionBackwardPreprocess(mO, mdO, mPdPsum,   dPsum, LSE_log2 (B,H,Sr)
-                   mLSE, mLSElog2, mdQaccum, mCuSeqlensQ, mSeqUsedQ,      f32, dQaccum (B,H,Sr*D)
-                   mdLSE, mRowMax, mScaleP, softmax_scale)``: outputs    f32
-                   sit between inputs, so the call passes buffers for
-                   them, aliased: ``call(o, do, dpsum, lse, lse_log2,
-                   dq_accum, None x5, 1.0)``
-bwd_sm90           ``FlashAttentionBackwardSm90(mQ, mK, mV, mdO, mLSE,    dQaccum (in/out, aliased),
-                   mdPsum, mdQaccum, mdK, mdV, softmax_scale)``:          dK, dV (B,S,H,D) bf16
-                   ``call(q, k, v, do, lse_log2, dpsum, dq_accum,
-                   scale)``; FA4 passes LSE_log2 as ``mLSE``
-bwd_postprocess    ``FlashAttentionBackwardPostprocess(mdQaccum, mdQ,     dQ (B,S,H,D) bf16
-                   scale, mCuSeqlensQ, mSeqUsedQ, sink_tensors)``:
-                   ``call(dq_accum, scale, None, None, None)``
-=================  ====================================================  ==========================
+The cases (launcher; what a JAX call passes; outputs):
+
+fwd_sm90
+    ``FlashAttentionForwardSm90(mQ, mK, mV, mO, mLSE, softmax_scale, ...)``;
+    ``call(q, k, v, scale)``; O (B, S, H, D) bf16, LSE (B, H, S) f32.
+bwd_preprocess
+    ``FlashAttentionBackwardPreprocess(mO, mdO, mPdPsum, mLSE, mLSElog2,
+    mdQaccum, mCuSeqlensQ, mSeqUsedQ, mdLSE, mRowMax, mScaleP,
+    softmax_scale, ...)``; its outputs sit between inputs, so the call
+    passes buffers for them, aliased: ``call(o, do, dpsum, lse, lse_log2,
+    dq_accum, None x5, 1.0)``; dPsum and LSE_log2 (B, H, Sr) f32, dQaccum
+    (B, H, Sr * D) f32 (Sr: S rounded up to the backward's tile_m).
+bwd_sm90
+    ``FlashAttentionBackwardSm90(mQ, mK, mV, mdO, mLSE, mdPsum, mdQaccum,
+    mdK, mdV, softmax_scale, ...)``; ``call(q, k, v, do, lse_log2, dpsum,
+    dq_accum, scale)`` (FA4 passes LSE_log2 as ``mLSE``); dQaccum (in/out,
+    aliased: the kernel adds into it), dK, dV (B, S, H, D) bf16.
+bwd_postprocess
+    ``FlashAttentionBackwardPostprocess(mdQaccum, mdQ, scale, mCuSeqlensQ,
+    mSeqUsedQ, sink_tensors, ...)``; ``call(dq_accum, scale, None, None,
+    None)``; dQ (B, S, H, D) bf16.
 
 The torch calls pass every parameter up to the last one given, outputs
 preallocated in their places (``Case.torch_outputs``): e.g. ``k(q, k, v, o,
@@ -120,6 +123,15 @@ def cases(size: str) -> list[Case]:
     return build(*SIZES[size])
 
 
+def build(batch: int, seqlen: int, heads: int) -> list[Case]:
+    """Every FA4 case at one shape, non-causal then causal."""
+    out = []
+    for causal in (False, True):
+        a = Attn(batch, seqlen, heads, causal=causal)
+        out += [_forward(a), _preprocess(a), _backward(a), _postprocess(a)]
+    return out
+
+
 def jax_flash_attention(causal: bool = False):
     """FA4's Hopper attention as a differentiable JAX function, composed from
     the cases' calls the way FA4's ``FlashAttnFunc`` composes its kernels:
@@ -162,15 +174,6 @@ def jax_flash_attention(causal: bool = False):
 
     attention.defvjp(forward, backward)
     return attention
-
-
-def build(batch: int, seqlen: int, heads: int) -> list[Case]:
-    """Every FA4 case at one shape, non-causal then causal."""
-    out = []
-    for causal in (False, True):
-        a = Attn(batch, seqlen, heads, causal=causal)
-        out += [_forward(a), _preprocess(a), _backward(a), _postprocess(a)]
-    return out
 
 
 # ---------------------------------------------------------------------------
@@ -276,7 +279,8 @@ class _TorchArgs:
     def o_lse(self):
         import torch
         if self.meta:
-            return self.empty(self.a.bshd), self.empty(self.a.bhs, torch.float32)
+            return (self.empty(self.a.bshd),
+                    self.empty(self.a.bhs, torch.float32))
         q, k, v, _ = self.qkv_do
         o, lse = ref.torch_attention(q, k, v, self.a.scale, self.a.causal)
         return o.to(torch.bfloat16), lse
@@ -340,10 +344,10 @@ _BUILDERS = {"fwd": fa4.fwd_kernel, "bwd_preprocess": fa4.preprocess_kernel,
 
 
 @functools.lru_cache(maxsize=None)
-def _torch_kernel(kernel: str, causal: bool):
+def _torch_kernel(kernel: str, causal: bool, hdim: int):
     """One launch object per kernel config; it serves every shape."""
     import cutecall.torch
-    return cutecall.torch.kernel(_BUILDERS[kernel](causal),
+    return cutecall.torch.kernel(_BUILDERS[kernel](causal, hdim),
                                  outputs=_TORCH_OUTPUTS[kernel])
 
 
@@ -361,7 +365,8 @@ def _forward(a: Attn) -> Case:
         x = _TorchArgs(a, device, seed)
         q, k, v, _ = x.qkv_do
         out, lse = x.output(a.bshd), x.output(a.bhs, th.float32)
-        return _torch_kernel("fwd", a.causal), (q, k, v, out, lse, a.scale)
+        return _torch_kernel("fwd", a.causal, a.hdim), (
+            q, k, v, out, lse, a.scale)
 
     return Case(
         name=a.name("fwd_sm90"), jax=jax,
@@ -391,7 +396,7 @@ def _preprocess(a: Attn) -> Case:
         o, lse = x.o_lse
         stat, acc = a.accum
         outs = [x.output(s, th.float32) for s in (stat, stat, acc)]
-        return _torch_kernel("bwd_preprocess", a.causal), (
+        return _torch_kernel("bwd_preprocess", a.causal, a.hdim), (
             o, x.qkv_do[3], outs[0], lse, outs[1], outs[2], *nones, 1.0)
 
     return Case(
@@ -401,7 +406,8 @@ def _preprocess(a: Attn) -> Case:
         torch=torch, torch_outputs=(2, 4, 5),
         torch_reference=lambda o, do, _dpsum, lse, *rest: ref.torch_preprocess(
             o, do, lse, a.tile[0]),
-        authors_torch=fa4.authors_preprocess(a.causal), atol=1e-3, rtol=1e-3)
+        authors_torch=fa4.authors_preprocess(a.causal, a.hdim),
+        atol=1e-3, rtol=1e-3)
 
 
 def _backward(a: Attn) -> Case:
@@ -416,7 +422,7 @@ def _backward(a: Attn) -> Case:
         x = _TorchArgs(a, device, seed)
         q, k, v, do = x.qkv_do
         dpsum, lse_log2, dq_accum = x.stats
-        return _torch_kernel("bwd", a.causal), (
+        return _torch_kernel("bwd", a.causal, a.hdim), (
             q, k, v, do, lse_log2, dpsum, dq_accum, x.output(a.bshd),
             x.output(a.bshd), a.scale)
 
@@ -434,7 +440,8 @@ def _backward(a: Attn) -> Case:
     return Case(
         name=a.name("bwd_sm90"), jax=jax, jax_reference=jax_reference,
         torch=torch, torch_outputs=(6, 7, 8), torch_reference=torch_reference,
-        authors_torch=fa4.authors_backward(a.causal), atol=5e-2, rtol=5e-2)
+        authors_torch=fa4.authors_backward(a.causal, a.hdim),
+        atol=5e-2, rtol=5e-2)
 
 
 def _postprocess(a: Attn) -> Case:
@@ -446,7 +453,7 @@ def _postprocess(a: Attn) -> Case:
     def torch(device, seed):
         import torch as th
         x = _TorchArgs(a, device, seed)
-        return _torch_kernel("bwd_postprocess", a.causal), (
+        return _torch_kernel("bwd_postprocess", a.causal, a.hdim), (
             x.normal(a.accum[1], th.float32), x.output(a.bshd), a.scale,
             None, None, None)
 
@@ -457,4 +464,4 @@ def _postprocess(a: Attn) -> Case:
         torch=torch, torch_outputs=(1,),
         torch_reference=lambda acc, dq, scale, *rest: (ref.torch_postprocess(
             acc, scale, a.seqlen, *a.tile),),
-        authors_torch=fa4.authors_postprocess(a.causal))
+        authors_torch=fa4.authors_postprocess(a.causal, a.hdim))

@@ -122,7 +122,8 @@ def accum_shapes(batch: int, seqlen: int, heads: int, causal: bool,
     cfg = bwd_config(causal, hdim)
     rows = -(-seqlen // cfg.m_block_size) * cfg.m_block_size
     mult = _hdim_multiple_of(cfg)
-    return (batch, heads, rows), (batch, heads, rows * (-(-hdim // mult) * mult))
+    hdim_rounded = -(-hdim // mult) * mult
+    return (batch, heads, rows), (batch, heads, rows * hdim_rounded)
 
 
 # ---------------------------------------------------------------------------

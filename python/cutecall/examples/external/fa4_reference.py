@@ -231,7 +231,8 @@ def torch_to_accum(dq, tile_m: int, swap_ab: bool):
     blocks = -(-s // tile_m)
     tiles = F.pad(dq, (0, 0, 0, blocks * tile_m - s)).reshape(
         b, h, blocks, tile_m * d)
-    order = torch.as_tensor(dq_accum_order(tile_m, d, swap_ab), device=dq.device)
+    order = torch.as_tensor(dq_accum_order(tile_m, d, swap_ab),
+                            device=dq.device)
     return tiles[..., order].reshape(b, h, -1)
 
 
