@@ -292,8 +292,10 @@ def compile(fn, *example_args, name: str | None = None,
         arguments: runtime scalars), or a launcher (then ``kwargs`` go to
         :func:`cutlass_call`: ``output_shape_dtype``, specs, constexprs...).
       *example_args: the call's arguments as arrays or
-        ``jax.ShapeDtypeStruct``s, and example runtime scalar values. Dynamic
-        dims and scalar values are examples only: the result serves all.
+        ``jax.ShapeDtypeStruct``s, and example runtime scalar values. Scalar
+        values are examples only; a concrete dim stands for its
+        divisibility class (4096 f32: every multiple of 4), a symbolic one
+        (``jax.export.symbolic_shape``) for every extent.
       name: the :class:`CompiledCall`'s name (default: the kernel's).
 
     Returns:
