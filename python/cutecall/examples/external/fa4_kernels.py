@@ -15,7 +15,12 @@ ARCH = "sm_90a"
 
 @contextlib.contextmanager
 def dsl_arch(arch: str = ARCH):
-    """The CuTe DSL's target arch set to `arch`, restored afterwards."""
+    """The CuTe DSL's target arch set to `arch`, restored afterwards.
+
+    FA4's constructors read it (``BaseDSL._get_dsl().get_arch_enum()``:
+    ``$CUTE_DSL_ARCH``, else the detected GPU, else sm_100a) and the sm90
+    classes assert an sm_90a-family arch, so building them on a machine
+    without a GPU needs it set. Process-wide DSL state: not thread-safe."""
     from cutlass.cutlass_dsl import BaseDSL
     envar = BaseDSL._get_dsl().envar
     saved = getattr(envar, "_arch", None)
