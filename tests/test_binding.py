@@ -174,3 +174,28 @@ def test_torch_none_and_scalars_bind_positionally():
     with pytest.raises(TypeError, match="no binding fits"):
         k.specialize((x, w, None, None, 1e-6, None, rstd, None, 1e-6),
                      props, "sm_90a")
+
+
+def cross_entropy_bwd_like(mX: cute.Tensor, mTarget: cute.Tensor,
+                           mDLoss: cute.Tensor, mdX: cute.Tensor,
+                           mLSE: cute.Tensor, mWeight: Optional[cute.Tensor],
+                           ignore_index: cutlass.Int32, stream: cuda.CUstream):
+    """QuACK's CrossEntropyBackward.__call__: the output between inputs."""
+
+
+def test_output_params_name_outputs_that_sit_between_inputs():
+    call = cutecall.cutlass_call(cross_entropy_bwd_like,
+                                 output_shape_dtype=s(4, 8),
+                                 output_params=("mdX",))
+    bound, _ = slots(call, s(4, 8), s(4), s(4), s(4), None, -100)
+    assert bound["mdX"] == ("out", 0) and bound["mLSE"] == ("in", 3)
+    assert bound["mWeight"] == ("in", 4) and bound["ignore_index"] == ("scalar", 0)
+    for bad, match in [(("nope",), "names 'nope'"), (("mdX", "mdX"), "distinct"),
+                       (("mX", "mdX"), "must name 1")]:
+        c = cutecall.cutlass_call(cross_entropy_bwd_like, output_shape_dtype=s(4, 8),
+                                  output_params=bad)
+        with pytest.raises(TypeError, match=match):
+            c._bind((s(4, 8), s(4), s(4), s(4), None, -100), {})
+    with pytest.raises(TypeError, match="sequence of parameter names"):
+        cutecall.cutlass_call(cross_entropy_bwd_like, output_shape_dtype=s(4, 8),
+                              output_params="mdX")

@@ -156,3 +156,47 @@ def test_constexpr_validation(value, match):
     with pytest.raises(TypeError, match=match) as e:
         _spec.fingerprint(value, "constexpr 'alpha'")
     assert "alpha" in str(e.value)
+
+
+class KernelObject:
+    """A kernel object like QuACK's Softmax(dtype, N): its attributes are
+    compile-time content."""
+
+    def __init__(self, n, tile=(128, 64), causal=False, config=None):
+        self.n, self.tile, self.causal, self.config = n, tile, causal, config
+
+    def __call__(self, stream, x, out):
+        pass
+
+
+class Mode(__import__("enum").Enum):
+    FAST = 1
+    SAFE = 2
+
+
+def test_kernel_objects_are_keyed_by_their_attributes():
+    assert _key(KernelObject(1024)) == _key(KernelObject(1024))
+    assert _key(KernelObject(1024)) != _key(KernelObject(2048))
+    assert _key(KernelObject(1024)) != _key(KernelObject(1024, causal=True))
+    assert _key(KernelObject(1024)) != _key(KernelObject(1024, tile=(64, 64)))
+    # Nested objects, enums and dicts inside an object's state count too.
+    cfg = lambda **kw: KernelObject(1, config={"mode": Mode.FAST, **kw})  # noqa: E731
+    assert _key(KernelObject(8, config=cfg())) == _key(KernelObject(8, config=cfg()))
+    assert _key(KernelObject(8, config=cfg())) != \
+        _key(KernelObject(8, config=cfg(mode=Mode.SAFE)))
+
+
+def test_a_front_takes_the_fingerprint_when_it_binds_the_launcher():
+    import cutecall
+    k = KernelObject(64)
+    call = cutecall.cutlass_call(k, output_shape_dtype=lambda x: x)
+    before = call.fingerprint
+    k.cluster_n = 2  # what tracing QuACK's kernels does to the object
+    assert call.fingerprint == before
+    assert _spec.fingerprint(k, "launcher") != before
+
+
+def test_unfingerprintable_state_names_the_attribute():
+    k = KernelObject(8, config=object())
+    with pytest.raises(TypeError, match=r"launcher.config = <object object at"):
+        _spec.fingerprint(k, "launcher")

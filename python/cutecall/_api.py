@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable, Hashable, Mapping
+from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
@@ -140,7 +140,8 @@ class CutlassCall:
     def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
                  input_output_aliases, allow_cuda_graph, compile_options,
                  compile_key, use_static_tensors, operand_order, name,
-                 constexprs, batch_modes=None, static_fallback=None):
+                 constexprs, batch_modes=None, static_fallback=None,
+                 output_params=None):
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
@@ -164,10 +165,19 @@ class CutlassCall:
             raise TypeError(f"cutecall: static_fallback must be a bool or None, "
                             f"got {static_fallback!r}")
         self.static_fallback = static_fallback
+        if output_params is not None:
+            if isinstance(output_params, str) or not all(
+                    isinstance(n, str) for n in output_params):
+                raise TypeError(f"cutecall: output_params must be a sequence "
+                                f"of parameter names, got {output_params!r}")
+            output_params = tuple(output_params)
+        self.output_params = output_params
         self._fallback_level = 0  # the static-fallback rung that compiled
         self.operand_order = operand_order
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.sig = _signature.analyze(fn)
+        # Taken now: a kernel object's attributes may change while traced.
+        self.fingerprint = _spec.fingerprint(fn, "launcher")
         self.constexprs = tuple(sorted(constexprs.items()))
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")
@@ -223,7 +233,7 @@ class CutlassCall:
         binding, arrays = _binding.bind(
             self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
             self.operand_order,
-            dict(self.constexprs))
+            dict(self.constexprs), self.output_params)
         return binding, tuple(arrays), outs
 
     def _explicit_static(self, rung, described) -> str:
@@ -240,8 +250,9 @@ class CutlassCall:
                if row[1] == _spec.SOURCE_ARG]
         outs = [spec(m) for m, row in zip(masks, described)
                 if row[1] == _spec.SOURCE_RET]
-        return (f"cutlass_call(..., input_spec=({', '.join(ins)},), "
-                f"output_spec=({', '.join(outs)},))")
+        parts = [f"{what}=({', '.join(specs)},)" for what, specs in
+                 (("input_spec", ins), ("output_spec", outs)) if specs]
+        return f"cutlass_call(..., {', '.join(parts)})"
 
     def __call__(self, *args, **kwargs):
         binding, arrays, outs = self._bind(args, kwargs)
@@ -329,7 +340,7 @@ class CutlassCall:
                 operands, [tuple(row[3]) for row in described])
             scalar_types = tuple(s.scalar_type for s in binding.scalars)
             key = _spec.specialization_key(
-                self.fn, operands, str(in_tree), str(out_tree),
+                self.fingerprint, operands, str(in_tree), str(out_tree),
                 self.constexprs, self.options, self.arch, _compile.versions(),
                 extra=[list(map(list, binding.slots)), list(scalar_types),
                        list(map(list, binding.keyword_scalars)),
@@ -390,6 +401,7 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  name: str | None = None,
                  batch_modes: Any = None,
                  static_fallback: bool | None = None,
+                 output_params: Sequence[str] | None = None,
                  **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
@@ -451,6 +463,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         (default): one launch per batch element, with a one-time
         :class:`cutecall.VmapFallbackWarning` saying how to opt in;
         ``"loop"``: the same without the warning. See docs/transforms.md.
+      output_params: the names of the launcher parameters that receive the
+        outputs, in output order (cutecall's addition). Default: placed by
+        the binding rule -- tensor parameters right after the last array
+        argument, before runtime scalars (docs/specialization.md); name
+        them where a kernel's outputs sit elsewhere (QuACK's cross-entropy
+        backward writes ``mdX`` between inputs).
       static_fallback: when the DSL rejects the kernel with dynamic layouts
         (e.g. ``dynamic layout doesn't support load``), compile it with
         static shapes instead -- NVIDIA's default -- and warn once
@@ -479,4 +497,5 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
                        input_output_aliases, allow_cuda_graph, compile_options,
                        compile_key, use_static_tensors, operand_order, name,
-                       constexprs, batch_modes, static_fallback)
+                       constexprs, batch_modes, static_fallback,
+                       output_params)

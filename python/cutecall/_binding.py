@@ -163,9 +163,11 @@ def _show(v) -> str:
 
 
 def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
-         num_outputs: int, order: str, constexpr_names) -> tuple[Binding, list]:
+         num_outputs: int, order: str, constexpr_names,
+         output_names: Sequence[str] | None = None) -> tuple[Binding, list]:
     """Binds a call's arguments; returns the binding and the array arguments
-    (pytrees, None allowed) in launcher order."""
+    (pytrees, None allowed) in launcher order. `output_names` names the
+    output parameters (in output order) instead of placing them."""
     scalars: list[ScalarArg] = []
     if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
         if kwargs:
@@ -201,7 +203,11 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                    if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
                    and p.name not in constexpr_names]
     kinds = [arg_kind(a) for a in args]
-    out_pos = place_outputs(sig, open_params, kinds, num_outputs, order, args)
+    if output_names is None:
+        out_pos = place_outputs(sig, open_params, kinds, num_outputs, order,
+                                args)
+    else:
+        out_pos = _named_outputs(sig, open_params, output_names, num_outputs)
     in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
     slots: list = [None] * len(sig.params)
@@ -257,6 +263,21 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                             "or a runtime scalar at call time)")
     return Binding(tuple(slots), tuple(arrays), tuple(scalars),
                    tuple(keyword_scalars)), array_args
+
+
+def _named_outputs(sig, open_params, names, num_outputs) -> tuple[int, ...]:
+    tensors = {sig.params[i].name: i for i in open_params
+               if sig.params[i].kind == TENSOR}
+    for n in names:
+        if n not in tensors:
+            raise TypeError(f"cutecall: output_params names {n!r}, which is not "
+                            f"a tensor parameter of '{sig.name}' the call "
+                            f"fills; those are {', '.join(tensors) or 'none'}")
+    if len(set(names)) != len(names) or len(names) != num_outputs:
+        raise TypeError(f"cutecall: output_params {tuple(names)} of "
+                        f"'{sig.name}' must name {num_outputs} distinct "
+                        f"parameter(s), one per output")
+    return tuple(tensors[n] for n in names)
 
 
 def describe(sig: LauncherSignature, binding: Binding) -> str:

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import _layout
+from ._fingerprint import fingerprint  # noqa: F401 (part of this API)
 
 PLAN_VERSION = 3
 SOURCE_ARG, SOURCE_RET = 0, 1
@@ -319,88 +320,17 @@ def decode_plan(plan) -> list[dict]:
     return out
 
 
-# ---------------------------------------------------------------------------
-# Content fingerprints
-
-def _source_digest(fn) -> str:
-    """SHA-256 of the function's source and of its whole source file (which
-    holds the kernels it launches)."""
-    target = inspect.unwrap(getattr(fn, "__wrapped__", fn))
-    h = hashlib.sha256()
-    try:
-        h.update(_strip_decorators(inspect.getsource(target)).encode())
-    except (OSError, TypeError):
-        pass
-    try:
-        path = inspect.getsourcefile(target)
-    except TypeError:
-        path = None
-    if path:
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            h.update(path.encode())
-    return h.hexdigest()
-
-
-def _strip_decorators(source: str) -> str:
-    """Source without leading decorator lines: the DSL rewrites __wrapped__
-    after the first compile and the rewritten function's source has none."""
-    lines = textwrap.dedent(source).splitlines()
-    while lines and lines[0].lstrip().startswith("@"):
-        lines.pop(0)
-    return "\n".join(lines)
-
-
-def fingerprint(value, what: str) -> Any:
-    """A JSON-able, address-free description of a constexpr or launcher."""
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return [type(value).__name__, value if not isinstance(value, float)
-                else repr(value)]
-    if isinstance(value, (np.integer, np.floating, np.bool_)):
-        return [type(value).__name__, repr(value.item())]
-    if isinstance(value, (tuple, list)):
-        return [type(value).__name__, [fingerprint(v, what) for v in value]]
-    if isinstance(value, np.dtype):
-        return ["dtype", value.name]
-    if isinstance(value, type):
-        return ["type", value.__module__, value.__qualname__]
-    if callable(value):
-        target = inspect.unwrap(getattr(value, "__wrapped__", value))
-        closure = []
-        for cell in getattr(target, "__closure__", None) or ():
-            try:
-                closure.append(fingerprint(cell.cell_contents, what))
-            except ValueError:
-                closure.append(["empty-cell"])
-        return ["callable", getattr(target, "__module__", "?"),
-                getattr(target, "__qualname__", type(target).__name__),
-                _source_digest(value), closure]
-    if hasattr(value, "__array__") or hasattr(value, "aval"):
-        raise TypeError(f"cutecall: {what} is an array ({type(value).__name__}); "
-                        "constexprs must be Python values. Pass arrays as "
-                        "positional operands.")
-    try:
-        hash(value)
-    except TypeError:
-        raise TypeError(f"cutecall: {what} = {value!r} is not hashable; "
-                        "constexprs must be hashable Python values") from None
-    r = repr(value)
-    if " at 0x" in r:
-        raise TypeError(f"cutecall: {what} = {r} has no stable repr; pass a "
-                        "value whose repr does not contain an address")
-    return ["repr", type(value).__module__, type(value).__qualname__, r]
-
-
 def specialization_key(launcher: Callable, operands, input_tree: str,
                        output_tree: str, constexprs, compile_options,
                        arch: str, versions: dict, extra=None) -> str:
-    """`extra`: any further JSON-able content (the call binding, scalar
-    types, tied-dim symbols, a user compile_key)."""
+    """`launcher`: the launcher, or its fingerprint (a list, taken once when
+    a front end binds it: a kernel object's attributes may change while it
+    is traced). `extra`: any further JSON-able content (the call binding,
+    scalar types, tied-dim symbols, a user compile_key)."""
     doc = {
         "extra": extra,
-        "launcher": fingerprint(launcher, "launcher"),
+        "launcher": launcher if isinstance(launcher, list)
+        else fingerprint(launcher, "launcher"),
         "operands": [op.key() for op in operands],
         "trees": [input_tree, output_tree],
         "constexprs": [[k, fingerprint(v, f"constexpr {k!r}")]

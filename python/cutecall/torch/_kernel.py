@@ -68,6 +68,8 @@ class Kernel:
                             f"{compile_options!r}")
         self.fn = launcher
         self.sig = _signature.analyze(launcher)
+        # Taken now: a kernel object's attributes may change while traced.
+        self.fingerprint = _spec.fingerprint(launcher, "launcher")
         self.sig.check_constexprs(constexprs)
         self.name = name or self.sig.name
         self.constexprs = tuple(sorted(constexprs.items()))

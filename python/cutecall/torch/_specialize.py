@@ -132,7 +132,8 @@ def build(kernel, args: Sequence[Any], props: Sequence, arch: str,
                                         masks[k] if masks else 0))
     scalar_types = tuple(s.scalar_type for s in binding.scalars)
     key = _spec.specialization_key(
-        kernel.fn, operands, "torch", "", kernel.constexprs, kernel.options,
+        kernel.fingerprint, operands, "torch", "", kernel.constexprs,
+        kernel.options,
         arch, _compile.versions(),
         extra=["torch", list(map(list, binding.slots)), list(scalar_types)])
     params = kernel.sig.params if kernel.sig.inspected else ()

@@ -1,0 +1,171 @@
+"""Content fingerprints of launchers and constexprs, for specialization keys.
+
+A key is content, never identity: two launchers that compile to the same
+kernel get the same fingerprint in every process, and two that do not, do
+not. Functions count by their source (and their source file, which holds the
+kernels they launch) and their closure; **kernel objects** -- QuACK's
+``Softmax(dtype, N)``, FA4's ``FlashAttentionForwardSm90(...)``, any object
+with a ``@cute.jit __call__`` -- by their class's source and every attribute
+(``N``, tile sizes, ``is_causal``...), recursively. Values whose only
+``repr`` holds an address are refused with a message naming them.
+
+Pure Python, no CuTe DSL import.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import hashlib
+import inspect
+import textwrap
+from typing import Any
+
+_MAX_DEPTH = 16
+
+
+def fingerprint(value, what: str) -> Any:
+    """A JSON-able, address-free description of a constexpr or launcher.
+    Constexprs must be hashable (the DSL caches on them); a kernel object's
+    attributes may be any content (dicts included)."""
+    return _fingerprint(value, what, 0, frozenset(), False)
+
+
+def _fingerprint(value, what: str, depth: int, seen: frozenset,
+                 in_object: bool) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return [type(value).__name__, value if not isinstance(value, float)
+                else repr(value)]
+    import numpy as np
+    if isinstance(value, (np.integer, np.floating, np.bool_)):
+        return [type(value).__name__, repr(value.item())]
+    if depth > _MAX_DEPTH:
+        raise TypeError(f"cutecall: {what} nests deeper than {_MAX_DEPTH} "
+                        "levels; cannot fingerprint it")
+    if id(value) in seen:
+        return ["cycle"]
+    seen = seen | {id(value)}
+    inner = functools.partial(_fingerprint, depth=depth + 1, seen=seen,
+                              in_object=in_object)
+    if isinstance(value, (tuple, list)):
+        return [type(value).__name__,
+                [inner(v, f"{what}[{i}]") for i, v in enumerate(value)]]
+    if isinstance(value, dict) and in_object:
+        return ["dict", [[repr(k), inner(v, f"{what}[{k!r}]")]
+                         for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))]]
+    if isinstance(value, np.dtype):
+        return ["dtype", value.name]
+    if isinstance(value, enum.Enum):
+        return ["enum", type(value).__module__, type(value).__qualname__,
+                value.name]
+    if isinstance(value, type):
+        return ["type", value.__module__, value.__qualname__]
+    if hasattr(value, "__array__") or hasattr(value, "aval"):
+        raise TypeError(f"cutecall: {what} is an array ({type(value).__name__}); "
+                        "constexprs must be Python values. Pass arrays as "
+                        "positional operands.")
+    if inspect.ismethod(value):
+        return ["method", inner(value.__func__, f"{what}.__func__"),
+                inner(value.__self__, f"{what}.__self__")]
+    if isinstance(value, functools.partial):
+        member = functools.partial(_fingerprint, depth=depth + 1, seen=seen,
+                                   in_object=True)
+        return ["partial", member(value.func, f"{what}.func"),
+                member(value.args, f"{what}.args"),
+                member(value.keywords, f"{what}.keywords")]
+    if inspect.isroutine(value) or (callable(value) and
+                                    hasattr(value, "__wrapped__")):
+        target = inspect.unwrap(getattr(value, "__wrapped__", value))
+        closure = []
+        for cell in getattr(target, "__closure__", None) or ():
+            try:
+                closure.append(inner(cell.cell_contents, f"{what} closure"))
+            except ValueError:
+                closure.append(["empty-cell"])
+        return ["callable", getattr(target, "__module__", "?"),
+                getattr(target, "__qualname__", type(target).__name__),
+                source_digest(value), closure]
+    state = _state(value)
+    if state is not None:
+        cls = type(value)
+        member = functools.partial(_fingerprint, depth=depth + 1, seen=seen,
+                                   in_object=True)
+        return ["object", cls.__module__, cls.__qualname__, _class_digest(cls),
+                [[k, member(v, f"{what}.{k}")] for k, v in sorted(state.items())]]
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"cutecall: {what} = {value!r} is not hashable; "
+                        "constexprs must be hashable Python values") from None
+    r = repr(value)
+    if " at 0x" in r:
+        raise TypeError(f"cutecall: {what} = {r} has no stable repr; pass a "
+                        "value whose repr does not contain an address")
+    return ["repr", type(value).__module__, type(value).__qualname__, r]
+
+
+def _state(value) -> dict | None:
+    """An object's attributes (``__dict__`` and ``__slots__``), or None for
+    objects that have neither (builtins)."""
+    state = dict(getattr(value, "__dict__", None) or {})
+    for cls in type(value).__mro__:
+        for slot in getattr(cls, "__slots__", ()):
+            if isinstance(slot, str) and slot not in ("__dict__", "__weakref__") \
+                    and hasattr(value, slot):
+                state[slot] = getattr(value, slot)
+    if not state and not hasattr(value, "__dict__"):
+        return None
+    return state
+
+
+@functools.lru_cache(maxsize=256)
+def _class_digest(cls: type) -> str:
+    """SHA-256 of the source files of a class and its bases (where the
+    kernels it launches live)."""
+    h = hashlib.sha256()
+    for c in cls.__mro__:
+        if c.__module__ == "builtins":
+            continue
+        h.update(f"{c.__module__}.{c.__qualname__}".encode())
+        try:
+            path = inspect.getsourcefile(c)
+        except TypeError:
+            path = None
+        if path:
+            try:
+                with open(path, "rb") as f:
+                    h.update(f.read())
+            except OSError:
+                h.update(path.encode())
+    return h.hexdigest()
+
+
+def source_digest(fn) -> str:
+    """SHA-256 of the function's source and of its whole source file (which
+    holds the kernels it launches)."""
+    target = inspect.unwrap(getattr(fn, "__wrapped__", fn))
+    h = hashlib.sha256()
+    try:
+        h.update(_strip_decorators(inspect.getsource(target)).encode())
+    except (OSError, TypeError):
+        pass
+    try:
+        path = inspect.getsourcefile(target)
+    except TypeError:
+        path = None
+    if path:
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(path.encode())
+    return h.hexdigest()
+
+
+def _strip_decorators(source: str) -> str:
+    """Source without leading decorator lines: the DSL rewrites __wrapped__
+    after the first compile and the rewritten function's source has none."""
+    lines = textwrap.dedent(source).splitlines()
+    while lines and lines[0].lstrip().startswith("@"):
+        lines.pop(0)
+    return "\n".join(lines)
