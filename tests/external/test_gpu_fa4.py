@@ -5,8 +5,8 @@ launch path on the same tensors; and the four kernels composed into a
 differentiable JAX attention (``fa4_corpus.jax_flash_attention``) against
 the reference attention and its VJP.
 
-Every output buffer starts NaN-filled, so an element a kernel fails to
-write shows. FA4's path runs the same kernel code: the deterministic
+Every torch output buffer starts NaN-filled, so an element a kernel fails
+to write shows. FA4's path runs the same kernel code: the deterministic
 kernels (forward, preprocess, postprocess; dK and dV of the backward) must
 match it bit for bit; dQaccum, summed with atomics, within tolerance.
 """

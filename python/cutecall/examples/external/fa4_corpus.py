@@ -21,9 +21,9 @@ bwd_preprocess
     ``FlashAttentionBackwardPreprocess(mO, mdO, mPdPsum, mLSE, mLSElog2,
     mdQaccum, mCuSeqlensQ, mSeqUsedQ, mdLSE, mRowMax, mScaleP,
     softmax_scale, ...)``; its outputs sit between inputs, so the call
-    passes buffers for them, aliased: ``call(o, do, dpsum, lse, lse_log2,
-    dq_accum, None x5, 1.0)``; dPsum and LSE_log2 (B, H, Sr) f32, dQaccum
-    (B, H, Sr * D) f32 (Sr: S rounded up to the backward's tile_m).
+    names them (``output_params=("mPdPsum", "mLSElog2", "mdQaccum")``):
+    ``call(o, do, lse, None x5, 1.0)``; dPsum and LSE_log2 (B, H, Sr) f32,
+    dQaccum (B, H, Sr * D) f32 (Sr: S rounded up to the backward's tile_m).
 bwd_sm90
     ``FlashAttentionBackwardSm90(mQ, mK, mV, mdO, mLSE, mdPsum, mdQaccum,
     mdK, mdV, softmax_scale, ...)``; ``call(q, k, v, do, lse_log2, dpsum,
@@ -54,6 +54,11 @@ main backward kernel, which FA4 launches only inside ``_flash_attn_bwd``,
 the kernel object compiled exactly as ``_flash_attn_bwd`` compiles it
 (``to_cute_tensor`` + ``cute.compile(..., options="--enable-tvm-ffi")``) and
 called with the case's tensors.
+
+Each cutecall wrapper (one ``cutlass_call`` per kernel and shape, one
+``cutecall.torch.kernel`` per kernel config) gets its own kernel object, as
+FA4 builds one per compile: FA4's ``__call__`` leaves what it traced on the
+object.
 
 FA4's constructors read the target arch from the CuTe DSL
 (``BaseDSL._get_dsl().get_arch_enum()``: ``$CUTE_DSL_ARCH``, else the
@@ -144,7 +149,6 @@ def jax_flash_attention(causal: bool = False):
                               argnums=(0, 1, 2))(q, k, v)
     """
     import jax
-    import jax.numpy as jnp
 
     def problem(q) -> Attn:
         return Attn(*q.shape, causal=causal)
@@ -157,11 +161,8 @@ def jax_flash_attention(causal: bool = False):
     def backward(res, do):
         q, k, v, o, lse = res
         a = problem(q)
-        stat, acc = a.accum
-        buffers = [jnp.empty(x, jnp.float32) for x in (stat, stat, acc)]
         dpsum, lse_log2, dq_accum = _jax_call("bwd_preprocess", a)(
-            o, do, buffers[0], lse, buffers[1], buffers[2],
-            None, None, None, None, None, 1.0)
+            o, do, lse, None, None, None, None, None, 1.0)
         dq_accum, dk, dv = _jax_call("bwd", a)(
             q, k, v, do, lse_log2, dpsum, dq_accum, a.scale)
         (dq,) = _jax_call("bwd_postprocess", a)(
@@ -225,14 +226,6 @@ class _JaxArgs:
         o, lse = self.o_lse
         return jax.jit(ref.jax_preprocess, static_argnums=3)(
             o, self.qkv_do[3], lse, self.a.tile[0])
-
-    def garbage(self, shape):
-        """A float32 buffer the kernel overwrites: NaN-filled, so unwritten
-        elements show."""
-        import jax.numpy as jnp
-        if not self.concrete:
-            return self.sds(shape, jnp.float32)
-        return jnp.full(shape, jnp.nan, jnp.float32)
 
     def random_accum(self):
         import jax
@@ -311,12 +304,11 @@ def _jax_call(kernel: str, a: Attn):
             fa4.fwd_kernel(a.causal, a.hdim),
             output_shape_dtype=(sds(a.bshd, bf16), sds(a.bhs, f32)))
     if kernel == "bwd_preprocess":
-        # mPdPsum, mLSElog2, mdQaccum sit between inputs: passed as buffers
-        # (call positions 2, 4, 5) that the kernel overwrites.
+        # The outputs sit between inputs (mLSE comes after mPdPsum): named.
         return cutecall.cutlass_call(
             fa4.preprocess_kernel(a.causal, a.hdim),
             output_shape_dtype=(sds(stat, f32), sds(stat, f32), sds(acc, f32)),
-            input_output_aliases={2: 0, 4: 1, 5: 2})
+            output_params=_PREPROCESS_OUTPUTS)
     if kernel == "bwd":
         # dQaccum is accumulated into (atomics): in/out, zeroed by the
         # preprocess; dK and dV are plain outputs after it.
@@ -330,13 +322,15 @@ def _jax_call(kernel: str, a: Attn):
         output_shape_dtype=(sds(a.bshd, bf16),))
 
 
+_PREPROCESS_OUTPUTS = ("mPdPsum", "mLSElog2", "mdQaccum")
+
 # outputs=n takes the n tensor parameters the binding rule places after the
 # inputs: right for fwd (mO, mLSE) and bwd (mdQaccum, mdK, mdV). The
 # preprocess's outputs sit between inputs, and the postprocess's mdQ is
 # followed by Optional tensors without defaults (n=1 would pick
 # sink_tensors): those name their outputs.
 _TORCH_OUTPUTS = {"fwd": 2, "bwd": 3,
-                  "bwd_preprocess": ("mPdPsum", "mLSElog2", "mdQaccum"),
+                  "bwd_preprocess": _PREPROCESS_OUTPUTS,
                   "bwd_postprocess": ("mdQ",)}
 _BUILDERS = {"fwd": fa4.fwd_kernel, "bwd_preprocess": fa4.preprocess_kernel,
              "bwd": fa4.backward_kernel,
@@ -384,11 +378,9 @@ def _preprocess(a: Attn) -> Case:
     def jax(concrete, seed):
         x = _JaxArgs(a, concrete, seed)
         o, lse = x.o_lse
-        stat, acc = a.accum
-        dpsum, lse_log2, dq_accum = map(x.garbage, (stat, stat, acc))
         # softmax_scale is read only with mScaleP; FA4 passes its default 1.0.
         return _jax_call("bwd_preprocess", a), (
-            o, x.qkv_do[3], dpsum, lse, lse_log2, dq_accum, *nones, 1.0)
+            o, x.qkv_do[3], lse, *nones, 1.0)
 
     def torch(device, seed):
         import torch as th
@@ -401,7 +393,7 @@ def _preprocess(a: Attn) -> Case:
 
     return Case(
         name=a.name("bwd_preprocess"), jax=jax,
-        jax_reference=lambda o, do, _dpsum, lse, *rest: ref.jax_preprocess(
+        jax_reference=lambda o, do, lse, *rest: ref.jax_preprocess(
             o, do, lse, a.tile[0]),
         torch=torch, torch_outputs=(2, 4, 5),
         torch_reference=lambda o, do, _dpsum, lse, *rest: ref.torch_preprocess(

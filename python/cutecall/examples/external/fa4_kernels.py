@@ -2,12 +2,13 @@
 builds them, and FA4's own launch paths for them (``Case.authors_torch``).
 
 Imports of FA4, the CuTe DSL and torch happen when a function is called.
+Each builder returns a new object, as FA4 builds one per compile: FA4's
+``__call__`` stores what it traces (layouts, copy atoms) on the object.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 
 HDIM = 128
 ARCH = "sm_90a"
@@ -37,7 +38,6 @@ def bwd_config(causal: bool, hdim: int = HDIM):
     return interface._tile_size_bwd_sm90(hdim, hdim, causal, False)
 
 
-@functools.lru_cache(maxsize=None)
 def fwd_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
     it for arch 9x (tile from ``_tile_size_fwd_sm90``: 128x128, RS + intra-WG
@@ -60,7 +60,6 @@ def _hdim_multiple_of(cfg) -> int:
     return 64 if cfg.dKV_swapAB else 32  # interface._flash_attn_bwd, arch 9x
 
 
-@functools.lru_cache(maxsize=None)
 def preprocess_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionBackwardPreprocess`` as ``_compile_bwd_preprocess``
     builds it for ``_flash_attn_bwd`` (tile_m = the backward's)."""
@@ -76,7 +75,6 @@ def preprocess_kernel(causal: bool, hdim: int = HDIM):
             hdim_multiple_of=_hdim_multiple_of(cfg))
 
 
-@functools.lru_cache(maxsize=None)
 def backward_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionBackwardSm90`` as ``_flash_attn_bwd`` builds it for
     arch 9x (hdim 128: tile 80x128 with dQ_swapAB, or 64x128 causal; 2 MMA
@@ -103,7 +101,6 @@ def _post_threads(cfg) -> int:
     return 128 if cfg.dQ_single_wg else cfg.num_wg * 128  # num_threads_post_dQ
 
 
-@functools.lru_cache(maxsize=None)
 def postprocess_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionBackwardPostprocess`` as ``_compile_bwd_postprocess``
     builds it for dQ in ``_flash_attn_bwd`` (arch 90)."""
@@ -172,9 +169,8 @@ def authors_backward(causal: bool, hdim: int = HDIM):
             tensors = [to_cute_tensor(t) for t in
                        (q, k, v, dout, lse_log2, dpsum, dq_accum, dk, dv)]
             stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
-            fresh = backward_kernel.__wrapped__(causal, hdim)  # not cutecall's
             compiled["fn"] = cute.compile(
-                fresh, *tensors, softmax_scale,
+                backward_kernel(causal, hdim), *tensors, softmax_scale,
                 None, None, None, None, None, None, None, None, None,
                 AuxData(None, None), None, None, stream,
                 options="--enable-tvm-ffi")
