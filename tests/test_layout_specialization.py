@@ -246,3 +246,37 @@ def test_torch_static_option():
         ct.kernel(sp.row_sum_unrolled, static={"y": True})
     with pytest.raises(TypeError, match=r"static\['x'\] must be True"):
         ct.kernel(sp.row_sum_unrolled, static={"x": 3})
+
+
+FALLBACK_CHILD = """
+import json, warnings, jax, jax.numpy as jnp, cutecall
+from cutecall.examples import specialization as sp
+call = cutecall.cutlass_call(sp.row_sum_unrolled, output_shape_dtype=lambda x:
+    jax.ShapeDtypeStruct((x.shape[0],), jnp.float32))
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    call.lower(jax.ShapeDtypeStruct((64, 12), jnp.float32))
+print(json.dumps([cutecall.compile_stats(), [str(m.message) for m in w]]))
+"""
+
+
+def test_a_rejection_is_recorded_for_later_processes(tmp_path):
+    """The second process neither compiles the rejected dynamic form again
+    nor the static one (a disk hit); it still warns, with the recorded
+    cause."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, CUTECALL_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", FALLBACK_CHILD], env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    (first, w1), (second, w2) = runs
+    assert (first["compiles"], first["disk_hits"]) == (2, 0)  # failed + rung 1
+    assert (second["compiles"], second["disk_hits"]) == (0, 1)
+    assert "Runtime value" in w1[0]
+    assert "recorded by an earlier process" in w2[0]

@@ -42,7 +42,11 @@ constexpr size_t kMaxArgs = 64;
 constexpr size_t kMaxEntries = 64;
 
 // How one call argument is used by a specialization.
-enum UseKind : int32_t { kUseTensor = 0, kUseScalar = 1, kUseIgnore = 2 };
+// kUseOutput: a tensor the kernel writes (a launch whose outputs are all
+// empty does nothing).
+enum UseKind : int32_t {
+  kUseTensor = 0, kUseScalar = 1, kUseIgnore = 2, kUseOutput = 3
+};
 // Runtime scalar types, in _signature.SCALAR_TYPES order.
 enum ScalarType : int32_t {
   kBoolean, kInt8, kInt16, kInt32, kInt64, kUint8, kUint16, kUint32,
@@ -63,6 +67,7 @@ struct Entry {
   std::unique_ptr<CallState> state;
   std::vector<Use> uses;
   size_t num_operands = 0;
+  bool has_outputs = false;
   uint64_t last_used = 0;
 };
 
@@ -357,8 +362,10 @@ class TensorLauncher {
     for (size_t i = 0; i < call.n; ++i) {
       Use u{flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]};
       const bool is_tensor = call.tag(i) == kTagTensor;
+      const bool tensor_use = u.kind == kUseTensor || u.kind == kUseOutput;
+      entry->has_outputs |= u.kind == kUseOutput;
       bool ok = u.kind == kUseIgnore ||
-                (u.kind == kUseTensor && is_tensor && u.index >= 0 &&
+                (tensor_use && is_tensor && u.index >= 0 &&
                  size_t(u.index) < tensor_seen.size() && !tensor_seen[size_t(u.index)]++) ||
                 (u.kind == kUseScalar && !is_tensor && u.index >= 0 &&
                  size_t(u.index) < scalar_seen.size() && u.type >= 0 &&
@@ -452,17 +459,22 @@ class TensorLauncher {
   void Run(const Entry& e, const nb::args& args, const CallInfo& call) {
     BufferView views[kMaxArgs];
     abi::Slot scalars[abi::kMaxSlots];
+    bool outputs_empty = e.has_outputs;
     for (size_t i = 0; i < call.n; ++i) {
       const Use& u = e.uses[i];
-      if (u.kind == kUseTensor) {
+      if (u.kind == kUseTensor || u.kind == kUseOutput) {
         const dlpack::Tensor& t = call.tensors[i];
         views[u.index] = BufferView{
             static_cast<char*>(t.data) + t.byte_offset, t.shape, t.ndim,
             t.strides};
+        if (u.kind == kUseOutput) outputs_empty &= IsEmpty(views[u.index]);
       } else if (u.kind == kUseScalar) {
         Scalar(e, i, u, args[i].ptr(), &scalars[u.index]);
       }
     }
+    // Nothing to write (a kernel would size its grid from the outputs, and
+    // a grid of 0 blocks is a CUDA launch error): no launch.
+    if (outputs_empty) return;
     void* stream = nullptr;
     if (call.api->current_work_stream(dlpack::kDLCUDA, call.device, &stream) != 0) {
       throw nb::python_error();

@@ -336,6 +336,19 @@ TEST_F(CallStateTest, ExecutePacksOperandsFromArgsAndResults) {
   EXPECT_EQ(run.status_on_entry, 0);
 }
 
+TEST_F(CallStateTest, ExecuteWithOnlyEmptyResultsLaunchesNothing) {
+  std::unique_ptr<CallState> state = Prepared();
+  ASSERT_NE(state, nullptr);
+  const int64_t empty_dims[] = {0, 10};
+  ASSERT_TRUE(IsOk(ExecuteWith(*state, nullptr, args_,
+                               {{Address(0x3000), empty_dims, 2}})));
+  EXPECT_TRUE(fake_.runs.empty());  // a 0-block grid would be a launch error
+  // A non-empty result launches, whatever the inputs (the kernel may
+  // write, e.g., zeros for an empty reduction).
+  ASSERT_TRUE(IsOk(ExecuteWith(*state, nullptr, args_, rets_)));
+  EXPECT_EQ(fake_.runs.size(), 1u);
+}
+
 TEST_F(CallStateTest, ExecuteFollowsPlanOrderNotOperandOrder) {
   // The kernel takes (y, x): operand 0 is input 1 and operand 1 is input 0.
   PlanSpec spec;

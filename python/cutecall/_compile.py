@@ -233,6 +233,13 @@ def _get_locked(spec, name, options, arch) -> CompiledKernel:
     return kernel
 
 
+def _remember_rejection(key: str, name: str) -> None:
+    _rejected[key] = name
+    _rejected.move_to_end(key)
+    while len(_rejected) > _CACHE_CAPACITY:
+        _rejected.popitem(last=False)
+
+
 def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
                    start: int, name: str, options: str, arch: str,
                    fallback: bool | None, explicit: Callable[[Any], str]
@@ -247,11 +254,12 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
     naming the rung and ``explicit(rung)`` (how to ask for it); with
     ``fallback=False`` (or ``$CUTECALL_STATIC_FALLBACK=0``) the dynamic
     form's ``CompileError`` is raised instead. Keys the DSL rejected are
-    remembered for the process: each fails to compile once, not per call.
+    remembered for the process and recorded in the artifact store: each
+    fails to compile once per user and version, not per call or process.
     """
     global _fallbacks
     allowed = fallback_enabled(fallback)
-    first_error, seen = None, set()
+    first_error, seen, cause = None, set(), "rejected earlier in the process"
     start = start if allowed else 0
     for level in range(start, len(rungs) + 1 if allowed else 1):
         rung = rungs[level - 1] if level else None
@@ -260,16 +268,21 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
             continue
         seen.add(spec.key)
         with _lock:
-            if spec.key in _rejected:
+            stored = None if spec.key in _rejected or level == len(rungs) \
+                or not allowed else _store.rejection_cause(spec.key, arch)
+            if stored is not None:
+                cause = f"{stored} (recorded by an earlier process)"
+            if spec.key in _rejected or stored is not None:
+                _remember_rejection(spec.key, name)
                 continue
             cached = spec.key in _cache.entries
             try:
                 kernel = _get_locked(spec, name, options, arch)
             except CompileError as e:
                 first_error = first_error or e
-                _rejected[spec.key] = name
-                while len(_rejected) > _CACHE_CAPACITY:
-                    _rejected.popitem(last=False)
+                _remember_rejection(spec.key, name)
+                if level < len(rungs) and allowed:
+                    _store.record_rejection(spec.key, name, arch, e.root_cause)
                 continue
             if level and not cached:
                 _fallbacks += 1
@@ -277,7 +290,7 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
             if warn:
                 _warned.add(name)
         if warn:
-            cause = first_error.root_cause if first_error else "rejected earlier"
+            cause = first_error.root_cause if first_error else cause
             warnings.warn(
                 f"cutecall: kernel '{name}' does not compile with dynamic "
                 f"layouts ({cause}); compiled with {rung.summary}, as its "

@@ -433,6 +433,48 @@ def kernel_stamp(arch: str) -> dict:
     return dict(current_stamp(arch), kernel_fields=",".join(_kernel_fields()))
 
 
+def stamp_of(entry: Entry) -> dict:
+    """The stamp an entry of its kind would carry if written now (kernels,
+    or records that the DSL rejected a key)."""
+    if entry.meta.get("rejected"):
+        return rejection_stamp(entry.stamp.get("arch", ""))
+    return kernel_stamp(entry.stamp.get("arch", ""))
+
+
+def rejection_stamp(arch: str) -> dict:
+    return dict(current_stamp(arch), kind="rejection")
+
+
+def _rejection_key(key: str) -> str:
+    return hashlib.sha256(f"rejected:{key}".encode()).hexdigest()
+
+
+def record_rejection(key: str, name: str, arch: str, cause: str) -> None:
+    """Remembers, for every process of this user, that the DSL rejected
+    specialization `key` (the static fallback then starts above it). Best
+    effort: a store failure is silent (the next process compiles again)."""
+    store = default_store()
+    if store is None:
+        return
+    with contextlib.suppress(OSError):
+        store.get_or_build(_rejection_key(key), rejection_stamp(arch),
+                           lambda: ({"rejected": key, "name": name,
+                                     "cause": cause[:2000]}, b""))
+
+
+def rejection_cause(key: str, arch: str) -> str | None:
+    """Why the DSL rejected `key`, if a process recorded it (with the same
+    cutecall, DSL and CUDA versions); else None."""
+    store = default_store()
+    if store is None:
+        return None
+    try:
+        entry = store.load(_rejection_key(key), rejection_stamp(arch))
+    except OSError:
+        return None
+    return None if entry is None else str(entry.meta.get("cause", "?"))
+
+
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     """(CompiledKernel, compiled?) through the default store: a verified
     entry, else ``compile()``'s kernel, stored. No store: compiles. The

@@ -35,7 +35,7 @@ def _store_or_exit() -> _store.ArtifactStore:
 
 
 def _stamp_for(entry: _store.Entry) -> dict:
-    return _store.kernel_stamp(entry.stamp.get("arch", ""))
+    return _store.stamp_of(entry)
 
 
 def _age(seconds: float) -> str:
@@ -74,6 +74,8 @@ def _listing(store, repair: bool) -> list[dict]:
                 entry = store.read(key)
                 row.update(kernel=entry.meta.get("name"), arch=entry.stamp.get("arch"),
                            dsl=entry.stamp.get("dsl"), cutecall=entry.stamp.get("cutecall"))
+                if entry.meta.get("rejected"):  # a form the DSL rejected
+                    row.update(kind="rejected", cause=entry.meta.get("cause"))
         rows.append(row)
     return sorted(rows, key=lambda r: r["age_s"] or 0)
 
@@ -85,7 +87,10 @@ def cache_list(args) -> int:
         return 0
     print(f"{'key':16}  {'kernel':24}  {'arch':8}  {'size':>10}  {'used':>5}  status")
     for r in rows:
-        print(f"{r['key'][:16]:16}  {str(r.get('kernel', '?'))[:24]:24}  "
+        kernel = str(r.get("kernel", "?"))
+        if r.get("kind"):
+            kernel = kernel[:13] + " (rejected)"
+        print(f"{r['key'][:16]:16}  {kernel[:24]:24}  "
               f"{str(r.get('arch', '?')):8}  {_size(r['bytes']):>10}  "
               f"{_age(r['age_s'] or 0):>5}  {r['status']}")
     print(f"{len(rows)} entries")

@@ -89,6 +89,16 @@ class CallState {
           std::to_string(plan_.num_args()) + " and " +
           std::to_string(plan_.num_rets()));
     }
+    // A call whose results are all empty has nothing to write: no launch
+    // (a kernel would size its grid from them, and a grid of 0 blocks is a
+    // CUDA launch error).
+    bool all_empty = num_rets > 0;
+    for (size_t r = 0; r < num_rets && all_empty; ++r) {
+      ErrorOr<BufferView> b = ret(r);
+      if (!b.ok()) return b.status();
+      all_empty = IsEmpty(b.value());
+    }
+    if (all_empty) return Status::Ok();
     abi::Slot slots[abi::kMaxSlots];
     const auto& ops = plan_.operands();
     for (size_t i = 0; i < ops.size(); ++i) {

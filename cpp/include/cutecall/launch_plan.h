@@ -30,6 +30,14 @@ struct BufferView {
   const int64_t* strides = nullptr;  // elements; nullptr means row-major compact
 };
 
+// Whether a buffer holds no element (some extent is 0).
+inline bool IsEmpty(const BufferView& b) {
+  for (int64_t d = 0; d < b.rank; ++d) {
+    if (b.dims[d] == 0) return true;
+  }
+  return false;
+}
+
 struct DimRule {
   int32_t dim;
   int64_t value;  // static extent, or divisibility for dynamic dims

@@ -18,7 +18,10 @@ import torch
 from .. import _compile, _core, _runtime, _signature, _spec
 
 SCALAR_CODE = {name: i for i, name in enumerate(_signature.SCALAR_TYPES)}
-USE_TENSOR, USE_SCALAR, USE_IGNORE = 0, 1, 2
+# How a call argument reaches the plan (tensor_launcher.cc's UseKind):
+# USE_OUTPUT is a tensor the kernel writes; a launch whose outputs are all
+# empty does nothing.
+USE_TENSOR, USE_SCALAR, USE_IGNORE, USE_OUTPUT = 0, 1, 2, 3
 
 
 def dtype_entry(dtype: torch.dtype) -> tuple[str, int] | None:

@@ -150,9 +150,12 @@ def build(kernel, args: Sequence[Any], props: Sequence, arch: str,
         binding=_binding.describe(kernel.sig, binding))
     uses, s = [], 0
     operand_of = {k: a for a, k in enumerate(binding.arrays)}
+    outputs = set(kernel.output_params)
     for k, arg in enumerate(args):
         if k in operand_of:
-            uses.append((_common.USE_TENSOR, operand_of[k], 0))
+            written = k < len(names) and names[k] in outputs
+            uses.append((_common.USE_OUTPUT if written else _common.USE_TENSOR,
+                         operand_of[k], 0))
         elif arg is None:
             uses.append((_common.USE_IGNORE, 0, 0))
         else:
