@@ -1,0 +1,198 @@
+"""FA4's Hopper kernel objects, built as ``flash_attn.cute.interface``
+builds them, and FA4's own launch paths for them (``Case.authors_torch``).
+
+Imports of FA4, the CuTe DSL and torch happen when a function is called.
+Each builder returns a new object, as FA4 builds one per compile: FA4's
+``__call__`` stores what it traces (layouts, copy atoms) on the object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+HDIM = 128
+ARCH = "sm_90a"
+
+
+@contextlib.contextmanager
+def dsl_arch(arch: str = ARCH):
+    """The CuTe DSL's target arch set to `arch`, restored afterwards.
+
+    FA4's constructors read it (``BaseDSL._get_dsl().get_arch_enum()``:
+    ``$CUTE_DSL_ARCH``, else the detected GPU, else sm_100a) and the sm90
+    classes assert an sm_90a-family arch, so building them on a machine
+    without a GPU needs it set. Process-wide DSL state: not thread-safe."""
+    from cutlass.cutlass_dsl import BaseDSL
+    envar = BaseDSL._get_dsl().envar
+    saved = getattr(envar, "_arch", None)
+    envar.arch = arch
+    try:
+        yield
+    finally:
+        envar.arch = saved
+
+
+def bwd_config(causal: bool, hdim: int = HDIM):
+    """FA4's sm90 backward config (``interface._tile_size_bwd_sm90``)."""
+    from flash_attn.cute import interface
+    return interface._tile_size_bwd_sm90(hdim, hdim, causal, False)
+
+
+def fwd_kernel(causal: bool, hdim: int = HDIM):
+    """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
+    it for arch 9x (tile from ``_tile_size_fwd_sm90``: 128x128, RS + intra-WG
+    overlap for hdim 128; num_stages=2; pack_gqa off for MHA)."""
+    import cutlass
+    from flash_attn.cute import interface
+    from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
+    cfg = interface._tile_size_fwd_sm90(hdim, hdim, causal, False)
+    with dsl_arch():
+        return FlashAttentionForwardSm90(
+            cutlass.BFloat16, hdim, hdim, 1, is_causal=causal, is_local=False,
+            pack_gqa=False, tile_m=cfg.m_block_size, tile_n=cfg.n_block_size,
+            num_stages=2, num_threads=384, Q_in_regs=False,
+            intra_wg_overlap=cfg.intra_wg_overlap,
+            mma_pv_is_rs=cfg.mma_pv_is_rs, mask_mod=None, score_mod=None,
+            has_aux_tensors=False, q_subtile_factor=1, paged_kv_non_tma=False)
+
+
+def _hdim_multiple_of(cfg) -> int:
+    return 64 if cfg.dKV_swapAB else 32  # interface._flash_attn_bwd, arch 9x
+
+
+def preprocess_kernel(causal: bool, hdim: int = HDIM):
+    """``FlashAttentionBackwardPreprocess`` as ``_compile_bwd_preprocess``
+    builds it for ``_flash_attn_bwd`` (tile_m = the backward's)."""
+    import cutlass
+    from flash_attn.cute.flash_bwd_preprocess import \
+        FlashAttentionBackwardPreprocess
+    cfg = bwd_config(causal, hdim)
+    with dsl_arch():
+        return FlashAttentionBackwardPreprocess(
+            cutlass.BFloat16, hdim, hdim, cfg.m_block_size,
+            use_padded_offsets=True, nheads_major=False, pack_gqa=False,
+            qhead_per_kvhead=1, nheads_kv=1,
+            hdim_multiple_of=_hdim_multiple_of(cfg))
+
+
+def backward_kernel(causal: bool, hdim: int = HDIM):
+    """``FlashAttentionBackwardSm90`` as ``_flash_attn_bwd`` builds it for
+    arch 9x (hdim 128: tile 80x128 with dQ_swapAB, or 64x128 causal; 2 MMA
+    warpgroups; q_subtile_factor 2 without block sparsity)."""
+    import cutlass
+    from flash_attn.cute.flash_bwd_sm90 import FlashAttentionBackwardSm90
+    cfg = bwd_config(causal, hdim)
+    with dsl_arch():
+        return FlashAttentionBackwardSm90(
+            cutlass.BFloat16, hdim, hdim, 1, causal, is_local=False,
+            deterministic=False, tile_m=cfg.m_block_size,
+            tile_n=cfg.n_block_size, Q_stage=cfg.num_stages_Q,
+            dO_stage=cfg.num_stages_dO, PdS_stage=cfg.num_stages_PdS,
+            SdP_swapAB=cfg.SdP_swapAB, dKV_swapAB=cfg.dKV_swapAB,
+            dQ_swapAB=cfg.dQ_swapAB, AtomLayoutMSdP=cfg.AtomLayoutMSdP,
+            AtomLayoutNdKV=cfg.AtomLayoutNdKV, AtomLayoutMdQ=cfg.AtomLayoutMdQ,
+            num_threads=(cfg.num_wg + 1) * 128, V_in_regs=False,
+            score_mod=None, score_mod_bwd=None, mask_mod=None,
+            has_aux_tensors=False, q_subtile_factor=2,
+            dQ_single_wg=cfg.dQ_single_wg)
+
+
+def _post_threads(cfg) -> int:
+    return 128 if cfg.dQ_single_wg else cfg.num_wg * 128  # num_threads_post_dQ
+
+
+def postprocess_kernel(causal: bool, hdim: int = HDIM):
+    """``FlashAttentionBackwardPostprocess`` as ``_compile_bwd_postprocess``
+    builds it for dQ in ``_flash_attn_bwd`` (arch 90)."""
+    import cutlass
+    from flash_attn.cute.flash_bwd_postprocess import \
+        FlashAttentionBackwardPostprocess
+    cfg = bwd_config(causal, hdim)
+    with dsl_arch():
+        return FlashAttentionBackwardPostprocess(
+            cutlass.BFloat16, hdim, 90, cfg.m_block_size, _post_threads(cfg),
+            cfg.AtomLayoutMdQ, cfg.dQ_swapAB, use_2cta_instrs=False,
+            cluster_size=1, hdim_multiple_of=_hdim_multiple_of(cfg),
+            accum_order=None)
+
+
+def accum_shapes(batch: int, seqlen: int, heads: int, causal: bool,
+                 hdim: int = HDIM):
+    """((B, H, Sr), (B, H, Sr * Dr)): the backward's statistics (dPsum,
+    LSE_log2) and dQ accumulator, as ``_flash_attn_bwd`` allocates them
+    (Sr: seqlen rounded up to tile_m; Dr: hdim to hdim_multiple_of)."""
+    cfg = bwd_config(causal, hdim)
+    rows = -(-seqlen // cfg.m_block_size) * cfg.m_block_size
+    mult = _hdim_multiple_of(cfg)
+    hdim_rounded = -(-hdim // mult) * mult
+    return (batch, heads, rows), (batch, heads, rows * hdim_rounded)
+
+
+# ---------------------------------------------------------------------------
+# FA4's own launch paths (GPU): each writes the outputs of the case's torch
+# arguments, which follow the launcher's parameter order.
+
+def authors_forward(causal: bool):
+    """``interface._flash_attn_fwd`` with ``out=`` and ``lse=``."""
+    def run(q, k, v, out, lse, softmax_scale):
+        from flash_attn.cute import interface
+        interface._flash_attn_fwd(q, k, v, softmax_scale=softmax_scale,
+                                  causal=causal, out=out, lse=lse)
+    return run
+
+
+def authors_preprocess(causal: bool, hdim: int = HDIM):
+    """``interface._bwd_preprocess``, as ``_flash_attn_bwd`` calls it."""
+    def run(out, dout, dpsum, lse, lse_log2, dq_accum, *_):
+        import cutlass
+        from flash_attn.cute import interface
+        cfg = bwd_config(causal, hdim)
+        interface._bwd_preprocess(
+            out, dout, dpsum, lse, lse_log2, dq_accum, None, None, None,
+            cutlass.BFloat16, hdim, hdim, cfg.m_block_size,
+            hdim_multiple_of=_hdim_multiple_of(cfg), fake_mode=False)
+    return run
+
+
+def authors_backward(causal: bool, hdim: int = HDIM):
+    """The main backward kernel compiled as ``_flash_attn_bwd`` compiles it
+    for arch 9x (``to_cute_tensor`` of the tensors, TVM-FFI, a fake env
+    stream) and called with its argument list; FA4 has no entry point that
+    runs this kernel alone."""
+    compiled = {}
+
+    def run(q, k, v, dout, lse_log2, dpsum, dq_accum, dk, dv, softmax_scale):
+        import cutlass.cute as cute
+        from flash_attn.cute.cute_dsl_utils import to_cute_tensor
+        from flash_attn.cute.utils import AuxData
+        if "fn" not in compiled:
+            tensors = [to_cute_tensor(t) for t in
+                       (q, k, v, dout, lse_log2, dpsum, dq_accum, dk, dv)]
+            stream = cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True)
+            compiled["fn"] = cute.compile(
+                backward_kernel(causal, hdim), *tensors, softmax_scale,
+                None, None, None, None, None, None, None, None, None,
+                AuxData(None, None), None, None, stream,
+                options="--enable-tvm-ffi")
+        compiled["fn"](q, k, v, dout, lse_log2, dpsum, dq_accum, dk, dv,
+                       softmax_scale, None, None, None, None, None, None, None,
+                       None, None, AuxData(None, None), None, None)
+    return run
+
+
+def authors_postprocess(causal: bool, hdim: int = HDIM):
+    """``interface._bwd_postprocess_convert`` for dQ, as ``_flash_attn_bwd``
+    calls it on arch 90."""
+    def run(dq_accum, dq, scale, *_):
+        import cutlass
+        from flash_attn.cute import interface
+        cfg = bwd_config(causal, hdim)
+        interface._bwd_postprocess_convert(
+            dq_accum, dq, scale, None, None, 90, cutlass.BFloat16, hdim,
+            cfg.m_block_size, _post_threads(cfg), cfg.AtomLayoutMdQ,
+            cfg.dQ_swapAB, use_2cta_instrs=False, cluster_size=1,
+            cu_total_m_blocks=None, sink_tensors=None,
+            hdim_multiple_of=_hdim_multiple_of(cfg), accum_order=None,
+            fake_mode=False)
+    return run
+
