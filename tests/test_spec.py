@@ -186,6 +186,16 @@ def test_kernel_objects_are_keyed_by_their_attributes():
         _key(KernelObject(8, config=cfg(mode=Mode.SAFE)))
 
 
+def test_a_kernel_object_keeps_its_first_fingerprint_while_its_config_holds():
+    from cutecall import _fingerprint
+    k = KernelObject(64)
+    first = _fingerprint.launcher_fingerprint(k)
+    k.cluster_n = 2              # what tracing leaves on QuACK's objects
+    assert _fingerprint.launcher_fingerprint(k) == first
+    k.n = 128                    # a changed configuration is a new kernel
+    assert _fingerprint.launcher_fingerprint(k) != first
+
+
 def test_a_front_takes_the_fingerprint_when_it_binds_the_launcher():
     import cutecall
     k = KernelObject(64)

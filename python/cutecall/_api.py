@@ -7,8 +7,8 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
-from . import (_batching, _binding, _compile, _fallback, _jax_args,
-               _runtime, _signature, _spec)
+from . import (_batching, _binding, _compile, _fallback, _fingerprint,
+               _jax_args, _runtime, _signature, _spec)
 from ._primitive import cutecall_p, match_varying
 
 __all__ = ["cutlass_call", "CutlassCall"]
@@ -64,7 +64,7 @@ class CutlassCall:
         self.name = name or getattr(fn, "__name__", type(fn).__name__)
         self.sig = _signature.analyze(fn)
         # Taken now: a kernel object's attributes may change while traced.
-        self.fingerprint = _spec.fingerprint(fn, "launcher")
+        self.fingerprint = _fingerprint.launcher_fingerprint(fn)
         self.constexprs = tuple(sorted(constexprs.items()))
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _spec.fingerprint(v, f"constexpr {k!r}")

@@ -14,14 +14,51 @@ Pure Python, no CuTe DSL import.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import functools
 import hashlib
 import inspect
 import textwrap
+import threading
+import weakref
 from typing import Any
 
 _MAX_DEPTH = 16
+
+
+# A kernel object's fingerprint when a front end first bound it, and the
+# attributes it had then. Tracing adds attributes (FA4's __call__ stores copy
+# atoms and layouts; QuACK's sets cluster_n): those are derived state, so a
+# later binding of the same object reuses the first fingerprint while the
+# first attributes are unchanged. Weak: the entry dies with the object.
+_first_seen: "weakref.WeakKeyDictionary[Any, tuple[frozenset, Any]]" = \
+    weakref.WeakKeyDictionary()
+_first_seen_lock = threading.Lock()
+
+
+def launcher_fingerprint(fn) -> Any:
+    """The fingerprint of a launcher as a front end binds it (see
+    ``_first_seen``): a kernel object keeps the fingerprint of its state
+    when first bound while those attributes keep their values."""
+    state = _state(fn) if not inspect.isroutine(fn) else None
+    if state is None:
+        return fingerprint(fn, "launcher")
+    try:
+        with _first_seen_lock:
+            first = _first_seen.get(fn)
+    except TypeError:  # not hashable or not weak-referenceable
+        return fingerprint(fn, "launcher")
+    if first is not None:
+        names, fp = first
+        if _object_fingerprint(fn, {k: v for k, v in state.items() if k in names},
+                               "launcher", 0, frozenset()) == fp:
+            return fp
+    fp = fingerprint(fn, "launcher")
+    with contextlib.suppress(TypeError):
+        with _first_seen_lock:
+            _first_seen[fn] = (frozenset(state), fp)
+    return fp
 
 
 def fingerprint(value, what: str) -> Any:
@@ -92,11 +129,7 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
                 source_digest(value), closure]
     state = _state(value)
     if state is not None:
-        cls = type(value)
-        member = functools.partial(_fingerprint, depth=depth + 1, seen=seen,
-                                   in_object=True)
-        return ["object", cls.__module__, cls.__qualname__, _class_digest(cls),
-                [[k, member(v, f"{what}.{k}")] for k, v in sorted(state.items())]]
+        return _object_fingerprint(value, state, what, depth, seen)
     try:
         hash(value)
     except TypeError:
@@ -107,6 +140,15 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
         raise TypeError(f"cutecall: {what} = {r} has no stable repr; pass a "
                         "value whose repr does not contain an address")
     return ["repr", type(value).__module__, type(value).__qualname__, r]
+
+
+def _object_fingerprint(value, state: dict, what: str, depth: int,
+                        seen: frozenset) -> list:
+    cls = type(value)
+    member = functools.partial(_fingerprint, depth=depth + 1,
+                               seen=seen | {id(value)}, in_object=True)
+    return ["object", cls.__module__, cls.__qualname__, _class_digest(cls),
+            [[k, member(v, f"{what}.{k}")] for k, v in sorted(state.items())]]
 
 
 def _state(value) -> dict | None:

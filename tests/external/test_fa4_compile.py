@@ -74,13 +74,6 @@ def test_jax_each_config_compiles_its_own_kernel():
 # A kernel object traced once (by cutecall, or by FA4's own cute.compile)
 # carries what its __call__ stored: layouts, copy atoms holding MLIR values.
 # Wrapping it again must not change its key or fail.
-WRAPPED_AFTER_TRACE = pytest.mark.xfail(
-    strict=True, raises=TypeError,
-    reason="cutecall fingerprints a kernel object's attributes when a front "
-    "binds it, and refuses the MLIR values FA4's __call__ left on it")
-
-
-@WRAPPED_AFTER_TRACE
 def test_jax_kernel_object_wrapped_again_after_a_trace(compiles):
     a = fa4_corpus.Attn(*SHAPE)
     kernel = fa4_kernels.fwd_kernel(False)
@@ -97,7 +90,6 @@ def test_jax_kernel_object_wrapped_again_after_a_trace(compiles):
     assert compiles() == before
 
 
-@WRAPPED_AFTER_TRACE
 def test_torch_kernel_object_wrapped_after_a_jax_trace(compiles):
     import cutecall.torch
     case = CASES[0]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import _binding, _compile, _core, _signature, _spec
+from .. import _binding, _compile, _core, _fingerprint, _signature, _spec
 from . import _common, _specialize
 
 _op_ids = itertools.count()
@@ -69,7 +69,7 @@ class Kernel:
         self.fn = launcher
         self.sig = _signature.analyze(launcher)
         # Taken now: a kernel object's attributes may change while traced.
-        self.fingerprint = _spec.fingerprint(launcher, "launcher")
+        self.fingerprint = _fingerprint.launcher_fingerprint(launcher)
         self.sig.check_constexprs(constexprs)
         self.name = name or self.sig.name
         self.constexprs = tuple(sorted(constexprs.items()))
