@@ -461,6 +461,7 @@ def test_notebook_float_and_int_keyword_constexprs(fresh, compiles):
 def test_gpu_notebook_kernels_match_jax():
     x = jax.random.normal(jax.random.key(0), (1, 256, 4), jnp.float32)
     y = jax.random.normal(jax.random.key(1), (1, 256, 4), jnp.float32)
-    np.testing.assert_allclose(_axpy_jax(x, y, 2.5), 2.5 * x + y, rtol=1e-6)
+    np.testing.assert_allclose(_axpy_jax(x, y, 2.5), 2.5 * x + y, rtol=1e-5,
+                               atol=1e-6)  # fused multiply-add vs XLA's
     z = jax.random.normal(jax.random.key(2), (64, 32), jnp.float32)
     np.testing.assert_array_equal(_relu_jax(z), jax.nn.relu(z))

@@ -68,15 +68,20 @@ def jax_chain(call, args, k: int):
             if isinstance(i, int) and isinstance(o, int) and i in positions]
 
     def run(*arrays):
-        arrays, out = list(arrays), None
+        # Every call's outputs are results of the program (XLA drops an
+        # optimization barrier's unused operands, so a barrier alone would
+        # not keep earlier calls alive); the barrier orders each call after
+        # the previous one and gives it fresh operands (no CSE).
+        arrays, out, results = list(arrays), None, []
         for _ in range(k):
             if out is not None:
                 outs = out if isinstance(out, (tuple, list)) else (out,)
                 for a, o in feed:
                     arrays[a] = outs[o]
-                arrays, _ = lax.optimization_barrier((arrays, out))
+                arrays, out = lax.optimization_barrier((arrays, out))
+                results.append(out)
             out = call(*rebuild(arrays))
-        return out
+        return results + [out]
 
     f = jax.jit(run)
     return lambda: jax.block_until_ready(f(*arrays))
