@@ -5,11 +5,18 @@ One process. For every case of ``cutecall.examples.external`` (QuACK,
 FlashAttention-4) at its bench size, side by side:
 
   cutecall_jax    ``cutecall.cutlass_call(<author's kernel>)`` inside
-                  ``jax.jit``: device time per call from K chained calls in
-                  one jit (each call's inputs pass an optimization barrier
-                  with the previous output, so XLA neither merges nor
-                  reorders them), as (T(K2) - T(K1)) / (K2 - K1): JAX's
-                  dispatch cancels out
+                  ``jax.jit``: K2 chained calls in one jit (each call's
+                  inputs pass an optimization barrier with the previous
+                  output, so XLA neither merges nor reorders them; every
+                  output is a result). Device time per call from a JAX
+                  profiler trace of one run: ``device_us`` is the span from
+                  the first kernel's start to the last's end over K2 (as
+                  CUDA events around K2 launches measure), ``busy_us`` the
+                  kernels' summed durations over K2; ``wall_us`` is
+                  (T(K2) - T(K1)) / (K2 - K1) of wall time. XLA's command
+                  buffers are off in this process (``XLA_FLAGS``): with
+                  every output live, XLA re-records each call's graph node
+                  on every run, a cost of this harness, not of a program
   authors_jax     the authors' JAX path (QuACK's jax-tvm-ffi functions),
                   timed the same way
   xla             the case's plain-JAX reference, timed the same way (a
@@ -87,15 +94,62 @@ def jax_chain(call, args, k: int):
     return lambda: jax.block_until_ready(f(*arrays))
 
 
-def jax_device_us(call, args, k1: int, k2: int, trials: int) -> list[float]:
+def jax_wall_us(call, args, k1: int, k2: int) -> float:
+    """Wall time per call from the difference of a k2- and a k1-call chain
+    (JAX's dispatch cancels out): device time when the GPU is the
+    bottleneck, host time when it is not."""
     short, long = jax_chain(call, args, k1), jax_chain(call, args, k2)
     short(), long()  # compile
-    out = []
-    for _ in range(trials):
-        t0 = time.perf_counter(); short(); t1 = time.perf_counter()
-        long(); t2 = time.perf_counter()
-        out.append(((t2 - t1) - (t1 - t0)) / (k2 - k1) * 1e6)
-    return out
+    t0 = time.perf_counter(); short(); t1 = time.perf_counter()
+    long(); t2 = time.perf_counter()
+    return ((t2 - t1) - (t1 - t0)) / (k2 - k1) * 1e6
+
+
+# Trace lines that repeat the kernels' events under other names.
+_DERIVED_LINES = ("XLA Modules", "XLA Ops", "Launch Stats", "Steps",
+                  "TensorFlow Name Scope", "Source code", "Framework Name Scope")
+
+
+def jax_trace_us(call, args, k: int) -> tuple[float, float]:
+    """(span, busy) µs per call of a k-call chain, read from a JAX profiler
+    trace of one run: span is the first GPU kernel's start to the last's
+    end, divided by k (like CUDA events around k launches); busy is the
+    kernels' summed durations divided by k (no gaps). Copies and memsets
+    are left out."""
+    import glob
+    import shutil
+    import tempfile
+
+    import jax
+    from jax.profiler import ProfileData
+
+    run = jax_chain(call, args, k)
+    run()
+    folder = tempfile.mkdtemp(prefix="cutecall_trace_")
+    try:
+        jax.profiler.start_trace(folder)
+        try:
+            run()
+        finally:
+            jax.profiler.stop_trace()
+        (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
+        events = set()
+        for plane in ProfileData.from_file(path).planes:
+            if not plane.name.startswith("/device:GPU"):
+                continue
+            lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
+                or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
+            for line in lines:
+                for e in line.events:
+                    if not e.name.lower().startswith(("memcpy", "memset")):
+                        events.add((e.start_ns, e.end_ns))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not events:
+        raise RuntimeError("the profiler trace holds no GPU kernel")
+    span = max(e for _, e in events) - min(s for s, _ in events)
+    busy = sum(e - s for s, e in events)
+    return span / k / 1e3, busy / k / 1e3
 
 
 def torch_device_us(fn, n: int) -> float:
@@ -196,13 +250,17 @@ def run_case(case, args) -> dict:
     rec["static_fallbacks"] = (cutecall.compile_stats()["static_fallbacks"]
                                - before["static_fallbacks"])
 
-    samples = {p: {"device_us": [], "host_us": []} for p in timers}
+    samples = {p: {"device_us": [], "busy_us": [], "wall_us": [],
+                   "host_us": []} for p in timers}
     for _ in range(args.trials):
         for path, t in timers.items():
             try:
                 if t[0] == "jax":
-                    samples[path]["device_us"] += jax_device_us(
-                        t[1], t[2], args.k1, args.k2, 1)
+                    span, busy = jax_trace_us(t[1], t[2], args.k2)
+                    samples[path]["device_us"].append(span)
+                    samples[path]["busy_us"].append(busy)
+                    samples[path]["wall_us"].append(
+                        jax_wall_us(t[1], t[2], args.k1, args.k2))
                 else:
                     samples[path]["device_us"].append(
                         torch_device_us(t[1], args.launches))
@@ -225,18 +283,21 @@ def table(results) -> str:
 
     def fmt(v):
         return "—" if v is None else f"{v:.1f}"
-    lines = ["| kernel | cutecall JAX µs | cutecall torch µs | authors torch µs | "
-             "authors JAX µs | XLA µs | JAX/authors | torch/authors | host µs "
-             "cutecall | host µs authors |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+
+    def ratio(a, b):
+        return "—" if a is None or not b else f"{a / b:.3f}"
+    lines = ["| kernel | cutecall JAX µs (busy) | authors JAX µs (busy) | "
+             "cutecall torch µs | authors torch µs | XLA µs | JAX / authors | "
+             "torch / authors torch | host µs cutecall torch | host µs authors "
+             "torch |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        cj, ct, at, aj = (get(r, p) for p in ("cutecall_jax", "cutecall_torch",
-                                             "authors_torch", "authors_jax"))
-        ref = at or aj
-        ratio = lambda v: "—" if v is None or not ref else f"{v / ref:.3f}"
+        cj, aj, ct, at = (get(r, p) for p in ("cutecall_jax", "authors_jax",
+                                             "cutecall_torch", "authors_torch"))
+        cjb, ajb = get(r, "cutecall_jax", "busy_us"), get(r, "authors_jax", "busy_us")
         lines.append(
-            f"| {r['name']} | {fmt(cj)} | {fmt(ct)} | {fmt(at)} | {fmt(aj)} | "
-            f"{fmt(get(r, 'xla'))} | {ratio(cj)} | {ratio(ct)} | "
+            f"| {r['name']} | {fmt(cj)} ({fmt(cjb)}) | {fmt(aj)} ({fmt(ajb)}) | "
+            f"{fmt(ct)} | {fmt(at)} | {fmt(get(r, 'xla'))} | "
+            f"{ratio(cj, aj or at)} | {ratio(ct, at)} | "
             f"{fmt(get(r, 'cutecall_torch', 'host_us'))} | "
             f"{fmt(get(r, 'authors_torch', 'host_us'))} |")
     return "\n".join(lines)
@@ -247,13 +308,17 @@ def main():
     ap.add_argument("--out", default="external.json")
     ap.add_argument("--size", default="bench", choices=["bench", "test"])
     ap.add_argument("--cases", default="", help="comma-separated substrings")
-    ap.add_argument("--trials", type=int, default=7)
+    ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--k1", type=int, default=10)
-    ap.add_argument("--k2", type=int, default=30)
+    ap.add_argument("--k2", type=int, default=20)
     ap.add_argument("--launches", type=int, default=30)
     ap.add_argument("--host-launches", type=int, default=50)
     args = ap.parse_args()
 
+    import os
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_enable_command_buffer" not in flags:  # see the docstring
+        os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_enable_command_buffer=").strip()
     import jax
     import torch
 
