@@ -79,14 +79,19 @@ def jax_chain(call, args, k: int):
         # optimization barrier's unused operands, so a barrier alone would
         # not keep earlier calls alive); the barrier orders each call after
         # the previous one and gives it fresh operands (no CSE).
+        # An output fed forward into an aliased input is not kept: the
+        # next call updates it in place, as a real program does (a kept
+        # one would make XLA copy it first).
         arrays, out, results = list(arrays), None, []
+        fed = {o for _, o in feed}
         for _ in range(k):
             if out is not None:
                 outs = out if isinstance(out, (tuple, list)) else (out,)
                 for a, o in feed:
                     arrays[a] = outs[o]
-                arrays, out = lax.optimization_barrier((arrays, out))
-                results.append(out)
+                kept = [x for j, x in enumerate(outs) if j not in fed]
+                arrays, kept = lax.optimization_barrier((arrays, kept))
+                results.append(kept)
             out = call(*rebuild(arrays))
         return results + [out]
 
