@@ -48,17 +48,9 @@ import time
 import traceback
 
 
-def split(args):
-    """(the array arguments, a function putting arrays back among the
-    others): scalars and None stay Python values, as a user passes them."""
-    positions = [i for i, a in enumerate(args) if hasattr(a, "shape")]
-
-    def rebuild(arrays):
-        full = list(args)
-        for i, a in zip(positions, arrays):
-            full[i] = a
-        return full
-    return [args[i] for i in positions], rebuild
+def split_arrays(args):
+    from cutecall.examples.external import split_arrays as split
+    return split(args)
 
 
 def jax_chain(call, args, k: int):
@@ -69,7 +61,7 @@ def jax_chain(call, args, k: int):
     import jax
     from jax import lax
 
-    arrays, rebuild = split(args)
+    arrays, rebuild = split_arrays(args)
     positions = [i for i, a in enumerate(args) if hasattr(a, "shape")]
     feed = [(positions.index(i), o) for i, o in getattr(call, "aliases", ())
             if isinstance(i, int) and isinstance(o, int) and i in positions]
@@ -183,7 +175,7 @@ def torch_host_us(fn, n: int) -> float:
 def describe_jax(call, args) -> dict:
     import jax
     from cutecall import _contract, _spec
-    arrays, rebuild = split(args)
+    arrays, rebuild = split_arrays(args)
     eqn = _contract._find_call(
         jax.make_jaxpr(lambda *a: call(*rebuild(a)))(*arrays).jaxpr)
     kernel = eqn.params["kernel"]

@@ -174,17 +174,22 @@ def _class_digest(cls: type) -> str:
         if c.__module__ == "builtins":
             continue
         h.update(f"{c.__module__}.{c.__qualname__}".encode())
-        try:
-            path = inspect.getsourcefile(c)
-        except TypeError:
-            path = None
-        if path:
-            try:
-                with open(path, "rb") as f:
-                    h.update(f.read())
-            except OSError:
-                h.update(path.encode())
+        _hash_source_file(h, c)
     return h.hexdigest()
+
+
+def _hash_source_file(h, obj) -> None:
+    """Feeds `obj`'s whole source file to `h` (its path if unreadable)."""
+    try:
+        path = inspect.getsourcefile(obj)
+    except TypeError:
+        path = None
+    if path:
+        try:
+            with open(path, "rb") as f:
+                h.update(f.read())
+        except OSError:
+            h.update(path.encode())
 
 
 def source_digest(fn) -> str:
@@ -196,16 +201,7 @@ def source_digest(fn) -> str:
         h.update(_strip_decorators(inspect.getsource(target)).encode())
     except (OSError, TypeError):
         pass
-    try:
-        path = inspect.getsourcefile(target)
-    except TypeError:
-        path = None
-    if path:
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            h.update(path.encode())
+    _hash_source_file(h, target)
     return h.hexdigest()
 
 

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("quack")
 pytest.importorskip("cutlass")
 
-from cutecall.examples.external import quack_corpus  # noqa: E402
+from cutecall.examples.external import quack_corpus, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -45,17 +45,6 @@ def _same_tree(actual, expected, case, what):
         _close(a, e, case, f"{what} output {k}")
 
 
-def _split(args):
-    pos = [i for i, a in enumerate(args) if hasattr(a, "shape")]
-
-    def fill(arrays):
-        out = list(args)
-        for i, a in zip(pos, arrays):
-            out[i] = a
-        return out
-    return [args[i] for i in pos], fill
-
-
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_jax_matches_reference(case):
     call, args = case.jax(True, 0)
@@ -63,7 +52,7 @@ def test_jax_matches_reference(case):
     _same_tree(out, case.jax_reference(*args), case, "jax eager")
     # Inside jit (arrays traced; None and runtime scalars fixed): the same
     # kernel, so the same bits.
-    arrays, fill = _split(args)
+    arrays, fill = split_arrays(args)
     jitted = jax.jit(lambda *a: call(*fill(a)))(*arrays)
     for a, b in zip(jax.tree.leaves(jitted), jax.tree.leaves(out)):
         np.testing.assert_array_equal(_np(a), _np(b))
@@ -74,7 +63,7 @@ def test_jax_chained_calls_in_one_jit(case):
     """Twenty calls in one program (how the bench times kernels) give the
     eager result every time."""
     call, args = case.jax(True, 1)
-    arrays, fill = _split(args)
+    arrays, fill = split_arrays(args)
     first = call(*args)
 
     def many(*a):

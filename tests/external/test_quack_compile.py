@@ -32,7 +32,7 @@ pytest.importorskip("quack")
 pytest.importorskip("cutlass")
 
 import cutecall  # noqa: E402
-from cutecall.examples.external import quack_corpus  # noqa: E402
+from cutecall.examples.external import quack_corpus, split_arrays  # noqa: E402
 
 KERNELS = quack_corpus.KERNELS
 SHAPES = quack_corpus.SHAPES["test"]
@@ -57,19 +57,6 @@ def _other_m(m: int, same_class: bool) -> int:
     # M + 1024 keeps every power-of-two factor up to 1024 (any class cap);
     # M + 1 flips the lowest bit, so its class differs from M's.
     return m + 1024 if same_class else m + 1
-
-
-def _split(args):
-    """(array positions, a function filling them back among the call's other
-    arguments: None and runtime scalars)."""
-    pos = [i for i, a in enumerate(args) if hasattr(a, "shape")]
-
-    def fill(arrays):
-        out = list(args)
-        for i, a in zip(pos, arrays):
-            out[i] = a
-        return out
-    return [args[i] for i in pos], fill
 
 
 def test_building_cases_imports_nothing_heavy():
@@ -107,7 +94,7 @@ def test_jax_lowers_with_default_specs(kernel):
     assert text.count(CUSTOM_CALL) == 1, text[:2000]
 
     # The outputs have the structure and avals of the reference.
-    arrays, fill = _split(args)
+    arrays, fill = split_arrays(args)
     expected = jax.eval_shape(lambda *a: case.jax_reference(*fill(a)), *arrays)
     assert jax.tree.structure(lowered.out_info) == jax.tree.structure(expected)
     for got, want in zip(jax.tree.leaves(lowered.out_info),

@@ -16,7 +16,7 @@ heavy; its callables import the third-party package when called.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,3 +60,18 @@ class Case:
     authors_jax: Callable[..., Any] | None = None
     atol: float = 2e-2
     rtol: float = 2e-2
+
+
+def split_arrays(args) -> tuple[list, Callable[[Sequence], list]]:
+    """(the array arguments of a call, a function putting arrays back among
+    the others): ``None`` and runtime scalars stay Python values, as a user
+    passes them -- what a test or benchmark needs to put a call in a jit
+    whose parameters are the arrays alone."""
+    positions = [i for i, a in enumerate(args) if hasattr(a, "shape")]
+
+    def rebuild(arrays: Sequence) -> list:
+        full = list(args)
+        for i, a in zip(positions, arrays):
+            full[i] = a
+        return full
+    return [args[i] for i in positions], rebuild
