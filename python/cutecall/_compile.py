@@ -268,14 +268,15 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
             continue
         seen.add(spec.key)
         with _lock:
-            stored = None if spec.key in _rejected or level == len(rungs) \
-                or not allowed else _store.rejection_cause(spec.key, arch)
+            cached = spec.key in _cache.entries
+            stored = None if cached or spec.key in _rejected or \
+                level == len(rungs) or not allowed \
+                else _store.rejection_cause(spec.key, arch)
             if stored is not None:
                 cause = f"{stored} (recorded by an earlier process)"
             if spec.key in _rejected or stored is not None:
                 _remember_rejection(spec.key, name)
                 continue
-            cached = spec.key in _cache.entries
             try:
                 kernel = _get_locked(spec, name, options, arch)
             except CompileError as e:
