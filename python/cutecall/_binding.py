@@ -93,6 +93,30 @@ def score(order: str, outs, rest, kinds, params) -> tuple:
     return defaults, misplaced, optional, scalars
 
 
+def placements(sig: LauncherSignature, open_params: Sequence[int],
+               kinds: Sequence[str] | None, num_outputs: int, order: str):
+    """Yields ``(score, outputs)`` for every placement of `num_outputs`
+    outputs among the open parameters that the call fits (lower scores are
+    better; at most ``_MAX_PLACEMENTS`` are tried). `kinds` are the kinds of
+    the call's positional arguments; ``None`` means every parameter left
+    receives a value of its own annotated kind (a launch object's outputs,
+    placed before any call)."""
+    params = sig.params
+    candidates = [i for i in open_params if params[i].kind == TENSOR]
+    for count, outs in enumerate(itertools.combinations(candidates, num_outputs)):
+        if count >= _MAX_PLACEMENTS:
+            return
+        rest = [i for i in open_params if i not in outs]
+        given = kinds if kinds is not None else [
+            SCALAR_ARG if params[i].kind == SCALAR else ARRAY for i in rest]
+        n = len(given)
+        if n > len(rest) or any(not params[i].has_default for i in rest[n:]):
+            continue
+        if not all(_fits(params[i], k) for i, k in zip(rest, given)):
+            continue
+        yield (score(order, outs, rest, given, params) if outs else (0,)), outs
+
+
 def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
                   kinds: Sequence[str], num_outputs: int, order: str,
                   values: Sequence[Any] = ()) -> tuple[int, ...]:
@@ -104,17 +128,7 @@ def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
     candidates = [i for i in open_params if params[i].kind == TENSOR]
     n = len(kinds)
     best, best_score, ties = None, None, []
-    count = 0
-    for outs in itertools.combinations(candidates, num_outputs):
-        count += 1
-        if count > _MAX_PLACEMENTS:
-            break
-        rest = [i for i in open_params if i not in outs]
-        if n > len(rest) or any(not params[i].has_default for i in rest[n:]):
-            continue
-        if not all(_fits(params[i], k) for i, k in zip(rest, kinds)):
-            continue
-        score_ = score(order, outs, rest, kinds, params) if outs else (0,)
+    for score_, outs in placements(sig, open_params, kinds, num_outputs, order):
         if best_score is None or score_ < best_score:
             best, best_score, ties = outs, score_, []
         elif score_ == best_score:

@@ -78,11 +78,3 @@ def compact_stride_divisibility(static_shape: Sequence, divisibility: Sequence,
         acc *= divisibility_class(s, cap) if s is not None else divisibility[d]
         acc = min(acc, cap)
     return tuple(out)
-
-
-def describe_classes(op) -> str:
-    """A short human summary of an operand's assumptions, for messages."""
-    dims = ", ".join(
-        str(s) if s is not None else f"?%{d}" if d > 1 else "?"
-        for s, d in zip(op.static_shape, op.divisibility))
-    return f"{op.name}: ({dims}) align {op.align}"

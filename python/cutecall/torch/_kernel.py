@@ -124,22 +124,14 @@ class Kernel:
             return []
         index = {p.name: i for i, p in enumerate(self.sig.params)}
         required = [index[p.name] for p in self.params if not p.has_default]
-        params = self.sig.params
-        best, best_score = None, None
-        for outs in itertools.combinations(
-                [i for i in required if params[i].kind == _signature.TENSOR],
-                self.num_outputs):
-            rest = [i for i in required if i not in outs]
-            kinds = [_binding.SCALAR_ARG if params[i].kind == _signature.SCALAR
-                     else _binding.ARRAY for i in rest]
-            score = _binding.score("inputs_first", outs, rest, kinds, params)
-            if best_score is None or score < best_score:
-                best, best_score = outs, score
-        if best is None:
+        found = list(_binding.placements(self.sig, required, None,
+                                         self.num_outputs, "inputs_first"))
+        if not found:
             raise ValueError(f"cutecall: launcher '{self.name}' has "
                              f"{len(tensors)} tensor parameters without "
                              f"defaults, fewer than outputs={self.num_outputs}")
-        return [params[i].name for i in best]
+        best = min(found, key=lambda placement: placement[0])[1]
+        return [self.sig.params[i].name for i in best]
 
     def _allocate_and_launch(self, args):
         outs = self.allocate(*args)
