@@ -48,10 +48,7 @@ class CutlassCall:
         self.allow_cuda_graph = bool(allow_cuda_graph)
         self.options, self.arch = _compile.resolve_options(compile_options)
         self.use_static_tensors = bool(use_static_tensors)
-        if static_fallback is not None and not isinstance(static_fallback, bool):
-            raise TypeError(f"cutecall: static_fallback must be a bool or None, "
-                            f"got {static_fallback!r}")
-        self.static_fallback = static_fallback
+        self.static_fallback = _compile.check_fallback_option(static_fallback)
         if output_params is not None:
             if isinstance(output_params, str) or not all(
                     isinstance(n, str) for n in output_params):

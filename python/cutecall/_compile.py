@@ -152,6 +152,14 @@ def compile_stats() -> dict:
                 "entries": len(_cache.entries)}
 
 
+def check_fallback_option(option) -> bool | None:
+    """Validates a front's ``static_fallback=`` argument."""
+    if option is not None and not isinstance(option, bool):
+        raise TypeError(f"cutecall: static_fallback must be a bool or None, "
+                        f"got {option!r}")
+    return option
+
+
 def fallback_enabled(option: bool | None) -> bool:
     """`option` if given, else ``$CUTECALL_STATIC_FALLBACK`` (default on;
     ``0``/``false``/``off`` turn the fallback into an error)."""

@@ -57,9 +57,6 @@ class Kernel:
             raise ValueError(f"cutecall: outputs must be an int >= 0 (how many "
                              f"tensor parameters the launcher writes) or their "
                              f"names, got {outputs!r}")
-        if static_fallback is not None and not isinstance(static_fallback, bool):
-            raise TypeError(f"cutecall: static_fallback must be a bool or None, "
-                            f"got {static_fallback!r}")
         if allocate is not None and not callable(allocate):
             raise TypeError(f"cutecall: allocate must be a callable returning the "
                             f"output tensors, got {allocate!r}")
@@ -78,7 +75,7 @@ class Kernel:
         self.options = compile_options
         self.num_outputs = outputs
         self.allocate = allocate
-        self.static_fallback = static_fallback
+        self.static_fallback = _compile.check_fallback_option(static_fallback)
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
