@@ -58,10 +58,10 @@ def single_accelerator(monkeypatch):
     raises) would fire on every test of a 2-GPU machine: these tests are
     about one device, so the host counts as one. Tests of the rule patch the
     count themselves, after this."""
-    from cutecall import ejkernel
-    original = ejkernel._accelerator_count
+    from cutecall.compat import _ejkernel_cute_call
+    original = _ejkernel_cute_call._accelerator_count
     if original() > 1:
         def one():
             return 1
         one.__wrapped__ = original  # for the tests of the count itself
-        monkeypatch.setattr(ejkernel, "_accelerator_count", one)
+        monkeypatch.setattr(_ejkernel_cute_call, "_accelerator_count", one)

@@ -174,7 +174,8 @@ def torch_host_us(fn, n: int) -> float:
 
 def describe_jax(call, args) -> dict:
     import jax
-    from cutecall import _contract, _spec
+    from cutecall.jax import _contract
+    from cutecall._driver import spec as _spec
     arrays, rebuild = split_arrays(args)
     eqn = _contract._find_call(
         jax.make_jaxpr(lambda *a: call(*rebuild(a)))(*arrays).jaxpr)

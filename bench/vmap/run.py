@@ -103,14 +103,14 @@ def table(rows) -> str:
 
 
 def environment() -> dict:
-    from cutecall import _compat
+    from cutecall._driver import dsl
 
     dev = jax.devices()[0]
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
             "device": getattr(dev, "device_kind", str(dev)),
             "platform": dev.platform, "jax": jax.__version__,
-            "jaxlib": _compat.package_version("jaxlib"),
-            "cutlass_dsl": _compat.dsl_version(),
+            "jaxlib": dsl.package_version("jaxlib"),
+            "cutlass_dsl": dsl.dsl_version(),
             "python": platform.python_version(), "argv": sys.argv}
 
 

@@ -82,7 +82,7 @@ def child(mode: str) -> dict:
     import numpy as np
 
     import cutecall
-    from cutecall import _compile
+    from cutecall._driver import compiler as _compile
     from cutecall.examples import kernels, layouts
     t_imports = time.perf_counter()
     jax.devices()

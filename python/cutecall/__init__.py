@@ -1,23 +1,30 @@
-"""cutecall: run CuTe DSL kernels inside JAX programs through a C++ runtime.
+"""cutecall: run CuTe DSL kernels inside JAX programs, from PyTorch and from
+C++, through one C++ runtime.
 
     import cutecall
     call = cutecall.cutlass_call(launcher, output_shape_dtype=...)
     y = call(x)
+
+Where things live (``docs/architecture.md`` has the whole map):
+``cutecall.jax`` (the JAX front), ``cutecall.torch`` (the PyTorch front),
+``cutecall._driver`` (the compile driver both share), ``cutecall.bundle``
+(kernels on disk for C++ and DSL-free processes), ``cutecall.compat`` (other
+bridges' APIs: ``cutecall.ejkernel``, NVIDIA's ``cutlass.jax`` names),
+``cutecall.cli`` (the ``cutecall`` command), ``cutecall.examples``.
 """
 
-__version__ = "0.1.0"
-
-from ._api import CutlassCall, cutlass_call
-from ._autodiff import Differentiable, DifferentiationError, differentiable
-from ._batching import BatchModes, VmapFallbackWarning
-from ._bundle import Bundle, BundleError, export, load_bundle
-from ._compile import CompileError, CompiledKernel, clear_cache, compile_stats
-from ._compile_error import StaticFallbackWarning
-from ._contract import CompiledCall, compile, jax_export_checks, register
-from ._spec import TensorSpec
+from ._version import __version__
+from ._driver.compile_error import StaticFallbackWarning
+from ._driver.compiler import (CompileError, CompiledKernel, clear_cache,
+                               compile_stats)
+from ._driver.spec import TensorSpec
+from .jax import (BatchModes, CompiledCall, CutlassCall, Differentiable,
+                  DifferentiationError, VmapFallbackWarning, compile,
+                  cutlass_call, differentiable, jax_export_checks, register)
+from .bundle import Bundle, BundleError, export, load_bundle
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
 from . import testing  # NVIDIA's cutlass.jax.testing, read on first use
-from ._nvidia_names import (  # the rest of cutlass.jax's names
+from .compat._nvidia_names import (  # the rest of cutlass.jax's names
     CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION,
     CUTE_DSL_MIN_SUPPORTED_JAX_VERSION, JaxArray, TensorMode,
     cutlass_to_jax_dtype, cutlass_to_jax_layout_order,

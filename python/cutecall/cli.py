@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from . import _store
+from ._driver import store as _store
 
 
 def _store_or_exit() -> _store.ArtifactStore:
@@ -172,8 +172,8 @@ def _torch():
 
 
 def _dsl():
-    from . import _compat
-    version = _compat.dsl_version()
+    from ._driver import dsl
+    version = dsl.dsl_version()
     if version is None:
         return "not installed: compiling needs pip install 'nvidia-cutlass-dsl[cu13]'"
     try:
@@ -202,7 +202,7 @@ def _gpu():
 
 
 def _runtime_library():
-    from . import _runtime
+    from ._driver import runtime as _runtime
     path = _runtime.find_runtime_library()
     if path is None:
         return "error: not found (install nvidia-cutlass-dsl-libs-cu13 or set "\
@@ -211,12 +211,12 @@ def _runtime_library():
 
 
 def _target_arch():
-    from . import _compile
+    from ._driver import compiler as _compile
     return _compile.default_arch()
 
 
 def doctor(args) -> int:
-    from . import __version__
+    from ._version import __version__
     checks = {
         "cutecall": __version__,
         "python": sys.version.split()[0],
@@ -249,19 +249,8 @@ def doctor(args) -> int:
 
 # -- export ---------------------------------------------------------------------
 def export(argv: list[str]) -> int:
-    import importlib
-    try:
-        _bundle = importlib.import_module("cutecall._bundle")
-    except ModuleNotFoundError as e:
-        if e.name != "cutecall._bundle":
-            raise  # _bundle exists and one of its imports is missing: say which
-        print("cutecall export: this cutecall has no bundle support "
-              "(module cutecall._bundle not found)", file=sys.stderr)
-        return 2
-    if not hasattr(_bundle, "export_cli"):
-        print("cutecall export: cutecall._bundle has no export_cli", file=sys.stderr)
-        return 2
-    return int(_bundle.export_cli(argv) or 0)
+    from .bundle import _write  # imports JAX and the bundle writer: only here
+    return int(_write.export_cli(argv) or 0)
 
 
 def _parser() -> argparse.ArgumentParser:

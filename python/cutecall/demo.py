@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import cutecall
-from cutecall import _compat
+from cutecall._driver import dsl
 
 
 def _gpus():
@@ -29,7 +29,7 @@ def main() -> int:
     from cutecall.examples.kernels import vector_add
 
     print(f"cutecall {cutecall.__version__} | jax {jax.__version__} | "
-          f"nvidia-cutlass-dsl {_compat.dsl_version()}")
+          f"nvidia-cutlass-dsl {dsl.dsl_version()}")
     n = 1 << 20
     add = cutecall.cutlass_call(
         vector_add,

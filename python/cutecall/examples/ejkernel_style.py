@@ -5,7 +5,8 @@ The only line changed from an ejkernel kernel module is the import::
 
     # from ejkernel.callib._cute_call import cute_call
     # from ejkernel.callib._cute_ffi import build_cute_ffi_call, has_cute_ffi_support
-    from cutecall.ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
+    from cutecall.ejkernel import (build_cute_ffi_call, cute_call,
+                                   has_cute_ffi_support)
 
 Everything else follows ejkernel's style: ``@cute.jit`` host launchers are
 built by a ``_build_*_host_fns`` function (closures over the parameters,
@@ -40,7 +41,8 @@ import cutlass.cute as cute
 import jax
 import jax.numpy as jnp
 
-from cutecall.ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
+from cutecall.ejkernel import (build_cute_ffi_call, cute_call,
+                                       has_cute_ffi_support)
 
 _THREADS = 128
 

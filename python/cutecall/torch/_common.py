@@ -15,7 +15,11 @@ import threading
 
 import torch
 
-from .. import _compile, _core, _runtime, _signature, _spec
+from .._driver import compiler as _compile
+from .._driver import runtime as _runtime
+from .._driver import signature as _signature
+from .._driver import spec as _spec
+from .. import _core
 
 SCALAR_CODE = {name: i for i, name in enumerate(_signature.SCALAR_TYPES)}
 # How a call argument reaches the plan (tensor_launcher.cc's UseKind):

@@ -18,7 +18,10 @@ from typing import Any
 
 import torch
 
-from .. import _compile, _core, _signature, _spec
+from .._driver import compiler as _compile
+from .._driver import signature as _signature
+from .._driver import spec as _spec
+from .. import _core
 from . import _common
 
 _GRID = 3  # the launcher's first three arguments: grid x, y, z

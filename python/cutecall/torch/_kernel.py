@@ -16,7 +16,12 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from .. import _binding, _compile, _core, _fingerprint, _signature, _spec
+from .._driver import binding as _binding
+from .._driver import compiler as _compile
+from .._driver import fingerprint as _fingerprint
+from .._driver import signature as _signature
+from .._driver import spec as _spec
+from .. import _core
 from . import _common, _specialize
 
 _op_ids = itertools.count()

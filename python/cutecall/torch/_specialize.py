@@ -16,7 +16,11 @@ from typing import Any, Sequence
 
 import torch
 
-from .. import _binding, _compile, _fallback, _signature, _spec
+from .._driver import binding as _binding
+from .._driver import compiler as _compile
+from .._driver import fallback as _fallback
+from .._driver import signature as _signature
+from .._driver import spec as _spec
 from . import _common
 
 

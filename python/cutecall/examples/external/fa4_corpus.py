@@ -75,6 +75,7 @@ import math
 
 from . import Case
 from . import fa4_kernels as fa4
+from .fa4_args import JaxArgs, TorchArgs
 from . import fa4_reference as ref
 
 SIZES = {"test": (1, 256, 2), "bench": (2, 4096, 16)}  # (B, S, H); D = 128
@@ -177,119 +178,6 @@ def jax_flash_attention(causal: bool = False):
     return attention
 
 
-# ---------------------------------------------------------------------------
-# Arguments. Random Q, K, V, dO; O and LSE from the reference forward, the
-# statistics from the reference preprocess, so each kernel sees the inputs
-# FA4's pipeline would hand it.
-
-class _JaxArgs:
-    """ShapeDtypeStructs (``concrete=False``) or device arrays from `seed`."""
-
-    def __init__(self, a: Attn, concrete: bool, seed: int):
-        self.a, self.concrete, self.seed = a, concrete, seed
-
-    def sds(self, shape, dtype):
-        import jax
-        return jax.ShapeDtypeStruct(tuple(shape), dtype)
-
-    @functools.cached_property
-    def qkv_do(self):
-        import jax
-        import jax.numpy as jnp
-        if not self.concrete:
-            return (self.sds(self.a.bshd, jnp.bfloat16),) * 4
-        keys = jax.random.split(jax.random.key(self.seed), 4)
-        return tuple(jax.random.normal(k, self.a.bshd, jnp.float32)
-                     .astype(jnp.bfloat16) for k in keys)
-
-    @functools.cached_property
-    def o_lse(self):
-        import jax
-        import jax.numpy as jnp
-        if not self.concrete:
-            return (self.sds(self.a.bshd, jnp.bfloat16),
-                    self.sds(self.a.bhs, jnp.float32))
-        q, k, v, _ = self.qkv_do
-        o, lse = jax.jit(ref.jax_attention, static_argnums=(3, 4))(
-            q, k, v, self.a.scale, self.a.causal)
-        return o.astype(jnp.bfloat16), lse
-
-    @functools.cached_property
-    def stats(self):
-        """(dPsum, LSE_log2, zeroed dQaccum), as the preprocess leaves them."""
-        import jax
-        import jax.numpy as jnp
-        if not self.concrete:
-            stat, acc = self.a.accum
-            return (self.sds(stat, jnp.float32),) * 2 + \
-                (self.sds(acc, jnp.float32),)
-        o, lse = self.o_lse
-        return jax.jit(ref.jax_preprocess, static_argnums=3)(
-            o, self.qkv_do[3], lse, self.a.tile[0])
-
-    def random_accum(self):
-        import jax
-        import jax.numpy as jnp
-        shape = self.a.accum[1]
-        if not self.concrete:
-            return self.sds(shape, jnp.float32)
-        return jax.random.normal(jax.random.key(self.seed + 1), shape,
-                                 jnp.float32)
-
-
-class _TorchArgs:
-    """Empty tensors on "meta", else random tensors on `device`."""
-
-    def __init__(self, a: Attn, device: str, seed: int):
-        import torch
-        self.a, self.device = a, torch.device(device)
-        self.meta = self.device.type == "meta"
-        self.gen = None if self.meta else \
-            torch.Generator(device=self.device).manual_seed(seed)
-
-    def empty(self, shape, dtype=None):
-        import torch
-        return torch.empty(tuple(shape), dtype=dtype or torch.bfloat16,
-                           device=self.device)
-
-    def output(self, shape, dtype=None):
-        """An output buffer: NaN-filled, so unwritten elements show."""
-        t = self.empty(shape, dtype)
-        return t if self.meta else t.fill_(math.nan)
-
-    def normal(self, shape, dtype=None):
-        import torch
-        if self.meta:
-            return self.empty(shape, dtype)
-        x = torch.randn(tuple(shape), generator=self.gen, device=self.device)
-        return x.to(dtype or torch.bfloat16)
-
-    @functools.cached_property
-    def qkv_do(self):
-        return tuple(self.normal(self.a.bshd) for _ in range(4))
-
-    @functools.cached_property
-    def o_lse(self):
-        import torch
-        if self.meta:
-            return (self.empty(self.a.bshd),
-                    self.empty(self.a.bhs, torch.float32))
-        q, k, v, _ = self.qkv_do
-        o, lse = ref.torch_attention(q, k, v, self.a.scale, self.a.causal)
-        return o.to(torch.bfloat16), lse
-
-    @functools.cached_property
-    def stats(self):
-        import torch
-        if self.meta:
-            stat, acc = self.a.accum
-            f32 = torch.float32
-            return self.empty(stat, f32), self.empty(stat, f32), \
-                self.empty(acc, f32)
-        o, lse = self.o_lse
-        return ref.torch_preprocess(o, self.qkv_do[3], lse, self.a.tile[0])
-
-
 @functools.lru_cache(maxsize=None)
 def _jax_call(kernel: str, a: Attn):
     """One ``cutlass_call`` per kernel and shape (its call site is reused)."""
@@ -350,13 +238,13 @@ def _torch_kernel(kernel: str, causal: bool, hdim: int):
 
 def _forward(a: Attn) -> Case:
     def jax(concrete, seed):
-        x = _JaxArgs(a, concrete, seed)
+        x = JaxArgs(a, concrete, seed)
         q, k, v, _ = x.qkv_do
         return _jax_call("fwd", a), (q, k, v, a.scale)
 
     def torch(device, seed):
         import torch as th
-        x = _TorchArgs(a, device, seed)
+        x = TorchArgs(a, device, seed)
         q, k, v, _ = x.qkv_do
         out, lse = x.output(a.bshd), x.output(a.bhs, th.float32)
         return _torch_kernel("fwd", a.causal, a.hdim), (
@@ -376,7 +264,7 @@ def _preprocess(a: Attn) -> Case:
     nones = (None,) * 5  # mCuSeqlensQ, mSeqUsedQ, mdLSE, mRowMax, mScaleP
 
     def jax(concrete, seed):
-        x = _JaxArgs(a, concrete, seed)
+        x = JaxArgs(a, concrete, seed)
         o, lse = x.o_lse
         # softmax_scale is read only with mScaleP; FA4 passes its default 1.0.
         return _jax_call("bwd_preprocess", a), (
@@ -384,7 +272,7 @@ def _preprocess(a: Attn) -> Case:
 
     def torch(device, seed):
         import torch as th
-        x = _TorchArgs(a, device, seed)
+        x = TorchArgs(a, device, seed)
         o, lse = x.o_lse
         stat, acc = a.accum
         outs = [x.output(s, th.float32) for s in (stat, stat, acc)]
@@ -404,14 +292,14 @@ def _preprocess(a: Attn) -> Case:
 
 def _backward(a: Attn) -> Case:
     def jax(concrete, seed):
-        x = _JaxArgs(a, concrete, seed)
+        x = JaxArgs(a, concrete, seed)
         q, k, v, do = x.qkv_do
         dpsum, lse_log2, dq_accum = x.stats
         return _jax_call("bwd", a), (q, k, v, do, lse_log2, dpsum, dq_accum,
                                      a.scale)
 
     def torch(device, seed):
-        x = _TorchArgs(a, device, seed)
+        x = TorchArgs(a, device, seed)
         q, k, v, do = x.qkv_do
         dpsum, lse_log2, dq_accum = x.stats
         return _torch_kernel("bwd", a.causal, a.hdim), (
@@ -438,13 +326,13 @@ def _backward(a: Attn) -> Case:
 
 def _postprocess(a: Attn) -> Case:
     def jax(concrete, seed):
-        x = _JaxArgs(a, concrete, seed)
+        x = JaxArgs(a, concrete, seed)
         return _jax_call("bwd_postprocess", a), (
             x.random_accum(), a.scale, None, None, None)
 
     def torch(device, seed):
         import torch as th
-        x = _TorchArgs(a, device, seed)
+        x = TorchArgs(a, device, seed)
         return _torch_kernel("bwd_postprocess", a.causal, a.hdim), (
             x.normal(a.accum[1], th.float32), x.output(a.bshd), a.scale,
             None, None, None)

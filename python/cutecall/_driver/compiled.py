@@ -1,0 +1,92 @@
+"""What a compile takes and gives: :class:`KernelSpec` (everything the
+generated entry point bakes in) and :class:`CompiledKernel` (object bytes,
+function prefix, launch plan), plus :class:`FlatTree` for fronts without
+pytrees. Plain immutable records, hashed by content; no behaviour."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class KernelSpec:
+    """Everything the generated entry point bakes in. Hashed by content key;
+    handed to ``cutecall_entry`` as its Constexpr."""
+
+    launcher: Callable
+    constexprs: tuple
+    operands: tuple
+    num_inputs: int   # kernel tensor operands that are inputs (first ones)
+    num_args: int     # XLA operands of the custom call
+    num_rets: int     # XLA results of the custom call
+    # Tree structures with .unflatten(leaves) (a jax PyTreeDef, or FlatTree)
+    input_tree: Any   # tuple of the call's array arguments (None allowed)
+    output_tree: Any  # tuple of the kernel's outputs (None: aliased leaf)
+    key: str
+    param_names: tuple = ()      # the launcher's positional parameters
+    slots: tuple = ()            # _binding.Binding.slots
+    keyword_scalars: tuple = ()  # (keyword-only parameter, scalar index)
+    scalar_types: tuple = ()     # runtime scalar types, slot order
+    symbols: tuple = ()          # tied-dim symbol names, index order
+    binding: str = ""            # how the call reached the launcher (errors)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, KernelSpec) and other.key == self.key
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class CompiledKernel:
+    """A compiled specialization: object bytes named by their SHA-256, the
+    function prefix inside them and the launch plan. Immutable; equality and
+    hash by content, so JAX's caches treat equal kernels as equal."""
+
+    name: str
+    key: str
+    module: bytes
+    sha256: str
+    function: str
+    plan: tuple
+    operand_names: str
+    symbol_names: str
+    num_slots: int
+    arch: str
+    compile_seconds: float
+
+    def __hash__(self):
+        return hash((self.key, self.sha256))
+
+    def __eq__(self, other):
+        return (isinstance(other, CompiledKernel) and other.key == self.key
+                and other.sha256 == self.sha256)
+
+    def __repr__(self):
+        return (f"CompiledKernel({self.name}, sha256={self.sha256[:12]}, "
+                f"{len(self.module)} bytes, {self.arch})")
+
+    @property
+    def plan_array(self) -> np.ndarray:
+        return np.asarray(self.plan, dtype=np.int64)
+
+
+class FlatTree:
+    """The tree of `n` leaves in a tuple, for front ends without pytrees
+    (torch). Mirrors the two things the compile driver uses of a jax
+    PyTreeDef: unflatten(leaves) and a stable str()."""
+
+    def __init__(self, n: int):
+        self.n = n
+
+    def unflatten(self, leaves):
+        leaves = tuple(leaves)
+        if len(leaves) != self.n:
+            raise ValueError(f"cutecall: FlatTree({self.n}) got {len(leaves)} leaves")
+        return leaves
+
+    def __repr__(self):
+        return f"FlatTree({self.n})"

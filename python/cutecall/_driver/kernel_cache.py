@@ -1,0 +1,128 @@
+"""Compiled kernels in the process's artifact store: the stamp an entry
+carries (versions of cutecall, the DSL and CUDA, the target arch, the fields
+of ``CompiledKernel``), :func:`load_or_compile`, and the records of
+specializations the DSL rejected (so the static fallback of a later process
+skips the failed compile)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import hashlib
+import warnings
+from typing import Callable
+
+from .._version import __version__
+from . import dsl
+from .compiled import CompiledKernel
+from .store import default_store
+from .store_format import FORMAT, Entry
+
+def cuda_versions() -> dict:
+    """Versions of the CUDA pieces a compiled object depends on: the
+    cuda-bindings the DSL drives and the DSL's CUDA library wheels."""
+    names = ("cuda-bindings", "nvidia-cutlass-dsl-libs-cu13",
+             "nvidia-cutlass-dsl-libs-cu12")
+    return {n: v for n in names if (v := dsl.package_version(n))}
+
+
+def current_stamp(arch: str) -> dict:
+    """The stamp an entry compiled now for `arch` carries."""
+    return dict(_versions_stamp(), arch=arch)
+
+
+@functools.lru_cache(maxsize=1)
+def _versions_stamp() -> dict:  # package metadata look-ups cost ~1 ms each
+    return {"format": FORMAT, "cutecall": __version__,
+            "dsl": dsl.dsl_version(), "cuda": cuda_versions()}
+
+
+def _tuples(value):
+    """JSON lists back to the tuples a frozen, hashable kernel holds."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def _kernel_fields() -> tuple[str, ...]:
+    """CompiledKernel fields kept in an entry's meta (the bytes are the
+    object; key, name and sha256 come from the entry and the caller)."""
+    return tuple(f.name for f in dataclasses.fields(CompiledKernel)
+                 if f.name not in ("module", "key", "name", "sha256"))
+
+
+def kernel_stamp(arch: str) -> dict:
+    """The stamp of a kernel entry: `current_stamp` plus CompiledKernel's
+    field names, so a change of the kernel record invalidates entries."""
+    return dict(current_stamp(arch), kernel_fields=",".join(_kernel_fields()))
+
+
+def stamp_of(entry: Entry) -> dict:
+    """The stamp an entry of its kind would carry if written now (kernels,
+    or records that the DSL rejected a key)."""
+    if entry.meta.get("rejected"):
+        return rejection_stamp(entry.stamp.get("arch", ""))
+    return kernel_stamp(entry.stamp.get("arch", ""))
+
+
+def rejection_stamp(arch: str) -> dict:
+    return dict(current_stamp(arch), kind="rejection")
+
+
+def _rejection_key(key: str) -> str:
+    return hashlib.sha256(f"rejected:{key}".encode()).hexdigest()
+
+
+def record_rejection(key: str, name: str, arch: str, cause: str) -> None:
+    """Remembers, for every process of this user, that the DSL rejected
+    specialization `key` (the static fallback then starts above it). Best
+    effort: a store failure is silent (the next process compiles again)."""
+    store = default_store()
+    if store is None:
+        return
+    with contextlib.suppress(OSError):
+        store.get_or_build(_rejection_key(key), rejection_stamp(arch),
+                           lambda: ({"rejected": key, "name": name,
+                                     "cause": cause[:2000]}, b""))
+
+
+def rejection_cause(key: str, arch: str) -> str | None:
+    """Why the DSL rejected `key`, if a process recorded it (with the same
+    cutecall, DSL and CUDA versions); else None."""
+    store = default_store()
+    if store is None:
+        return None
+    try:
+        entry = store.load(_rejection_key(key), rejection_stamp(arch))
+    except OSError:
+        return None
+    return None if entry is None else str(entry.meta.get("cause", "?"))
+
+
+def load_or_compile(key: str, name: str, arch: str, compile: Callable):
+    """(CompiledKernel, compiled?) through the default store: a verified
+    entry, else ``compile()``'s kernel, stored. No store: compiles. The
+    stamp names CompiledKernel's fields, so changing them invalidates.
+    An unsafe directory raises CacheError; an I/O failure of the store
+    (read-only, full, EIO) warns and the kernel is used without it."""
+    store = default_store()
+    if store is None:
+        return compile(), True
+    fields, done = _kernel_fields(), {}
+
+    def build():
+        done["started"] = True
+        kernel = done["kernel"] = compile()
+        return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
+                kernel.module)
+
+    try:
+        entry, built = store.get_or_build(key, kernel_stamp(arch), build)
+    except OSError as e:
+        if "started" in done and "kernel" not in done:
+            raise  # the compile itself failed
+        warnings.warn(f"cutecall: artifact store {store.root} failed ({e}); "
+                      f"kernel '{name}' is used without it", RuntimeWarning,
+                      stacklevel=3)
+        return done.get("kernel") or compile(), True
+    return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
+                          **{f: _tuples(entry.meta[f]) for f in fields}), built

@@ -1,0 +1,392 @@
+"""``cutecall.cutlass_call``: the JAX front of cutecall."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Hashable, Mapping, Sequence
+
+import jax
+
+from .._driver import binding as _binding
+from .._driver import compiler as _compile
+from .._driver import fallback as _fallback
+from .._driver import fingerprint as _fingerprint
+from .._driver import runtime as _runtime
+from .._driver import signature as _signature
+from .._driver import spec as _spec
+from . import _args as _jax_args, _batching
+from ._primitive import cutecall_p
+from ._varying import match_varying
+
+__all__ = ["cutlass_call", "CutlassCall"]
+
+# ---------------------------------------------------------------------------
+
+class CutlassCall:
+    """A CuTe DSL launcher bound to an output contract; call it with arrays.
+
+    Created by :func:`cutlass_call`. Calling it traces once per input
+    shape/dtype signature and runtime-scalar value (``jax.jit`` semantics)
+    and compiles once per specialization: dynamic dims and runtime scalars
+    are runtime values, so new shapes and values reuse the compiled kernel.
+    """
+
+    def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
+                 input_output_aliases, allow_cuda_graph, compile_options,
+                 compile_key, use_static_tensors, operand_order, name,
+                 constexprs, batch_modes=None, static_fallback=None,
+                 output_params=None):
+        if not callable(fn):
+            raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
+                            f"{type(fn).__name__}: {fn!r}")
+        if output_shape_dtype is None:
+            raise ValueError("cutecall: output_shape_dtype must be specified")
+        if operand_order not in _signature.ORDERS:
+            raise ValueError(f"cutecall: operand_order must be one of "
+                             f"{_signature.ORDERS}, got {operand_order!r}")
+        self.fn = fn
+        self.output_shape_dtype = output_shape_dtype
+        self.input_spec = input_spec
+        self.output_spec = output_spec
+        self.aliases = _jax_args.check_aliases(input_output_aliases)
+        # Top-level outputs aliased whole: not passed to the launcher.
+        self.whole_outputs = frozenset(o for _, o in self.aliases
+                                       if isinstance(o, int))
+        self.allow_cuda_graph = bool(allow_cuda_graph)
+        self.options, self.arch = _compile.resolve_options(compile_options)
+        self.use_static_tensors = bool(use_static_tensors)
+        self.static_fallback = _compile.check_fallback_option(static_fallback)
+        if output_params is not None:
+            if isinstance(output_params, str) or not all(
+                    isinstance(n, str) for n in output_params):
+                raise TypeError(f"cutecall: output_params must be a sequence "
+                                f"of parameter names, got {output_params!r}")
+            output_params = tuple(output_params)
+        self.output_params = output_params
+        self._fallback_level = 0  # the static-fallback rung that compiled
+        self.operand_order = operand_order
+        self.name = name or getattr(fn, "__name__", type(fn).__name__)
+        self.sig = _signature.analyze(fn)
+        # Taken now: a kernel object's attributes may change while traced.
+        self.fingerprint = _fingerprint.launcher_fingerprint(fn)
+        self.constexprs = tuple(sorted(constexprs.items()))
+        for k, v in self.constexprs:  # fail early on unusable constexprs
+            _spec.fingerprint(v, f"constexpr {k!r}")
+        self.sig.check_constexprs(constexprs)
+        self.batch_modes = _batching.check_batch_modes(batch_modes)
+        if compile_key is not None:
+            try:
+                hash(compile_key)
+            except TypeError:
+                raise TypeError(f"cutecall: compile_key must be hashable, got "
+                                f"{compile_key!r}") from None
+        self.compile_key = None if compile_key is None else \
+            _spec.fingerprint(compile_key, "compile_key")
+        _runtime.ensure_registered()
+        self._jitted = jax.jit(self._trace, static_argnums=(1, 2))
+
+    # -- call ---------------------------------------------------------------
+    def _outputs(self, args):
+        outs = self.output_shape_dtype
+        if callable(outs) and not isinstance(outs, jax.ShapeDtypeStruct):
+            outs = outs(*args)
+        leaves, tree = jax.tree.flatten(outs)
+        structs = []
+        for j, o in enumerate(leaves):
+            if not (hasattr(o, "shape") and hasattr(o, "dtype")):
+                raise TypeError(f"cutecall: output_shape_dtype leaf {j} of "
+                                f"'{self.name}' must be a jax.ShapeDtypeStruct, "
+                                f"got {type(o).__name__}: {o!r}")
+            structs.append(jax.ShapeDtypeStruct(o.shape, o.dtype))
+        top = len(outs) if isinstance(outs, (list, tuple)) else 1
+        return tree, tuple(structs), top
+
+    def _bind(self, args, kwargs):
+        for i, x in enumerate(args):
+            if x is not None and not _signature.is_scalar_value(x):
+                for leaf in jax.tree.leaves(x):
+                    if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
+                        raise TypeError(
+                            f"cutecall: argument {i} of '{self.name}' must be an "
+                            f"array, a pytree of arrays, a scalar or None, got "
+                            f"{type(leaf).__name__}: {leaf!r}")
+        outs = self._outputs(args)
+        for i, o in self.aliases:
+            if isinstance(i, int) and (i >= len(args) or args[i] is None or
+                                       _signature.is_scalar_value(args[i])):
+                raise ValueError(f"cutecall: input_output_aliases input {i} of "
+                                 f"'{self.name}' is not an array argument of "
+                                 f"the call ({len(args)} arguments)")
+            if isinstance(o, int) and o >= outs[2]:
+                raise ValueError(f"cutecall: input_output_aliases output {o} of "
+                                 f"'{self.name}' is out of range for "
+                                 f"{outs[2]} outputs")
+        binding, arrays = _binding.bind(
+            self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
+            self.operand_order,
+            dict(self.constexprs), self.output_params)
+        return binding, tuple(arrays), outs
+
+    def _explicit_static(self, rung, described) -> str:
+        """The cutlass_call arguments that ask for `rung` explicitly."""
+        masks = [_fallback.static_mask(rung, k, len(row[3]))
+                 for k, row in enumerate(described)]
+        if all(all(m) for m in masks):
+            return "cutlass_call(..., use_static_tensors=True)"
+
+        def spec(m):
+            return "None" if not any(m) else "TensorSpec(static=True)" if \
+                all(m) else f"TensorSpec(static={tuple(m)})"
+        ins = [spec(m) for m, row in zip(masks, described)
+               if row[1] == _spec.SOURCE_ARG]
+        outs = [spec(m) for m, row in zip(masks, described)
+                if row[1] == _spec.SOURCE_RET]
+        parts = [f"{what}=({', '.join(specs)},)" for what, specs in
+                 (("input_spec", ins), ("output_spec", outs)) if specs]
+        return f"cutlass_call(..., {', '.join(parts)})"
+
+    def __call__(self, *args, **kwargs):
+        binding, arrays, outs = self._bind(args, kwargs)
+        return self._jitted(arrays, binding, outs)
+
+    def lower(self, *args, platform: str = "cuda", **kwargs):
+        """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
+        the custom call. Arrays may be ``jax.ShapeDtypeStruct``s."""
+        binding, arrays, outs = self._bind(args, kwargs)
+        return self._jitted.trace(arrays, binding, outs).lower(
+            lowering_platforms=(platform,))
+
+    # -- trace ----------------------------------------------------------------
+    def _trace(self, arrays, binding: _binding.Binding, outs):
+        ret_tree, out_structs, top = outs
+        in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
+        flat_in = [x for _, x in in_leaves]
+        # Paths rooted at the call's positional arguments, for aliases.
+        in_paths = [(jax.tree_util.SequenceKey(binding.arrays[p[0].idx]),) +
+                    tuple(p[1:]) for p, _ in in_leaves]
+        positional = jax.tree.unflatten(ret_tree, out_structs)
+        if top == 1 and not isinstance(positional, (list, tuple)):
+            positional = (positional,)
+        out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
+        out_paths = [tuple(p) for p, _ in out_leaves]
+
+        pairs, hidden = _jax_args.resolve_aliases(
+            self.aliases, in_paths, out_paths, self.name)
+        for a, b in pairs:
+            x, o = flat_in[a], out_structs[b]
+            if (x.shape, x.dtype) != (o.shape, o.dtype):
+                raise ValueError(f"cutecall: input {jax.tree_util.keystr(in_paths[a])} "
+                                 f"{x.dtype}{list(x.shape)} of '{self.name}' cannot "
+                                 f"alias output {jax.tree_util.keystr(out_paths[b])} "
+                                 f"{o.dtype}{list(o.shape)}")
+        aliased = {b for _, b in pairs}
+
+        present_in = [x is not None for x in
+                      jax.tree.leaves(arrays, is_leaf=lambda x: x is None)]
+        in_specs = _jax_args.flat_specs(self.input_spec, present_in, "input_spec")
+        out_specs = _jax_args.flat_specs(self.output_spec, [True] * len(out_structs),
+                                "output_spec")
+        kept = [j for j in range(top) if j not in self.whole_outputs]
+        # (name, source, index, shape, dtype, spec) per kernel operand; the
+        # name is the launcher parameter its slot binds to.
+        params = self.sig.params if self.sig.inspected else ()
+        param_of = {slot: params[i].name for i, slot in enumerate(binding.slots)
+                    if i < len(params)}
+        described = []
+        for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
+            a = path[0].idx
+            nm = param_of.get(("in", a), f"input{a}") + \
+                jax.tree_util.keystr(tuple(path[1:]))
+            described.append((nm, _spec.SOURCE_ARG, k, x.shape, x.dtype, s))
+        for b in (b for b in range(len(out_structs)) if b not in aliased):
+            path = out_paths[b]
+            j = kept.index(path[0].idx)
+            nm = param_of.get(("out", j), f"output{path[0].idx}") + \
+                jax.tree_util.keystr(tuple(path[1:]))
+            o = out_structs[b]
+            described.append((nm, _spec.SOURCE_RET, b, o.shape, o.dtype,
+                              out_specs[b]))
+
+        # The kernel's outputs: top-level outputs not aliased whole, with
+        # path-aliased leaves hidden (None).
+        kernel_positional = []
+        for j in kept:
+            sub = positional[j]
+            leaves, tree = jax.tree.flatten(sub)
+            base = _jax_args.leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
+            kernel_positional.append(jax.tree.unflatten(
+                tree, [None if b in hidden else leaf
+                       for b, leaf in zip(base, leaves)]))
+        out_tree = jax.tree.structure(tuple(kernel_positional))
+
+        def kernel_spec(rung) -> _compile.KernelSpec | None:
+            operands = [_spec.make_operand(
+                nm, source, index, shape, dtype,
+                _spec.with_static(spec, _fallback.static_mask(
+                    rung, k, len(shape))) if rung else spec,
+                self.use_static_tensors)
+                for k, (nm, source, index, shape, dtype, spec)
+                in enumerate(described)]
+            operands, symbols = _spec.tie_dims(
+                operands, [tuple(row[3]) for row in described])
+            scalar_types = tuple(s.scalar_type for s in binding.scalars)
+            key = _spec.specialization_key(
+                self.fingerprint, operands, str(in_tree), str(out_tree),
+                self.constexprs, self.options, self.arch, _compile.versions(),
+                extra=[list(map(list, binding.slots)), list(scalar_types),
+                       list(map(list, binding.keyword_scalars)),
+                       list(symbols), self.compile_key])
+            return _compile.KernelSpec(
+                launcher=self.fn, constexprs=self.constexprs,
+                operands=tuple(operands), num_inputs=len(flat_in),
+                num_args=len(flat_in), num_rets=len(out_structs),
+                input_tree=in_tree, output_tree=out_tree, key=key,
+                param_names=tuple(p.name for p in params) or
+                tuple(f"p{i}" for i in range(len(binding.slots))),
+                slots=binding.slots, keyword_scalars=binding.keyword_scalars,
+                scalar_types=scalar_types, symbols=symbols,
+                binding=_binding.describe(self.sig, binding))
+
+        rungs = _fallback.ladder([row[0] for row in described],
+                                 [tuple(row[3]) for row in described])
+        kernel, spec, level = _compile.compile_ladder(
+            kernel_spec, rungs, self._fallback_level, self.name, self.options,
+            self.arch, self.static_fallback,
+            lambda rung: self._explicit_static(rung, described))
+        self._fallback_level = level
+        if kernel.name != self.name:  # a compile shared with another call site
+            kernel = dataclasses.replace(kernel, name=self.name)
+        operands = spec.operands
+
+        in_layouts = tuple(_spec.xla_layout(op) for op in operands
+                           if op.source == _spec.SOURCE_ARG)
+        out_layout = {op.index: _spec.xla_layout(op) for op in operands
+                      if op.source == _spec.SOURCE_RET}
+        for a, b in pairs:
+            out_layout[b] = in_layouts[a]
+        batch = _batching.resolve(
+            self.batch_modes, self.name, operands,
+            [x.shape for x in flat_in], [o.shape for o in out_structs], pairs)
+        results = cutecall_p.bind(
+            *match_varying(flat_in), kernel=kernel,
+            scalars=tuple(s.bits for s in binding.scalars),
+            out_avals=tuple(jax.core.ShapedArray(o.shape, o.dtype)
+                            for o in out_structs),
+            aliases=pairs, allow_cuda_graph=self.allow_cuda_graph,
+            in_layouts=in_layouts,
+            out_layouts=tuple(out_layout[b] for b in range(len(out_structs))),
+            batch=batch)
+        return jax.tree.unflatten(ret_tree, results)
+
+
+def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
+                 input_spec: Any = None, output_spec: Any = None,
+                 input_mode: Any = None, output_mode: Any = None,
+                 input_output_aliases: Mapping | None = None,
+                 allow_cuda_graph: bool = True,
+                 ffi_call_target: str | None = None,
+                 compile_options: str | None = None,
+                 compile_key: Hashable | None = None,
+                 use_static_tensors: bool = False,
+                 operand_order: str = "inputs_first",
+                 name: str | None = None,
+                 batch_modes: Any = None,
+                 static_fallback: bool | None = None,
+                 output_params: Sequence[str] | None = None,
+                 **constexprs) -> CutlassCall:
+    """Wraps a CuTe DSL launcher as a JAX-callable kernel.
+
+    A drop-in for NVIDIA's ``cutlass.jax.cutlass_call`` (same arguments and
+    meaning), with dynamic shapes by default, runtime scalars, free launcher
+    signatures and per-dim control. Example::
+
+        import jax, jax.numpy as jnp, cutecall
+        from cutecall.examples.kernels import vector_add
+
+        add = cutecall.cutlass_call(
+            vector_add,
+            output_shape_dtype=jax.ShapeDtypeStruct((4096,), jnp.float32))
+        c = add(a, b)               # eager
+        c = jax.jit(add)(a, b)      # or inside any jitted program
+
+    Args:
+      fn: a ``@cute.jit`` launcher (or a lambda/function calling one). Its
+        parameters are read from its signature: the stream (annotated
+        ``cuda.CUstream`` or named ``stream``; first, last, anywhere or
+        absent -- launches that name no stream go on XLA's stream), the
+        call's arguments then the outputs (``operand_order="outputs_first"``
+        swaps them), runtime scalars (annotated ``cutlass.Float32``,
+        ``Int32``, ``Int64``, ``Boolean``... or any Python scalar passed to
+        the call) and keyword-only constexprs. Arrays arrive as
+        ``cute.Tensor`` views, lists/tuples of arrays as lists/tuples of
+        tensors, ``None`` as ``None`` (``Optional`` tensor parameters).
+      output_shape_dtype: a ``jax.ShapeDtypeStruct`` or a pytree of them;
+        or a function of the call's arguments returning one.
+      input_spec, output_spec: a :class:`TensorSpec` for all arrays, or one
+        per array (a flat sequence or a pytree mirroring the arguments;
+        ``None`` entries take the default; a bare int tuple is a mode). Dims
+        are runtime values, row-major, 16-byte aligned unless a spec says
+        otherwise.
+      input_mode, output_mode: deprecated (NVIDIA's); a mode per array. Use
+        ``TensorSpec(mode=...)``.
+      input_output_aliases: ``{input: output}``: ints select top-level
+        arguments and outputs (whole pytrees; the output is not passed to
+        ``fn``, which writes through the input), key paths select single
+        leaves (the output leaf reaches ``fn`` as ``None``). Donate the input
+        to avoid a copy.
+      allow_cuda_graph: when False, XLA never captures this call in a CUDA
+        graph (command buffer).
+      ffi_call_target: accepted for compatibility; must name one of
+        cutecall's own targets (cutecall implements its ABI, not NVIDIA's).
+      compile_options: a ``cute.compile`` options string; ``--gpu-arch`` picks
+        the target (default: $CUTECALL_ARCH, the visible GPU, else sm_90a).
+      compile_key: an extra hashable component of the compile key (the key
+        is always the content: launcher source, specs, constexprs, options).
+      use_static_tensors: bake every extent in (one compile per shape);
+        ``TensorSpec.static`` overrides it per array.
+      operand_order: ``"inputs_first"`` (default) or ``"outputs_first"``: the
+        order of the launcher's array parameters.
+      name: the kernel name used in errors and the HLO (default: fn's name).
+      batch_modes: how ``jax.vmap`` runs the kernel. A
+        :class:`cutecall.BatchModes` (or an int, the same dim for every
+        array and output) declares which dim of each array can carry a
+        batch: vmap folds the batch into it and launches once. ``None``
+        (default): one launch per batch element, with a one-time
+        :class:`cutecall.VmapFallbackWarning` saying how to opt in;
+        ``"loop"``: the same without the warning. See docs/transforms.md.
+      output_params: the names of the launcher parameters that receive the
+        outputs, in output order (cutecall's addition). Default: placed by
+        the binding rule -- tensor parameters right after the last array
+        argument, before runtime scalars (docs/specialization.md); name
+        them where a kernel's outputs sit elsewhere (QuACK's cross-entropy
+        backward writes ``mdX`` between inputs).
+      static_fallback: when the DSL rejects the kernel with dynamic layouts
+        (e.g. ``dynamic layout doesn't support load``), compile it with
+        static shapes instead -- NVIDIA's default -- and warn once
+        (:class:`cutecall.StaticFallbackWarning`). ``False`` raises the
+        ``CompileError`` instead. Default: ``$CUTECALL_STATIC_FALLBACK``
+        (on unless ``0``).
+      **constexprs: compile-time keyword arguments passed to ``fn``; part of
+        the compile key, so they must be hashable Python values. Values given
+        here are compile-time; values given to the call are runtime.
+
+    Returns:
+      A :class:`CutlassCall`; call it with the arguments (arrays, pytrees,
+      ``None``, runtime scalars positionally or by keyword).
+    """
+    input_spec = _jax_args.deprecated_mode(input_spec, input_mode, "input")
+    output_spec = _jax_args.deprecated_mode(output_spec, output_mode, "output")
+    if ffi_call_target is not None:
+        ours = {_runtime.TARGET: True, _runtime.TARGET_NO_GRAPH: False}
+        if ffi_call_target not in ours:
+            raise ValueError(
+                f"cutecall: ffi_call_target={ffi_call_target!r}: cutecall calls "
+                f"kernels through its own targets ({_runtime.TARGET}, "
+                f"{_runtime.TARGET_NO_GRAPH}), whose ABI differs from NVIDIA's "
+                "CuTeDSL call ABI; leave ffi_call_target unset")
+        allow_cuda_graph = ours[ffi_call_target]
+    return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
+                       input_output_aliases, allow_cuda_graph, compile_options,
+                       compile_key, use_static_tensors, operand_order, name,
+                       constexprs, batch_modes, static_fallback,
+                       output_params)

@@ -1,0 +1,361 @@
+"""A compiled specialization with its JAX call contract: ``cutecall.compile``.
+
+A :class:`CompiledCall` is what a bundle stores for one kernel and what
+``load_bundle`` gives back: the :class:`CompiledKernel` (object bytes, plan)
+plus everything a JAX call needs that the object does not say -- input and
+output dtypes and ranks, how output shapes follow from input shapes, XLA
+layouts, aliases, the runtime scalars' names and types. Calling it binds the
+``cutecall_call`` primitive directly: no CuTe DSL import, no compile.
+
+Also here: :func:`register` (cutecall's XLA FFI targets, for processes that
+only deserialize) and :func:`jax_export_checks` (the ``disabled_checks`` that
+``jax.export`` needs for cutecall's custom calls).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+
+from .._driver import runtime as _runtime
+from .._driver import signature as _signature
+from .._driver import spec as _spec
+from .._driver.compiler import CompiledKernel
+
+__all__ = ["CompiledCall", "JaxContract", "compile", "register",
+           "jax_export_checks"]
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxContract:
+    """How a JAX call meets the kernel. JSON-able (bundle field ``jax``).
+
+    ``outputs[j] = (dtype, shape)`` where ``shape`` is None (the caller gives
+    ``output_shape_dtype``) or one entry per dim: an int, or ``(i, d)`` for
+    "dim d of input i"."""
+
+    inputs: tuple          # (dtype name, rank) per flat input array
+    outputs: tuple         # (dtype name, shape rule or None) per flat output
+    single_output: bool    # return outputs[0] rather than a tuple
+    aliases: tuple         # (input, output) flat index pairs
+    in_layouts: tuple      # XLA minor-to-major per input
+    out_layouts: tuple     # XLA minor-to-major per output
+    allow_cuda_graph: bool
+
+    def to_json(self) -> dict:
+        return {
+            "inputs": [list(x) for x in self.inputs],
+            "outputs": [[dt, None if s is None else
+                         [d if isinstance(d, int) else list(d) for d in s]]
+                        for dt, s in self.outputs],
+            "single_output": self.single_output,
+            "aliases": [list(a) for a in self.aliases],
+            "in_layouts": [list(x) for x in self.in_layouts],
+            "out_layouts": [list(x) for x in self.out_layouts],
+            "allow_cuda_graph": self.allow_cuda_graph,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "JaxContract":
+        """Raises KeyError/TypeError/ValueError on a malformed document."""
+        def rule(s):
+            if s is None:
+                return None
+            return tuple(int(d) if isinstance(d, int) else
+                         (int(d[0]), int(d[1])) for d in s)
+        return cls(
+            inputs=tuple((str(dt), int(r)) for dt, r in doc["inputs"]),
+            outputs=tuple((str(dt), rule(s)) for dt, s in doc["outputs"]),
+            single_output=bool(doc["single_output"]),
+            aliases=tuple((int(a), int(b)) for a, b in doc["aliases"]),
+            in_layouts=tuple(tuple(int(d) for d in x) for x in doc["in_layouts"]),
+            out_layouts=tuple(tuple(int(d) for d in x)
+                              for x in doc["out_layouts"]),
+            allow_cuda_graph=bool(doc["allow_cuda_graph"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class CompiledCall:
+    """A compiled kernel callable from JAX without the CuTe DSL.
+
+    Call it with the flat input arrays (pytree arguments flattened, ``None``
+    arguments left out), then the runtime scalars positionally or by name::
+
+        y = call(a, b)                      # shapes from the recorded contract
+        y = call(a, b, output_shape_dtype=jax.ShapeDtypeStruct(...))
+        y = call(x, bias, alpha=1.5)        # a runtime scalar by name
+
+    Returns the single output, or a tuple of the flat outputs. Works eagerly
+    and under ``jax.jit``/``jax.export`` (also with symbolic shapes).
+    ``contract`` is None for kernels exported without one (C++/PyTorch only).
+    """
+
+    name: str
+    kernel: CompiledKernel
+    scalars: tuple = ()                  # (name, CuTe DSL type) per scalar
+    contract: JaxContract | None = None
+
+    def __call__(self, *args, output_shape_dtype: Any = None, **scalars):
+        c = self.contract
+        if c is None:
+            raise TypeError(
+                f"cutecall: kernel '{self.name}' was exported without a JAX "
+                "call contract (from a bare CompiledKernel); export the result "
+                "of cutecall.compile(...) to call it from JAX")
+        n = len(c.inputs)
+        if len(args) < n:
+            raise TypeError(f"cutecall: kernel '{self.name}' takes {n} input "
+                            f"arrays, got {len(args)} positional arguments")
+        arrays = [self._array(i, x) for i, x in enumerate(args[:n])]
+        bits = self._scalar_bits(args[n:], scalars)
+        shapes = self._output_shapes(arrays, output_shape_dtype)
+        self._check_layouts([tuple(x.shape) for x in arrays], shapes)
+        from ._primitive import cutecall_p  # the lowering registers with it
+        results = cutecall_p.bind(
+            *arrays, kernel=self.kernel, scalars=bits,
+            out_avals=tuple(jax.core.ShapedArray(s, np.dtype(dt))
+                            for s, (dt, _) in zip(shapes, c.outputs)),
+            aliases=c.aliases, allow_cuda_graph=c.allow_cuda_graph,
+            in_layouts=c.in_layouts, out_layouts=c.out_layouts)
+        return results[0] if c.single_output else tuple(results)
+
+    def _check_layouts(self, in_shapes, out_shapes) -> None:
+        """Known extents against what the kernel was compiled for (static
+        extents, divisibility classes): a clear error at trace time rather
+        than at launch. Symbolic extents are checked by C++ at launch."""
+        names = self.kernel.operand_names.split(",")
+        for k, op in enumerate(_spec.decode_plan(self.kernel.plan)):
+            side = "input" if op["source"] == 0 else "output"
+            shape = (in_shapes if op["source"] == 0 else out_shapes)[op["index"]]
+            what = f"{side} '{names[k]}'" if k < len(names) else f"{side} {k}"
+            for d, extent in op["static"]:
+                if isinstance(shape[d], int) and shape[d] != extent:
+                    raise ValueError(
+                        f"cutecall: kernel '{self.name}' {what} dim {d} is "
+                        f"{shape[d]} but the kernel was compiled for {extent}")
+            for d, div, _ in op["dynamic"]:
+                if isinstance(shape[d], int) and shape[d] % div:
+                    raise ValueError(
+                        f"cutecall: kernel '{self.name}' {what} dim {d} = "
+                        f"{shape[d]} is not divisible by {div}, the "
+                        f"divisibility class it was compiled for; compile one "
+                        f"for this class too, or with "
+                        f"TensorSpec(divisibility=1) for every extent")
+
+    def _array(self, i: int, x):
+        dtype, rank = self.contract.inputs[i]
+        if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+            raise TypeError(f"cutecall: input {i} of kernel '{self.name}' must "
+                            f"be an array, got {type(x).__name__}: {x!r}")
+        if np.dtype(x.dtype).name != dtype or len(x.shape) != rank:
+            raise TypeError(f"cutecall: input {i} of kernel '{self.name}' is "
+                            f"{np.dtype(x.dtype).name}{list(x.shape)}; the "
+                            f"kernel was compiled for rank-{rank} {dtype}")
+        if isinstance(x, (jax.Array, jax.core.Tracer)):
+            return x
+        return jax.numpy.asarray(x)
+
+    def _scalar_bits(self, positional, by_name) -> tuple:
+        names = [nm for nm, _ in self.scalars]
+        if len(positional) > len(names):
+            raise TypeError(f"cutecall: kernel '{self.name}' takes "
+                            f"{len(names)} runtime scalar(s) "
+                            f"({', '.join(names) or 'none'}), got "
+                            f"{len(positional)} positional")
+        values = dict(zip(names, positional))
+        for k, v in by_name.items():
+            if k not in names:
+                raise TypeError(f"cutecall: kernel '{self.name}' has no runtime "
+                                f"scalar {k!r}; its scalars are "
+                                f"{', '.join(names) or '(none)'}")
+            if k in values:
+                raise TypeError(f"cutecall: runtime scalar {k!r} of kernel "
+                                f"'{self.name}' given twice")
+            values[k] = v
+        bits = []
+        for nm, st in self.scalars:
+            if nm not in values:
+                raise TypeError(f"cutecall: kernel '{self.name}' needs runtime "
+                                f"scalar {nm!r} ({st})")
+            v = _signature.concrete_scalar(values[nm], f"runtime scalar {nm!r}")
+            bits.append(_signature.encode_scalar(nm, st, v).bits)
+        return tuple(bits)
+
+    def _output_shapes(self, arrays, given) -> list[tuple]:
+        outs = self.contract.outputs
+        if given is not None:
+            if callable(given) and not isinstance(given, jax.ShapeDtypeStruct):
+                given = given(*arrays)
+            leaves = jax.tree.leaves(given)
+            if len(leaves) != len(outs):
+                raise ValueError(f"cutecall: output_shape_dtype of kernel "
+                                 f"'{self.name}' has {len(leaves)} leaves, the "
+                                 f"kernel has {len(outs)} outputs")
+            for j, (o, (dt, _)) in enumerate(zip(leaves, outs)):
+                if np.dtype(o.dtype).name != dt:
+                    raise TypeError(f"cutecall: output {j} of kernel "
+                                    f"'{self.name}' is {dt}, output_shape_dtype "
+                                    f"says {np.dtype(o.dtype).name}")
+            return [tuple(o.shape) for o in leaves]
+        shapes = []
+        for j, (_, rule) in enumerate(outs):
+            if rule is None:
+                raise TypeError(
+                    f"cutecall: kernel '{self.name}' records no shape for "
+                    f"output {j} (it is not made of input dims and constants); "
+                    "pass output_shape_dtype=")
+            shapes.append(tuple(d if isinstance(d, int) else
+                                arrays[d[0]].shape[d[1]] for d in rule))
+        return shapes
+
+
+def _find_call(jaxpr):
+    """The one cutecall_call equation in a traced jaxpr (searching nested
+    jaxprs: transformation rules may wrap it)."""
+    from ._primitive import cutecall_p
+    found = []
+
+    def visit(j):
+        j = getattr(j, "jaxpr", j)
+        for eqn in j.eqns:
+            if eqn.primitive is cutecall_p:
+                found.append(eqn)
+            for v in eqn.params.values():
+                for sub in (v if isinstance(v, (tuple, list)) else (v,)):
+                    if hasattr(sub, "eqns") or hasattr(getattr(sub, "jaxpr", None),
+                                                       "eqns"):
+                        visit(sub)
+    visit(jaxpr)
+    if len(found) != 1:
+        raise RuntimeError(f"cutecall: expected one kernel call in the trace, "
+                           f"found {len(found)}")
+    return found[0]
+
+
+def _output_rules(call, args, out_avals, aliases) -> list:
+    """Per output: a shape rule (ints and (input, dim) pairs), or None. Found
+    by calling the user's ``output_shape_dtype`` on inputs whose dims are
+    symbols, then checked against the example."""
+    def is_array(x):
+        return hasattr(x, "shape") and hasattr(x, "dtype") and \
+            not _signature.is_scalar_value(x)
+
+    leaves, tree = jax.tree.flatten(
+        list(args), is_leaf=lambda x: x is None or _signature.is_scalar_value(x))
+    example = [tuple(x.shape) for x in leaves if is_array(x)]
+    names = [f"cc_in{k}_{d}" for k, s in enumerate(example)
+             for d in range(len(s))]
+    where = {nm: (k, d) for nm, (k, d) in zip(
+        names, [(k, d) for k, s in enumerate(example) for d in range(len(s))])}
+    rules: list = [None] * len(out_avals)
+    fn = call.output_shape_dtype
+    try:
+        if callable(fn) and not isinstance(fn, jax.ShapeDtypeStruct):
+            syms = iter(jax.export.symbolic_shape(",".join(names))
+                        if names else ())
+            stand_ins = [jax.ShapeDtypeStruct(
+                tuple(next(syms) for _ in x.shape), x.dtype)
+                if is_array(x) else x for x in leaves]
+            fn = fn(*jax.tree.unflatten(tree, stand_ins))
+        for j, o in enumerate(jax.tree.leaves(fn)):
+            rule = tuple(int(d) if isinstance(d, (int, np.integer)) else
+                         where.get(str(d)) for d in o.shape)
+            if j < len(rules) and None not in rule:
+                rules[j] = rule
+    except Exception:  # any failure: calls give output_shape_dtype
+        pass
+    for a, b in aliases:  # an aliased output has its input's shape
+        rules[b] = tuple((a, d) for d in range(len(out_avals[b].shape)))
+    for j, rule in enumerate(rules):  # a rule must reproduce the example
+        if rule is not None:
+            got = tuple(d if isinstance(d, int) else example[d[0]][d[1]]
+                        for d in rule)
+            if got != tuple(out_avals[j].shape):
+                rules[j] = None
+    return rules
+
+
+def compile(fn, *example_args, name: str | None = None,
+            **kwargs) -> CompiledCall:
+    """Compiles one specialization without running it (no GPU needed).
+
+    Example::
+
+        add = cutecall.cutlass_call(vector_add, output_shape_dtype=like_first)
+        spec = cutecall.compile(add, jax.ShapeDtypeStruct((1024,), jnp.float32),
+                                jax.ShapeDtypeStruct((1024,), jnp.float32))
+        cutecall.export("kernels.bundle", {"vector_add": spec})
+
+    Args:
+      fn: a :class:`CutlassCall` (then ``kwargs`` are call-time keyword
+        arguments: runtime scalars), or a launcher (then ``kwargs`` go to
+        :func:`cutlass_call`: ``output_shape_dtype``, specs, constexprs...).
+      *example_args: the call's arguments as arrays or
+        ``jax.ShapeDtypeStruct``s, and example runtime scalar values. Scalar
+        values are examples only; a concrete dim stands for its
+        divisibility class (4096 f32: every multiple of 4), a symbolic one
+        (``jax.export.symbolic_shape``) for every extent.
+      name: the :class:`CompiledCall`'s name (default: the kernel's).
+
+    Returns:
+      A :class:`CompiledCall`: ``.kernel`` is the :class:`CompiledKernel`.
+      Output shapes are recorded as rules over input dims when
+      ``output_shape_dtype`` is a constant or a function that builds them
+      from input dims and constants; otherwise calls pass
+      ``output_shape_dtype=``.
+    """
+    from ._call import CutlassCall, cutlass_call
+    if isinstance(fn, CutlassCall):
+        call, call_kwargs = fn, kwargs
+    else:
+        call, call_kwargs = cutlass_call(fn, **kwargs), {}
+    binding, arrays, outs = call._bind(example_args, call_kwargs)
+    eqn = _find_call(call._jitted.trace(arrays, binding, outs).jaxpr)
+    p = eqn.params
+    out_avals = p["out_avals"]
+    rules = _output_rules(call, example_args, out_avals, p["aliases"])
+    contract = JaxContract(
+        inputs=tuple((np.dtype(v.aval.dtype).name, len(v.aval.shape))
+                     for v in eqn.invars),
+        outputs=tuple((np.dtype(o.dtype).name, r)
+                      for o, r in zip(out_avals, rules)),
+        single_output=jax.tree_util.treedef_is_leaf(outs[0]),
+        aliases=tuple(tuple(a) for a in p["aliases"]),
+        in_layouts=tuple(tuple(x) for x in p["in_layouts"]),
+        out_layouts=tuple(tuple(x) for x in p["out_layouts"]),
+        allow_cuda_graph=bool(p["allow_cuda_graph"]))
+    kernel = p["kernel"]
+    return CompiledCall(name or kernel.name, kernel,
+                        tuple((s.name, s.scalar_type) for s in binding.scalars),
+                        contract)
+
+
+def register() -> None:
+    """Registers cutecall's XLA FFI targets with JAX (idempotent).
+
+    ``cutlass_call`` and ``load_bundle`` do it themselves; a process that only
+    deserializes a ``jax.export`` artifact calls it first::
+
+        import cutecall; cutecall.register()
+        exp = jax.export.deserialize(blob); exp.call(x)
+
+    It registers even after ``disable_automatic_ffi_registration()``.
+    """
+    _runtime.ensure_registered(explicit=True)
+
+
+def jax_export_checks() -> list:
+    """The ``disabled_checks`` that ``jax.export.export`` needs for functions
+    calling cutecall kernels::
+
+        jax.export.export(jax.jit(f), disabled_checks=cutecall.jax_export_checks())
+
+    jax.export refuses custom calls it does not know to be stable. cutecall's
+    targets are versioned (``cutecall_call_v1``): their ABI does not change
+    under that name, and each call carries its own object and plan.
+    """
+    check = jax.export.DisabledSafetyCheck.custom_call
+    return [check(_runtime.TARGET), check(_runtime.TARGET_NO_GRAPH)]

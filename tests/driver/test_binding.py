@@ -1,0 +1,202 @@
+"""The binding rule (cutecall._binding): positional call arguments fill the
+launcher's parameters that are neither the stream nor outputs, in order,
+wherever the outputs sit -- the same in the JAX and torch fronts."""
+
+from typing import Optional
+
+import cuda.bindings.driver as cuda
+import jax
+import jax.numpy as jnp
+import pytest
+import torch
+
+import cutecall
+import cutecall.torch as ct
+import cutlass
+import cutlass.cute as cute
+from cutecall._driver import binding as _binding, signature as _signature
+from cutecall.examples import signatures
+
+f32 = jnp.float32
+
+
+def s(*shape):
+    return jax.ShapeDtypeStruct(shape, f32)
+
+
+def slots(call, *args, **kwargs):
+    binding, _, _ = call._bind(args, kwargs)
+    return dict(zip([p.name for p in call.sig.params], binding.slots)), binding
+
+
+# Signatures of real third-party launchers (bodies never run here).
+
+def rmsnorm_like(mX: cute.Tensor, mW: Optional[cute.Tensor],
+                 mB: Optional[cute.Tensor], mRes: Optional[cute.Tensor],
+                 mO: cute.Tensor, mResO: Optional[cute.Tensor],
+                 mRstd: Optional[cute.Tensor], mMean: Optional[cute.Tensor],
+                 eps: cutlass.Float32, stream: cuda.CUstream):
+    """QuACK's RMSNorm.__call__: optionals interleaved with outputs, a
+    runtime scalar after them."""
+
+
+def fa4_like(mQ: cute.Tensor, mK: cute.Tensor, mV: cute.Tensor,
+             mO: cute.Tensor, mLSE: Optional[cute.Tensor],
+             softmax_scale: cutlass.Float32,
+             mCuSeqlensQ: Optional[cute.Tensor] = None,
+             mCuSeqlensK: Optional[cute.Tensor] = None,
+             window_size_left: cutlass.Int32 | int | None = None,
+             stream: cuda.CUstream = None):
+    """FA4's FlashAttentionForwardSm90.__call__ (abridged)."""
+
+
+def test_unannotated_scalar_after_the_outputs_binds_to_its_parameter():
+    f = lambda x, w, o, rstd, eps, stream: None  # noqa: E731
+    call = cutecall.cutlass_call(f, output_shape_dtype=(s(4, 8), s(4)))
+    bound, binding = slots(call, s(4, 8), s(8), 1e-6)
+    assert bound == {"x": ("in", 0), "w": ("in", 1), "o": ("out", 0),
+                     "rstd": ("out", 1), "eps": ("scalar", 0),
+                     "stream": ("stream",)}
+    assert binding.scalars[0].scalar_type == "Float32"
+    # By keyword: the same binding, so the same compile.
+    assert call._bind((s(4, 8), s(8)), {"eps": 1e-6})[0] == binding
+
+
+def test_quack_rmsnorm_signature_with_none_optionals():
+    call = cutecall.cutlass_call(rmsnorm_like,
+                                 output_shape_dtype=(s(4, 8), None, s(4), None))
+    bound, _ = slots(call, s(4, 8), s(8), None, None, 1e-6)
+    assert bound["mO"] == ("out", 0) and bound["mResO"] == ("out", 1)
+    assert bound["mRstd"] == ("out", 2) and bound["mMean"] == ("out", 3)
+    assert bound["mB"] == ("in", 2) and bound["eps"] == ("scalar", 0)
+
+
+def test_fa4_signature_scalar_and_trailing_optionals():
+    call = cutecall.cutlass_call(fa4_like, output_shape_dtype=(s(2, 4), s(2)))
+    bound, _ = slots(call, s(2, 4), s(2, 4), s(2, 4), 0.125)
+    assert bound["mO"] == ("out", 0) and bound["mLSE"] == ("out", 1)
+    assert bound["softmax_scale"] == ("scalar", 0)
+    assert bound["mCuSeqlensQ"] == ("default",)
+    bound, _ = slots(call, s(2, 4), s(2, 4), s(2, 4), 0.125, s(3))
+    assert bound["mCuSeqlensQ"] == ("in", 3) and bound["mO"] == ("out", 0)
+    # The Int32 | int | None annotation takes a runtime scalar.
+    bound, b = slots(call, s(2, 4), s(2, 4), s(2, 4), 0.125, None, None, 64)
+    assert bound["window_size_left"] == ("scalar", 1)
+    assert b.scalars[1].scalar_type == "Int32"
+
+
+def test_a_scalar_never_fills_a_tensor_parameter(compiles):
+    call = cutecall.cutlass_call(signatures.scale_outputs_first,
+                                 output_shape_dtype=s(8),
+                                 operand_order="outputs_first")
+    with pytest.raises(TypeError, match=r"scale_outputs_first' has 2 parameters .*"
+                                        r"\(out, x\).*passes 1 positional argument"
+                                        r"\(s\) \(2.0\)"):
+        call.lower(2.0)
+    assert compiles() == 0
+
+
+def test_an_array_never_fills_a_scalar_parameter():
+    call = cutecall.cutlass_call(signatures.affine, output_shape_dtype=s(8))
+    with pytest.raises(TypeError, match=r"an array one annotated as a scalar"):
+        call.lower(s(8), s(8), 1, 2, False)
+
+
+def test_equally_good_bindings_are_ambiguous():
+    def launcher(x, o1=None, o2=None):
+        pass
+    sig = _signature.analyze(launcher)
+    with pytest.raises(TypeError, match=r"binds to its parameters \(x, o1, o2\) "
+                                        r"in more than one way .*Annotate"):
+        _binding.place_outputs(sig, [0, 1, 2], [_binding.ARRAY], 2,
+                               "inputs_first", [s(4)])
+
+
+def test_outputs_first_mirrors_the_rule():
+    call = cutecall.cutlass_call(signatures.scale_outputs_first,
+                                 output_shape_dtype=s(8),
+                                 operand_order="outputs_first")
+    bound, _ = slots(call, s(8))
+    assert bound["out"] == ("out", 0) and bound["x"] == ("in", 0)
+
+
+def test_positional_and_keyword_scalars_compile_once(compiles):
+    call = cutecall.cutlass_call(signatures.axpby_stream_last,
+                                 output_shape_dtype=s(64))
+    a = call.lower(s(64), s(64), 2.0, 3.0).as_text()
+    n = compiles()
+    b = call.lower(s(64), s(64), alpha=2.0, beta=3.0).as_text()
+    c = call.lower(s(64), s(64), 2.0, beta=3.0).as_text()
+    assert compiles() == n and a == b == c
+
+
+def test_annotations_are_read_through_unions_and_strings():
+    sig = _signature.analyze(fa4_like)
+    kinds = {p.name: (p.kind, p.annotated, p.scalar_type) for p in sig.params}
+    assert kinds["mLSE"] == ("tensor", True, None)
+    assert kinds["softmax_scale"] == ("scalar", False, "Float32")
+    assert kinds["window_size_left"] == ("scalar", False, "Int32")
+    assert kinds["stream"][0] == "stream"
+
+    def stringly(x: "cute.Tensor", eps: "cutlass.Float32",
+                 b: "Optional[cute.Tensor]" = None):
+        pass
+    kinds = {p.name: (p.kind, p.annotated) for p in _signature.analyze(stringly).params}
+    assert kinds == {"x": ("tensor", True), "eps": ("scalar", False),
+                     "b": ("tensor", True)}
+
+
+# -- the torch front ----------------------------------------------------------
+
+def test_torch_outputs_are_placed_by_the_same_rule():
+    assert ct.kernel(rmsnorm_like, outputs=4).output_params == \
+        ["mO", "mResO", "mRstd", "mMean"]
+    assert ct.kernel(fa4_like, outputs=2).output_params == ["mO", "mLSE"]
+    assert ct.kernel(signatures.scale_no_stream).output_params == ["out"]
+    named = ct.kernel(lambda x, w, o, rstd, eps: None, outputs=("o", "rstd"))
+    assert named.output_params == ["o", "rstd"]
+    with pytest.raises(ValueError, match="outputs names 'nope'"):
+        ct.kernel(fa4_like, outputs=("nope",))
+
+
+def test_torch_none_and_scalars_bind_positionally():
+    k = ct.kernel(rmsnorm_like, outputs=4)
+    x, w, o = torch.ones(4, 8), torch.ones(8), torch.ones(4, 8)
+    rstd = torch.ones(4)
+    args = (x, w, None, None, o, None, rstd, None, 1e-6)
+    props = [ct._common.tensor_props(a) if isinstance(a, torch.Tensor) else None
+             for a in args]
+    spec, uses = k.specialize(args, props, "sm_90a")
+    assert [slot[0] for slot in spec.slots] == \
+        ["in", "in", "none", "none", "in", "none", "in", "none", "scalar", "stream"]
+    # 0: input tensor, 3: output tensor, 2: None, 1: scalar.
+    assert [u[0] for u in uses] == [0, 0, 2, 2, 3, 2, 3, 2, 1]
+    assert spec.scalar_types == ("Float32",)
+    with pytest.raises(TypeError, match="no binding fits"):
+        k.specialize((x, w, None, None, 1e-6, None, rstd, None, 1e-6),
+                     props, "sm_90a")
+
+
+def cross_entropy_bwd_like(mX: cute.Tensor, mTarget: cute.Tensor,
+                           mDLoss: cute.Tensor, mdX: cute.Tensor,
+                           mLSE: cute.Tensor, mWeight: Optional[cute.Tensor],
+                           ignore_index: cutlass.Int32, stream: cuda.CUstream):
+    """QuACK's CrossEntropyBackward.__call__: the output between inputs."""
+
+
+def test_output_params_name_outputs_that_sit_between_inputs():
+    call = cutecall.cutlass_call(cross_entropy_bwd_like,
+                                 output_shape_dtype=s(4, 8),
+                                 output_params=("mdX",))
+    bound, _ = slots(call, s(4, 8), s(4), s(4), s(4), None, -100)
+    assert bound["mdX"] == ("out", 0) and bound["mLSE"] == ("in", 3)
+    assert bound["mWeight"] == ("in", 4) and bound["ignore_index"] == ("scalar", 0)
+    for bad, match in [(("nope",), "names 'nope'"), (("mdX", "mdX"), "distinct"),
+                       (("mX", "mdX"), "must name 1")]:
+        c = cutecall.cutlass_call(cross_entropy_bwd_like, output_shape_dtype=s(4, 8),
+                                  output_params=bad)
+        with pytest.raises(TypeError, match=match):
+            c._bind((s(4, 8), s(4), s(4), s(4), None, -100), {})
+    with pytest.raises(TypeError, match="sequence of parameter names"):
+        cutecall.cutlass_call(cross_entropy_bwd_like, output_shape_dtype=s(4, 8),
+                              output_params="mdX")

@@ -1,0 +1,213 @@
+"""Operand specs, the plan encoding and the specialization key (no DSL)."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cutecall import TensorSpec, _core
+from cutecall._driver import spec as _spec
+
+
+def op(name="x", shape=(4, 8), dtype=jnp.float32, spec=None, source=0, index=0):
+    return _spec.make_operand(name, source, index, shape, dtype, spec)
+
+
+def test_default_operand_is_dynamic_row_major():
+    o = op()
+    assert o.static_shape == (None, None)
+    assert o.divisibility == (4, 4)  # f32 (4, 8): each extent's class, cap 4
+    assert o.order == (1, 0)  # CuTe stride ranks: dim 1 fastest
+    assert _spec.xla_layout(o) == (1, 0)
+    assert o.cutlass_dtype == "Float32" and o.elem_bytes == 4
+
+
+@pytest.mark.parametrize("shape, dtype, classes", [
+    ((1000, 4096), jnp.bfloat16, (8, 8)),   # cap: 16 bytes of bf16
+    ((1000, 4096), jnp.float32, (4, 4)),
+    ((17, 6), jnp.float32, (1, 2)),
+    ((0, 24), jnp.int8, (16, 8)),           # 0 divides by anything
+    ((48,), jnp.float64, (2,)),
+])
+def test_default_divisibility_is_the_extent_class(shape, dtype, classes):
+    assert op(shape=shape, dtype=dtype).divisibility == classes
+
+
+def test_explicit_divisibility_overrides_the_class():
+    assert op(shape=(1024, 1024), spec=TensorSpec(divisibility=1)).divisibility \
+        == (1, 1)
+    assert op(shape=(64, 64), spec=TensorSpec(static=(True, False))) \
+        .divisibility == (1, 4)  # static dims carry no class
+
+
+def test_symbolic_extents_have_class_one():
+    import jax
+    (n,) = jax.export.symbolic_shape("n")
+    assert op(shape=(n, 64)).divisibility == (1, 4)
+
+
+def test_static_and_divisibility_per_dim():
+    o = op(spec=TensorSpec(static=(True, False), divisibility=(2, 4)))
+    assert o.static_shape == (4, None)
+    assert o.divisibility == (2, 4)
+
+
+@pytest.mark.parametrize("spec, match", [
+    (TensorSpec(divisibility=(1, 2, 3)), "3 entries for a rank-2"),
+    (TensorSpec(divisibility=0), "must be >= 1"),
+    (TensorSpec(static=True, divisibility=3), "dim 0 = 4 is not divisible by 3"),
+    (TensorSpec(layout=(0, 0)), "not a permutation"),
+    (TensorSpec(mode=(2, 0)), "not a permutation"),
+    (TensorSpec(ptr_assumed_align=24), "power of two"),
+])
+def test_bad_specs_name_argument_and_value(spec, match):
+    with pytest.raises(ValueError, match=match) as e:
+        op(name="lhs", spec=spec)
+    assert "lhs" in str(e.value)
+
+
+def test_unsupported_dtype_and_rank():
+    with pytest.raises(TypeError, match="complex64"):
+        op(dtype=jnp.complex64)
+    with pytest.raises(ValueError, match="rank 0"):
+        op(shape=())
+
+
+def test_column_major_layout_maps_to_xla():
+    o = op(spec=TensorSpec(layout=(0, 1)))
+    assert _spec.xla_layout(o) == (0, 1)
+
+
+def test_plan_round_trips_through_the_cpp_parser():
+    ops = [op("a", (7, 5), spec=TensorSpec(divisibility=(1, 5))),
+           op("b", (5,), jnp.float16, TensorSpec(static=True), index=1),
+           op("c", (7, 5), source=1, index=0)]
+    plan = _spec.encode_plan(ops, num_args=2, num_rets=1)
+    assert plan.dtype == np.int64 and plan[0] == _core.PLAN_VERSION
+    # a: ptr + 2 dims; b: ptr; c: ptr + 2 dims
+    assert _core.check_plan(plan.tolist(), "k", "a,b,c") == 7
+
+
+def test_cpp_parser_rejects_bad_plans_naming_the_kernel():
+    with pytest.raises(ValueError, match="kernel 'mykernel'.*version 9"):
+        _core.check_plan([9, 0, 0, 0, 0], "mykernel")
+    good = _spec.encode_plan([op()], 1, 0).tolist()
+    with pytest.raises(ValueError, match="trailing data"):
+        _core.check_plan(good + [0], "k")
+    with pytest.raises(ValueError, match="truncated"):
+        _core.check_plan(good[:-1], "k")
+
+
+def _key(launcher, ops=None, constexprs=(), options="", arch="sm_90a",
+         versions=None):
+    return _spec.specialization_key(
+        launcher, ops if ops is not None else [op()], "T", "U", constexprs,
+        options, arch, versions or {"cutecall": "0", "dsl": "1"})
+
+
+def launcher_a(stream, x, y):
+    return x
+
+
+def launcher_b(stream, x, y):
+    return y
+
+
+def test_key_is_content_not_identity_and_holds_only_extent_classes():
+    k = _key(launcher_a)
+    assert k == _key(launcher_a)
+    assert k == _key(launcher_a, [op(shape=(1000, 12))])  # same classes
+    assert k != _key(launcher_a, [op(shape=(1000, 3))])   # another class
+    assert k != _key(launcher_b)                       # other source
+    assert k != _key(launcher_a, [op(dtype=jnp.float16)])
+    assert k != _key(launcher_a, [op(spec=TensorSpec(static=True))])
+    assert k != _key(launcher_a, constexprs=(("alpha", 2.0),))
+    assert _key(launcher_a, constexprs=(("alpha", 2.0),)) != \
+        _key(launcher_a, constexprs=(("alpha", 2),))   # float vs int
+    assert k != _key(launcher_a, options="--opt-level 2")
+    assert k != _key(launcher_a, arch="sm_100a")
+    assert k != _key(launcher_a, versions={"cutecall": "0", "dsl": "2"})
+
+
+def test_static_extent_is_part_of_the_key():
+    s = TensorSpec(static=True)
+    assert _key(launcher_a, [op(shape=(4, 8), spec=s)]) != \
+        _key(launcher_a, [op(shape=(4, 9), spec=s)])
+
+
+def test_closure_values_are_part_of_the_key():
+    def make(scale):
+        def launcher(stream, x, y):
+            return scale
+        return launcher
+    assert _key(make(1)) == _key(make(1))
+    assert _key(make(1)) != _key(make(2))
+
+
+@pytest.mark.parametrize("value, match", [
+    (np.ones(3), "is an array"),
+    ([1, {2: 3}], None),
+    ({"a": 1}, "not hashable"),
+    (object(), "no stable repr"),
+])
+def test_constexpr_validation(value, match):
+    if match is None:  # a list of hashables is fine, a dict inside is not
+        with pytest.raises(TypeError, match="not hashable"):
+            _spec.fingerprint(value, "constexpr 'c'")
+        return
+    with pytest.raises(TypeError, match=match) as e:
+        _spec.fingerprint(value, "constexpr 'alpha'")
+    assert "alpha" in str(e.value)
+
+
+class KernelObject:
+    """A kernel object like QuACK's Softmax(dtype, N): its attributes are
+    compile-time content."""
+
+    def __init__(self, n, tile=(128, 64), causal=False, config=None):
+        self.n, self.tile, self.causal, self.config = n, tile, causal, config
+
+    def __call__(self, stream, x, out):
+        pass
+
+
+class Mode(__import__("enum").Enum):
+    FAST = 1
+    SAFE = 2
+
+
+def test_kernel_objects_are_keyed_by_their_attributes():
+    assert _key(KernelObject(1024)) == _key(KernelObject(1024))
+    assert _key(KernelObject(1024)) != _key(KernelObject(2048))
+    assert _key(KernelObject(1024)) != _key(KernelObject(1024, causal=True))
+    assert _key(KernelObject(1024)) != _key(KernelObject(1024, tile=(64, 64)))
+    # Nested objects, enums and dicts inside an object's state count too.
+    cfg = lambda **kw: KernelObject(1, config={"mode": Mode.FAST, **kw})  # noqa: E731
+    assert _key(KernelObject(8, config=cfg())) == _key(KernelObject(8, config=cfg()))
+    assert _key(KernelObject(8, config=cfg())) != \
+        _key(KernelObject(8, config=cfg(mode=Mode.SAFE)))
+
+
+def test_a_kernel_object_keeps_its_first_fingerprint_while_its_config_holds():
+    from cutecall._driver import fingerprint as _fingerprint
+    k = KernelObject(64)
+    first = _fingerprint.launcher_fingerprint(k)
+    k.cluster_n = 2              # what tracing leaves on QuACK's objects
+    assert _fingerprint.launcher_fingerprint(k) == first
+    k.n = 128                    # a changed configuration is a new kernel
+    assert _fingerprint.launcher_fingerprint(k) != first
+
+
+def test_a_front_takes_the_fingerprint_when_it_binds_the_launcher():
+    import cutecall
+    k = KernelObject(64)
+    call = cutecall.cutlass_call(k, output_shape_dtype=lambda x: x)
+    before = call.fingerprint
+    k.cluster_n = 2  # what tracing QuACK's kernels does to the object
+    assert call.fingerprint == before
+    assert _spec.fingerprint(k, "launcher") != before
+
+
+def test_unfingerprintable_state_names_the_attribute():
+    k = KernelObject(8, config=object())
+    with pytest.raises(TypeError, match=r"launcher.config = <object object at"):
+        _spec.fingerprint(k, "launcher")
