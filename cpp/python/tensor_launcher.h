@@ -1,11 +1,110 @@
-// tensor_launcher.h — registers `_core.TensorLauncher` (see the .cc).
+// tensor_launcher.h — `_core.TensorLauncher`: launching compiled kernels
+// with framework tensors (torch) straight from C++.
+//
+// Owns: per launch object, the per-call path: read each tensor through the
+// DLPack C exchange API (no Python attribute access, no allocation), compute
+// the call's signature, find its specialization, pack, and run on the
+// framework's current stream of the tensors' device. What a signature holds
+// is tensor_signature.h's; the specializations are launcher_table.h's.
+// Contract: everything unusual — a new specialization, an unsupported
+// argument, mixed devices, a CPU tensor — goes to the Python `on_miss`
+// callback, which either raises the user-facing error or returns a compiled
+// specialization; the call is then retried once. Runs under the GIL and makes
+// no Python call between reading the table and launching, so the table
+// cannot change under a launch.
+// Files, by job: tensor_launcher.cc (a call's course, on_miss),
+// launcher_args.cc (reading a call's arguments: its signature, packing,
+// launching), launcher_table.cc (the specializations), launcher_binding.cc
+// (the Python type).
 #ifndef CUTECALL_PYTHON_TENSOR_LAUNCHER_H_
 #define CUTECALL_PYTHON_TENSOR_LAUNCHER_H_
 
 #include <nanobind/nanobind.h>
 
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cutecall/device_context.h"
+#include "dlpack_exchange.h"
+#include "launcher_table.h"
+#include "tensor_signature.h"
+
 namespace cutecall::py {
+
+// Registers `_core.TensorLauncher`, `layout_props` and the launcher limits.
 void BindTensorLauncher(nanobind::module_& m);
+
+// (unit_dim, align, wide, extent classes, stride classes): what Python
+// needs to compile the specialization a tensor's signature names.
+nanobind::tuple PropsTuple(const LayoutProps& p);
+
+class TensorLauncher {
+ public:
+  TensorLauncher(std::string name, std::vector<bool> constexpr_positions,
+                 nanobind::callable on_miss)
+      : name_(std::move(name)),
+        constexpr_(std::move(constexpr_positions)),
+        on_miss_(std::move(on_miss)) {}
+  TensorLauncher(const TensorLauncher&) = delete;
+  TensorLauncher& operator=(const TensorLauncher&) = delete;
+
+  // Launches `args`' specialization (tp_call); returns None.
+  nanobind::object Call(nanobind::args args);
+
+  // Benchmark aid: launches `args` `count` times from one C++ loop (the
+  // call described and looked up once) and returns the seconds taken: the
+  // per-launch cost of everything below Python.
+  double TimeLaunches(size_t count, nanobind::args args);
+
+  // Which extents/strides of each argument the kernel compiles in (the
+  // static fallback): their values join the signature. Drops the entries
+  // registered under the old masks.
+  void SetStatic(std::vector<uint16_t> masks);
+
+  size_t size() const { return table_.size(); }
+  void clear() { table_.Clear(); }
+  const std::string& name() const { return name_; }
+
+ private:
+  // One call's arguments as read: their signature, the tensors, the device.
+  struct CallInfo : CallSignature {
+    dlpack::Tensor tensors[kMaxArgs];
+    size_t described = 0;     // arguments read so far
+    int32_t device = -1;
+    const dlpack::ExchangeApi* api = nullptr;  // of the first tensor
+    bool ok = false;
+  };
+
+  // launcher_args.cc: a type's exchange API (cached), or null.
+  const dlpack::ExchangeApi* ApiFor(PyTypeObject* type);
+  // launcher_args.cc: fills `call` from the arguments; false when the fast
+  // path cannot take them (Python decides what to do).
+  bool Describe(const nanobind::args& args, CallInfo* call);
+  // launcher_args.cc: packs the arguments into `e`'s plan and launches.
+  void Run(const Entry& e, const nanobind::args& args, const CallInfo& call);
+  // Asks Python for the specialization of these arguments (or its error).
+  void Miss(const nanobind::args& args, CallInfo* call);
+
+  // launcher_binding.cc: the Python type's slots.
+  static int Traverse(PyObject* self, visitproc visit, void* arg);
+  static int Clear(PyObject* self);
+  static PyObject* TpCall(PyObject* self, PyObject* args, PyObject* kwargs);
+  friend void BindTensorLauncher(nanobind::module_& m);
+
+  std::string name_;
+  std::vector<bool> constexpr_;
+  std::vector<StaticMask> static_;
+  nanobind::object on_miss_;
+  LauncherTable table_;
+  std::vector<std::pair<PyTypeObject*, const dlpack::ExchangeApi*>> apis_;
+  PyTypeObject* last_type_ = nullptr;
+  const dlpack::ExchangeApi* last_api_ = nullptr;
+  const DriverTable* driver_ = nullptr;
+};
+
 }  // namespace cutecall::py
 
 #endif  // CUTECALL_PYTHON_TENSOR_LAUNCHER_H_

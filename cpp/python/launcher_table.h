@@ -1,0 +1,117 @@
+// launcher_table.h — the specializations of one torch launch object.
+//
+// Owns: the table of a TensorLauncher's compiled specializations, keyed by
+// call signature (tensor_signature.h's words): per entry, the prepared
+// CallState and how each call argument fills its plan (Use). At most
+// kMaxEntries; the least recently used is evicted. Modules of evicted or
+// cleared entries stay loaded for the life of the process (a CUDA graph may
+// still launch them).
+// Contract: Find is on the per-call path: no allocation, no Python call.
+// Register checks a specialization from `on_miss` against its plan before
+// adding it; nothing in the table changes otherwise.
+#ifndef CUTECALL_PYTHON_LAUNCHER_TABLE_H_
+#define CUTECALL_PYTHON_LAUNCHER_TABLE_H_
+
+#include <nanobind/nanobind.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "cutecall/call_state.h"
+#include "tensor_signature.h"
+
+namespace cutecall::py {
+
+inline constexpr size_t kMaxArgs = 64;     // arguments of one call
+inline constexpr size_t kMaxEntries = 64;  // specializations of one launcher
+
+// How one call argument is used by a specialization.
+// kUseOutput: a tensor the kernel writes (a launch whose outputs are all
+// empty does nothing).
+enum UseKind : int32_t {
+  kUseTensor = 0, kUseScalar = 1, kUseIgnore = 2, kUseOutput = 3
+};
+// Runtime scalar types, in _signature.SCALAR_TYPES order.
+enum ScalarType : int32_t {
+  kBoolean, kInt8, kInt16, kInt32, kInt64, kUint8, kUint16, kUint32,
+  kUint64, kFloat32, kFloat64, kNumScalarTypes
+};
+
+struct Use {
+  int32_t kind;
+  int32_t index;  // operand (tensor) or scalar slot
+  int32_t type;   // ScalarType for scalars
+};
+
+struct Entry {
+  std::vector<int64_t> signature;
+  std::unique_ptr<CallState> state;
+  std::vector<Use> uses;
+  size_t num_operands = 0;
+  bool has_outputs = false;
+  uint64_t last_used = 0;
+};
+
+// One call's signature, the table's key: per argument, words starting at
+// arg_at[i], the low byte of the first being its tag (tensor_signature.h).
+struct CallSignature {
+  size_t n = 0;  // arguments
+  int64_t signature[kMaxArgs * kMaxArgWords];
+  size_t sig_len = 0;
+  size_t arg_at[kMaxArgs];  // where each argument's words start
+
+  int64_t tag(size_t i) const { return signature[arg_at[i]] & 0xff; }
+};
+
+class LauncherTable {
+ public:
+  // The entry registered under `call`'s signature, or null. The last entry
+  // found is tried first; a hit becomes the most recently used.
+  Entry* Find(const CallSignature& call) {
+    const size_t bytes = call.sig_len * sizeof(int64_t);
+    auto match = [&](const Entry* e) {
+      return e->signature.size() == call.sig_len &&
+             std::memcmp(e->signature.data(), call.signature, bytes) == 0;
+    };
+    Entry* hit = nullptr;
+    if (last_ != nullptr && match(last_)) {
+      hit = last_;
+    } else {
+      for (auto& e : entries_) {
+        if (match(e.get())) {
+          hit = e.get();
+          break;
+        }
+      }
+    }
+    if (hit != nullptr) {
+      hit->last_used = ++clock_;
+      last_ = hit;
+    }
+    return hit;
+  }
+
+  // Adds the specialization `spec` (what `on_miss` returned) under `call`'s
+  // signature, evicting the least recently used entry when full.
+  // spec = (module, key, function, kernel, plan, operand_names,
+  //         symbol_names, uses) with uses = [kind, index, type] * nargs.
+  void Register(const CallSignature& call, const nanobind::tuple& spec);
+
+  size_t size() const { return entries_.size(); }
+  // Drops every entry; their modules stay loaded.
+  void Clear();
+
+ private:
+  void Evict();
+
+  std::vector<std::unique_ptr<Entry>> entries_;
+  Entry* last_ = nullptr;
+  uint64_t clock_ = 0;
+};
+
+}  // namespace cutecall::py
+
+#endif  // CUTECALL_PYTHON_LAUNCHER_TABLE_H_
