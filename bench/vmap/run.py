@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """vmap of a cutecall kernel: folded batch vs the loop fallback vs lax.map.
 
-    PYTHONPATH=python .venv/bin/python bench/vmap/run.py --out bench/results/vmap.json
+    .venv/bin/python bench/vmap/run.py --out bench/results/vmap.json
 
 One process, one GPU. The kernel is ``examples.kernels.vector_add`` (c = a +
 b, 128-bit vector accesses), batch ``--batch`` (8), at two sizes per example:

@@ -24,7 +24,7 @@ import subprocess
 import sys
 import time
 
-from ._driver import store as _store
+from ._driver import kernel_cache, store as _store
 
 
 def _store_or_exit() -> _store.ArtifactStore:
@@ -35,7 +35,7 @@ def _store_or_exit() -> _store.ArtifactStore:
 
 
 def _stamp_for(entry: _store.Entry) -> dict:
-    return _store.stamp_of(entry)
+    return kernel_cache.stamp_of(entry)
 
 
 def _age(seconds: float) -> str:
@@ -222,7 +222,7 @@ def doctor(args) -> int:
         "python": sys.version.split()[0],
         "gpu": _probe(_gpu),
         "driver CUDA": _probe(_driver_cuda),
-        "CUDA packages": _probe(_store.cuda_versions) or "none found",
+        "CUDA packages": _probe(kernel_cache.cuda_versions) or "none found",
         "jax": _probe(_jax),
         "pytorch": _probe(_torch),
         "cute dsl": _probe(_dsl),

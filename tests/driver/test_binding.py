@@ -1,5 +1,5 @@
-"""The binding rule (cutecall._binding): positional call arguments fill the
-launcher's parameters that are neither the stream nor outputs, in order,
+"""The binding rule (cutecall._driver.binding): positional call arguments fill
+the launcher's parameters that are neither the stream nor outputs, in order,
 wherever the outputs sit -- the same in the JAX and torch fronts."""
 
 from typing import Optional

@@ -1,4 +1,4 @@
-"""The artifact store (``cutecall._store``) and its CLI, on CPU.
+"""The artifact store (``cutecall._driver.store``) and its CLI, on CPU.
 
 Store semantics run against fake objects (fast); two tests go through the
 real compile driver with a real CuTe DSL kernel, in this process and in fresh
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import cutecall
-from cutecall._driver import store as _store
+from cutecall._driver import kernel_cache, store as _store
 from cutecall import cli
 from cutecall._driver.store import ArtifactStore, CacheError
 from shared import ROOT, child_env
@@ -225,12 +225,10 @@ def test_environment(monkeypatch, tmp_path):
 
 # -- concurrent processes ------------------------------------------------------
 WARM = r"""
-import importlib.util, os, random, sys, time
-spec = importlib.util.spec_from_file_location("store", sys.argv[1])
-store_mod = sys.modules["store"] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(store_mod)
-root, counts, keys, start = sys.argv[2], sys.argv[3], sys.argv[4].split(","), float(sys.argv[5])
-store = store_mod.ArtifactStore(root)
+import os, random, sys, time
+from cutecall._driver.store import ArtifactStore
+root, counts, keys, start = sys.argv[1], sys.argv[2], sys.argv[3].split(","), float(sys.argv[4])
+store = ArtifactStore(root)
 random.seed(os.getpid())
 random.shuffle(keys)
 time.sleep(max(0.0, start - time.time()))  # all processes start together
@@ -251,8 +249,8 @@ def test_eight_processes_compile_each_key_once(tmp_path):
     keys = [key_of(str(i)) for i in range(5)]
     root = str(tmp_path / "cache")
     start = time.time() + 1.0
-    procs = [subprocess.Popen([PY, "-c", WARM, _store.__file__, root, str(counts),
-                               ",".join(keys), str(start)]) for _ in range(8)]
+    procs = [subprocess.Popen([PY, "-c", WARM, root, str(counts), ",".join(keys),
+                               str(start)], env=child_env()) for _ in range(8)]
     assert [p.wait(timeout=120) for p in procs] == [0] * 8
     for key in keys:
         assert len((counts / key).read_text().split()) == 1, key  # compiled once
@@ -331,7 +329,7 @@ def test_second_process_compiles_nothing(tmp_path):
 # -- CLI -------------------------------------------------------------------------
 def fill(root, n=3):
     store = ArtifactStore(str(root))
-    stamp = _store.kernel_stamp("sm_90a")
+    stamp = kernel_cache.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
         store.get_or_build(k, stamp, lambda k=k: ({"name": "kern_" + k[:4]}, b"o" * 500))

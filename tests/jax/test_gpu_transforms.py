@@ -4,7 +4,7 @@ backward and tangent kernels) match a pure-JAX reference and pass
 ``check_grads``; a data-parallel step under ``shard_map`` on 2 GPUs equals
 the single-device step, and both devices ran the kernels.
 
-    PYTHONPATH=python .venv/bin/python -m pytest tests/test_gpu_transforms.py -q
+    make install && .venv/bin/python -m pytest tests/jax/test_gpu_transforms.py -q
 """
 
 import warnings

@@ -175,10 +175,6 @@ if [ "${SETUP_SKIP_CUTECALL:-0}" != 1 ]; then
     # Import from elsewhere so the checkout's python/ does not shadow /tmp/site.
     (cd / && "$PY" -c 'import cutecall, cutecall._core; print("cutecall", cutecall.__version__, cutecall.__file__)') ||
       cutecall_error="cutecall installed but does not import"
-    # The checkout's python/cutecall imports too (tests' child processes may
-    # put it first on sys.path): link the extension built above into it, as
-    # `make install` does on the dev machine.
-    for so in "$SITE"/cutecall/_core*.so; do ln -sf "$so" "$repo/python/cutecall/"; done
   fi
 fi
 

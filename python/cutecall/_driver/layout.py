@@ -14,8 +14,8 @@ CUTLASS's examples) need this: with divisibility 1 the DSL cannot prove a
 128-bit copy aligned and fails IR verification.
 
 Pure Python, no CuTe DSL import. The C++ twin of :func:`divisibility_class`
-is ``DivisibilityClass`` in ``cpp/python/tensor_launcher.cc``;
-``_core.layout_classes`` exposes it so the two are tested against each other.
+is ``ClassLog2`` in ``cpp/python/tensor_signature.{h,cc}``;
+``_core.layout_props`` exposes it so the two are tested against each other.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ from typing import Any, Callable, Sequence
 import jax
 
 from ._ejkernel_contract import OutputContract
-from ._ejkernel_named_calls import _NAMED_CALLS, _arg_key, _content_key
+from . import _ejkernel_named_calls as _named_calls
+from ._ejkernel_named_calls import _arg_key, _content_key
 from ._ejkernel_support import _require_dsl
 
 _Tracer = jax.core.Tracer
@@ -185,7 +186,7 @@ def cute_call(*args: Any, call: Callable[..., Any] | None = None,
         call_key = _content_key(call)
         key = (str(name), call_key, str(jax.tree.structure(args)),
                tuple(_arg_key(x) for x in flat_args), contract.key(), device)
-        call = _NAMED_CALLS.get_or_put(key, call_key, call)
+        call = _named_calls._NAMED_CALLS.get_or_put(key, call_key, call)
     with jax.named_scope("cute_call" if name is None else str(name)):
         result = call(*args)
     return contract.check(result)

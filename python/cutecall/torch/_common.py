@@ -22,7 +22,7 @@ from .._driver import spec as _spec
 from .. import _core
 
 SCALAR_CODE = {name: i for i, name in enumerate(_signature.SCALAR_TYPES)}
-# How a call argument reaches the plan (tensor_launcher.cc's UseKind):
+# How a call argument reaches the plan (launcher_table.h's UseKind):
 # USE_OUTPUT is a tensor the kernel writes; a launch whose outputs are all
 # empty does nothing.
 USE_TENSOR, USE_SCALAR, USE_IGNORE, USE_OUTPUT = 0, 1, 2, 3

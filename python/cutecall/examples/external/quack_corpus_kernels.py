@@ -1,4 +1,4 @@
-"""The QuACK cases of :mod:`quack_corpus` beyond softmax.
+"""The QuACK cases of :mod:`quack_corpus` beyond softmax (``quack_softmax``).
 
 ``quack.rmsnorm``: RMSNorm forward with ``None`` optionals, LayerNorm
 forward (the same ``RMSNorm`` class with ``is_layernorm=True``) and the
@@ -13,7 +13,7 @@ both); every 7th row is ``ignore_index``.
 from __future__ import annotations
 
 from . import Case
-from .quack_corpus import (EPS, IGNORE_INDEX, JaxRandom, TorchRandom, bf16,
+from .quack_common import (EPS, IGNORE_INDEX, JaxRandom, TorchRandom, bf16,
                            cutlass_bf16, jax_kernel, like, mod, name, sds,
                            torch_kernel)
 

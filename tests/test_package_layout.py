@@ -1,0 +1,169 @@
+"""The package's architecture, asserted: no import cycles, data flowing one
+way (front -> driver -> _core), files of one job, and tests that run the
+installed package. Reads the installed cutecall's sources with ``ast`` (every
+import, at module level or inside a function, counts); imports nothing."""
+
+import ast
+import os
+
+import pytest
+
+from shared import INSTALLED, ROOT
+
+MAX_LINES = 400
+
+# The layer of each part: a module imports only modules of its own part or
+# of lower layers (the longest matching prefix names a module's part).
+LAYERS = {
+    "cutecall._core": 0, "cutecall._version": 0,    # C++ extension, version
+    "cutecall._driver": 1,                           # the compile driver
+    "cutecall.jax": 2, "cutecall.torch": 2,          # the two fronts
+    "cutecall.bundle": 3, "cutecall.compat": 3,      # built on the fronts
+    "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
+    "cutecall": 5, "cutecall.cli": 5,                # the API, the command
+    "cutecall.__main__": 6, "cutecall.examples": 6,  # users of the API
+    "cutecall.demo": 7,
+}
+
+
+def layer(module: str) -> tuple[str, int]:
+    for prefix in sorted(LAYERS, key=len, reverse=True):
+        if module == prefix or module.startswith(prefix + "."):
+            return prefix, LAYERS[prefix]
+    raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
+
+
+def modules() -> dict[str, str]:
+    """Module name -> source path, for every module installed ("" for the
+    C++ extension, which imports nothing of ours)."""
+    found = {}
+    base = os.path.dirname(INSTALLED)
+    for dirpath, dirnames, files in os.walk(INSTALLED):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for f in files:
+            path = os.path.join(dirpath, f)
+            rel = os.path.relpath(path, base)
+            if f.endswith(".py"):
+                name = rel[:-3].replace(os.sep, ".").removesuffix(".__init__")
+                found[name] = path
+            elif f.startswith("_core.") and f.endswith(".so"):
+                found[os.path.dirname(rel).replace(os.sep, ".") + "._core"] = ""
+    return found
+
+
+def imports_of(name: str, path: str, known: set[str]) -> set[str]:
+    """The cutecall modules `name` imports (a ``from package import x``
+    counts as importing module ``package.x`` when that is a module)."""
+    if not path:
+        return set()
+    tree = ast.parse(open(path).read(), path)
+    package = name if path.endswith("__init__.py") else name.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[:len(parts) - node.level + 1]
+                                + ([node.module] if node.module else []))
+            for a in node.names:
+                found.add(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base)
+    return {m for m in found if m in known and m != name}
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, set[str]]:
+    found = modules()
+    return {m: imports_of(m, p, set(found)) for m, p in found.items()}
+
+
+def test_the_walk_sees_the_whole_package(graph):
+    for m in ("cutecall._driver.compiler", "cutecall.jax._primitive",
+              "cutecall.torch._kernel", "cutecall.bundle._read",
+              "cutecall.compat._ejkernel_ffi", "cutecall._core"):
+        assert m in graph, m
+    assert "cutecall._driver.kernel_cache" in graph["cutecall._driver.compiler"]
+
+
+def test_no_module_imports_one_that_imports_it_back(graph):
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    assert not cycles, f"import cycles: {cycles}"
+
+
+def test_data_flows_one_way(graph):
+    wrong = []
+    for m, targets in graph.items():
+        part, rank = layer(m)
+        for t in targets:
+            tpart, trank = layer(t)
+            if trank > rank or (trank == rank and tpart != part):
+                wrong.append(f"{m} ({part}) imports {t} ({tpart})")
+    assert not wrong, "\n".join(sorted(wrong))
+
+
+def test_the_driver_imports_neither_front_end_framework():
+    """Module-level imports of the driver: no JAX, no torch (a torch user's
+    compile path does not need JAX's import, and the reverse)."""
+    for name, path in modules().items():
+        if not name.startswith("cutecall._driver") or not path:
+            continue
+        tree = ast.parse(open(path).read(), path)
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                roots = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""])
+                for r in roots:
+                    assert r.split(".")[0] not in ("jax", "jaxlib", "torch"), \
+                        f"{name} imports {r} at module level"
+
+
+def test_no_source_file_is_over_400_lines():
+    """Python and C++ sources of the package (tests and generated data aside)."""
+    too_long = []
+    for top in (os.path.join(ROOT, "python"), os.path.join(ROOT, "cpp")):
+        for dirpath, dirnames, files in os.walk(top):
+            dirnames[:] = [d for d in dirnames if d not in ("tests", "__pycache__")]
+            for f in files:
+                if f.endswith((".py", ".cc", ".h")):
+                    path = os.path.join(dirpath, f)
+                    with open(path) as src:
+                        n = sum(1 for _ in src)
+                    if n > MAX_LINES:
+                        too_long.append(f"{os.path.relpath(path, ROOT)}: {n} lines")
+    assert not too_long, "\n".join(too_long)
+
+
+def test_tests_run_the_installed_package():
+    checkout = os.path.join(ROOT, "python", "cutecall")
+    assert os.path.realpath(INSTALLED) != os.path.realpath(checkout), (
+        "tests imported the source checkout; run `make install` (tests import "
+        "the installed package)")
+    assert not [f for f in os.listdir(checkout) if f.startswith("_core")], \
+        "a built _core sits in the checkout: remove it (nothing links it there now)"
