@@ -39,7 +39,7 @@ add = cutecall.compile(kernels.vector_add, s, s, output_shape_dtype=lambda a, b:
 print(cutecall.export(sys.argv[1], {"vector_add": add}, overwrite=True))
 EOF
 )"
-RUNTIME="$("$PY" -c 'from cutecall import _runtime; print(_runtime.find_runtime_library() or "")')"
+RUNTIME="$("$PY" -c 'from cutecall._driver import runtime; print(runtime.find_runtime_library() or "")')"
 [ -n "$RUNTIME" ] || { echo "libcute_dsl_runtime.so not found"; exit 1; }
 echo "bundle:  $BUNDLE (manifest-sha256 $DIGEST)"
 echo "runtime: $RUNTIME"
