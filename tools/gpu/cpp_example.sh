@@ -34,7 +34,9 @@ import jax, jax.numpy as jnp
 import cutecall
 from cutecall.examples import kernels
 
-s = jax.ShapeDtypeStruct((4096,), jnp.float32)
+# A symbolic length: the entry serves every n (a concrete 4096 would compile
+# n's divisibility class, 16, in, and n = 1000003 would be refused).
+s = jax.ShapeDtypeStruct(jax.export.symbolic_shape("n"), jnp.float32)
 add = cutecall.compile(kernels.vector_add, s, s, output_shape_dtype=lambda a, b: a)
 print(cutecall.export(sys.argv[1], {"vector_add": add}, overwrite=True))
 EOF
