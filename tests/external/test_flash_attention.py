@@ -1,0 +1,72 @@
+"""cutecall.examples.flash_attention on CPU: argument checks, and the
+forward and its gradient lowered for the cuda platform (FA4's kernels
+compile for sm_90a without a GPU) for MHA and GQA, with vmap folding into
+one launch per kernel."""
+
+import re
+
+import pytest
+
+pytest.importorskip("flash_attn.cute")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+from cutecall.examples.flash_attention import attention  # noqa: E402
+
+S = jax.ShapeDtypeStruct
+
+
+def lowered(fn, *args) -> str:
+    return jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+
+
+def kernels_in(text: str) -> list:
+    return sorted(re.findall(r'kernel = "([^"]+)"', text))
+
+
+def loss(causal=False):
+    return lambda q, k, v: attention(q, k, v, causal=causal).astype(jnp.float32).sum()
+
+
+@pytest.mark.parametrize("q, k, message", [
+    (S((2, 8, 4, 128), jnp.float32), S((2, 8, 4, 128), jnp.float32), "bfloat16 or float16"),
+    (S((2, 8, 4, 96), jnp.bfloat16), S((2, 8, 4, 96), jnp.bfloat16), "head dim"),
+    (S((2, 8, 4, 128), jnp.bfloat16), S((2, 8, 3, 128), jnp.bfloat16), "multiple of k's (3)"),
+    (S((2, 8, 4, 128), jnp.bfloat16), S((3, 8, 4, 128), jnp.bfloat16), "same batch dims"),
+    (S((8, 128), jnp.bfloat16), S((8, 128), jnp.bfloat16), "(..., S, H, D)"),
+])
+def test_bad_arguments_name_the_argument_and_value(q, k, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        jax.eval_shape(attention, q, k, k)
+
+
+@pytest.mark.parametrize("b, sq, sk, h, hkv, d, dtype, causal", [
+    (2, 1000, 1000, 4, 4, 128, jnp.bfloat16, False),
+    (1, 777, 777, 8, 2, 64, jnp.float16, True),
+])
+def test_forward_and_gradient_lower_for_cuda(b, sq, sk, h, hkv, d, dtype, causal):
+    q, kv = S((b, sq, h, d), dtype), S((b, sk, hkv, d), dtype)
+    assert jax.eval_shape(attention, q, kv, kv).shape == q.shape
+    text = lowered(jax.grad(loss(causal), argnums=(0, 1, 2)), q, kv, kv)
+    names = kernels_in(text)
+    assert any(n.startswith("fa4_fwd") for n in names), names
+    expected_post = 3 if hkv < h else 1   # dQ, and GQA's dK and dV
+    assert sum(n.startswith("fa4_bwd_postprocess") for n in names) == expected_post
+    assert sum(n.startswith("fa4_bwd_") and "pre" not in n and "post" not in n
+               for n in names) == 1
+
+
+def test_vmap_folds_into_one_launch_per_kernel():
+    q = S((3, 2, 256, 4, 128), jnp.bfloat16)
+    once = kernels_in(lowered(jax.grad(loss(), argnums=(0, 1, 2)),
+                              *(S(q.shape[1:], q.dtype),) * 3))
+    folded = kernels_in(lowered(jax.vmap(jax.grad(loss(), argnums=(0, 1, 2))), q, q, q))
+    assert folded == once
+
+
+def test_leading_batch_dims_fold_and_come_back():
+    q = S((3, 2, 256, 4, 64), jnp.bfloat16)
+    assert jax.eval_shape(attention, q, q, q).shape == q.shape
+    q3 = S((256, 4, 64), jnp.bfloat16)   # no batch dim at all
+    assert jax.eval_shape(attention, q3, q3, q3).shape == q3.shape
