@@ -41,135 +41,16 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import statistics
 import sys
 import time
 import traceback
 
-
-def split_arrays(args):
-    from cutecall.examples.external import split_arrays as split
-    return split(args)
-
-
-def jax_chain(call, args, k: int):
-    """A jitted function running `call` k times in sequence on `args`. An
-    input aliased to an output (``input_output_aliases``) takes the previous
-    call's output, as in a real program, so XLA updates it in place instead
-    of copying the original each time."""
-    import jax
-    from jax import lax
-
-    arrays, rebuild = split_arrays(args)
-    positions = [i for i, a in enumerate(args) if hasattr(a, "shape")]
-    feed = [(positions.index(i), o) for i, o in getattr(call, "aliases", ())
-            if isinstance(i, int) and isinstance(o, int) and i in positions]
-
-    def run(*arrays):
-        # Every call's outputs are results of the program (XLA drops an
-        # optimization barrier's unused operands, so a barrier alone would
-        # not keep earlier calls alive); the barrier orders each call after
-        # the previous one and gives it fresh operands (no CSE).
-        # An output fed forward into an aliased input is not kept: the
-        # next call updates it in place, as a real program does (a kept
-        # one would make XLA copy it first).
-        arrays, out, results = list(arrays), None, []
-        fed = {o for _, o in feed}
-        for _ in range(k):
-            if out is not None:
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                for a, o in feed:
-                    arrays[a] = outs[o]
-                kept = [x for j, x in enumerate(outs) if j not in fed]
-                arrays, kept = lax.optimization_barrier((arrays, kept))
-                results.append(kept)
-            out = call(*rebuild(arrays))
-        return results + [out]
-
-    f = jax.jit(run)
-    return lambda: jax.block_until_ready(f(*arrays))
-
-
-def jax_wall_us(call, args, k1: int, k2: int) -> float:
-    """Wall time per call from the difference of a k2- and a k1-call chain
-    (JAX's dispatch cancels out): device time when the GPU is the
-    bottleneck, host time when it is not."""
-    short, long = jax_chain(call, args, k1), jax_chain(call, args, k2)
-    short(), long()  # compile
-    t0 = time.perf_counter(); short(); t1 = time.perf_counter()
-    long(); t2 = time.perf_counter()
-    return ((t2 - t1) - (t1 - t0)) / (k2 - k1) * 1e6
-
-
-# Trace lines that repeat the kernels' events under other names.
-_DERIVED_LINES = ("XLA Modules", "XLA Ops", "Launch Stats", "Steps",
-                  "TensorFlow Name Scope", "Source code", "Framework Name Scope")
-
-
-def jax_trace_us(call, args, k: int) -> tuple[float, float]:
-    """(span, busy) µs per call of a k-call chain, read from a JAX profiler
-    trace of one run: span is the first GPU kernel's start to the last's
-    end, divided by k (like CUDA events around k launches); busy is the
-    kernels' summed durations divided by k (no gaps). Copies and memsets
-    are left out."""
-    import glob
-    import shutil
-    import tempfile
-
-    import jax
-    from jax.profiler import ProfileData
-
-    run = jax_chain(call, args, k)
-    run()
-    folder = tempfile.mkdtemp(prefix="cutecall_trace_")
-    try:
-        jax.profiler.start_trace(folder)
-        try:
-            run()
-        finally:
-            jax.profiler.stop_trace()
-        (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
-        events = set()
-        for plane in ProfileData.from_file(path).planes:
-            if not plane.name.startswith("/device:GPU"):
-                continue
-            lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
-                or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
-            for line in lines:
-                for e in line.events:
-                    if not e.name.lower().startswith(("memcpy", "memset")):
-                        events.add((e.start_ns, e.end_ns))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if not events:
-        raise RuntimeError("the profiler trace holds no GPU kernel")
-    span = max(e for _, e in events) - min(s for s, _ in events)
-    busy = sum(e - s for s, e in events)
-    return span / k / 1e3, busy / k / 1e3
-
-
-def torch_device_us(fn, n: int) -> float:
-    import torch
-    start, end = (torch.cuda.Event(enable_timing=True) for _ in range(2))
-    torch.cuda.synchronize()
-    start.record()
-    for _ in range(n):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) * 1e3 / n
-
-
-def torch_host_us(fn, n: int) -> float:
-    import torch
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(n):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) * 1e6 / n
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from timing import (jax_trace_us, jax_wall_us, split_arrays,  # noqa: E402
+                    torch_device_us, torch_host_us)
 
 
 def describe_jax(call, args) -> dict:
@@ -313,7 +194,6 @@ def main():
     ap.add_argument("--host-launches", type=int, default=50)
     args = ap.parse_args()
 
-    import os
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_gpu_enable_command_buffer" not in flags:  # see the docstring
         os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_enable_command_buffer=").strip()
