@@ -13,6 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from cutecall.examples.flash_attention import attention  # noqa: E402
+from shared import run_on_cpu_devices  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 
@@ -70,3 +71,38 @@ def test_leading_batch_dims_fold_and_come_back():
     assert jax.eval_shape(attention, q, q, q).shape == q.shape
     q3 = S((256, 4, 64), jnp.bfloat16)   # no batch dim at all
     assert jax.eval_shape(attention, q3, q3, q3).shape == q3.shape
+
+
+def test_shard_map_over_heads_lowers_per_shard_and_exports():
+    """Two CPU devices stand in for two GPUs: the gradient under shard_map
+    (heads split: 8/2 per device -> 4/1) lowers with per-shard kernel
+    operands, and jax.export serializes it with the kernels inside."""
+    results = run_on_cpu_devices("""
+        import re, jax, jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        from cutecall.examples.flash_attention import attention
+        from cutecall._driver import runtime
+        mesh = jax.make_mesh((2,), ("h",))
+        spec = P(None, None, "h", None)
+        loss = lambda q, k, v: attention(q, k, v, causal=True).astype(jnp.float32).sum()
+        grad = jax.grad(loss, argnums=(0, 1, 2))
+        f = jax.jit(jax.shard_map(grad, mesh=mesh, in_specs=(spec,) * 3,
+                                  out_specs=(spec,) * 3))
+        q = jax.ShapeDtypeStruct((2, 384, 8, 64), jnp.bfloat16,
+                                 sharding=NamedSharding(mesh, spec))
+        kv = jax.ShapeDtypeStruct((2, 384, 2, 64), jnp.bfloat16,
+                                  sharding=NamedSharding(mesh, spec))
+        text = f.trace(q, kv, kv).lower(lowering_platforms=("cuda",)).as_text()
+        results["per_shard_q"] = "tensor<2x384x4x64xbf16>" in text
+        results["per_shard_kv"] = "tensor<2x384x1x64xbf16>" in text
+        checks = [jax.export.DisabledSafetyCheck.custom_call(runtime.TARGET)]
+        exp = jax.export.export(f, platforms=("cuda",), disabled_checks=checks)(q, kv, kv)
+        again = jax.export.deserialize(exp.serialize())
+        results["devices"] = again.nr_devices
+        results["kernels"] = sorted(set(re.findall(r'kernel = "(fa4_[a-z_]+)', again.mlir_module())))
+    """, n=2)
+    assert results["per_shard_q"] and results["per_shard_kv"]
+    assert results["devices"] == 2
+    assert results["kernels"] == ["fa4_bwd_bfloat", "fa4_bwd_postprocess_dkv_bfloat",
+                                  "fa4_bwd_postprocess_dq_bfloat",
+                                  "fa4_bwd_preprocess_bfloat", "fa4_fwd_bfloat"]
