@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""QuACK from JAX (``cutecall.examples.quack``) against QuACK's own torch
+functions, forward and forward+backward, bf16, side by side in one process.
+
+  cutecall   device time per call from a JAX profiler trace of a chain of K
+             calls in one jit (bench/timing.py)
+  quack      QuACK's torch autograd functions (quack.softmax.softmax,
+             quack.rmsnorm.rmsnorm, quack.cross_entropy.cross_entropy with
+             reduction="none"): CUDA events around N back-to-back calls
+
+  python bench/quack_jax/run.py --out results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from timing import jax_trace_us, torch_device_us  # noqa: E402
+
+SHAPES = [(16384, 4096), (32768, 8192), (8192, 32768)]
+
+
+def jax_fns(op, mode):
+    import jax
+    import jax.numpy as jnp
+    from cutecall.examples import quack
+    f = {"softmax": lambda x, w, t: quack.softmax(x),
+         "rmsnorm": lambda x, w, t: quack.rmsnorm(x, w),
+         "cross_entropy": lambda x, w, t: quack.cross_entropy(x, t)}[op]
+    if mode == "fwd":
+        return f
+    argnums = (0, 1) if op == "rmsnorm" else 0
+    return jax.grad(lambda x, w, t: f(x, w, t).astype(jnp.float32).sum(), argnums=argnums)
+
+
+def torch_fn(op, mode, x, w, t):
+    import torch
+    import quack.cross_entropy
+    import quack.rmsnorm
+    import quack.softmax
+    f = {"softmax": lambda x, w: quack.softmax.softmax(x),
+         "rmsnorm": lambda x, w: quack.rmsnorm.rmsnorm(x, w),
+         "cross_entropy": lambda x, w: quack.cross_entropy.cross_entropy(
+             x, t, reduction="none")}[op]
+    if mode == "fwd":
+        def run():
+            with torch.no_grad():
+                f(x, w)
+        return run
+    xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_(op == "rmsnorm")
+
+    def run():
+        f(xg, wg).float().sum().backward()
+    return run
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--calls", type=int, default=10)
+    ap.add_argument("--trials", type=int, default=3)
+    args = ap.parse_args()
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + " --xla_gpu_enable_command_buffer=").strip()
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import torch
+
+    rows = []
+    for op in ("softmax", "rmsnorm", "cross_entropy"):
+        for m, n in SHAPES:
+            kx, kw, kt = jax.random.split(jax.random.key(0), 3)
+            x = jax.random.normal(kx, (m, n)).astype(jnp.bfloat16)
+            w = jax.random.normal(kw, (n,), jnp.float32)
+            t = jax.random.randint(kt, (m,), 0, n, jnp.int32)
+            tx, tw = (torch.from_numpy(np.asarray(a.astype(jnp.float32))).cuda() for a in (x, w))
+            tx = tx.to(torch.bfloat16)
+            tt = torch.from_numpy(np.asarray(t)).cuda().long()
+            for mode in ("fwd", "fwd_bwd"):
+                row = dict(op=op, m=m, n=n, mode=mode)
+                fn = jax_fns(op, mode)
+                row["cutecall_us"] = min(jax_trace_us(fn, (x, w, t), args.calls)[0]
+                                         for _ in range(args.trials))
+                tf = torch_fn(op, mode, tx, tw, tt)
+                for _ in range(2):
+                    tf()
+                row["quack_us"] = min(torch_device_us(tf, args.calls)
+                                      for _ in range(args.trials))
+                row["speed_vs_quack"] = row["quack_us"] / row["cutecall_us"]
+                rows.append(row)
+                print(f"{op:13s} {m:6d}x{n:<6d} {mode:7s} cutecall {row['cutecall_us']:8.1f} us"
+                      f"  quack {row['quack_us']:8.1f} us  {row['speed_vs_quack']:.3f}x",
+                      flush=True)
+    from importlib.metadata import version
+    with open(args.out, "w") as f:
+        json.dump({"benchmark": "quack_jax", "date": datetime.date.today().isoformat(),
+                   "device": jax.devices()[0].device_kind, "dtype": "bfloat16",
+                   "versions": {"python": platform.python_version(), "jax": jax.__version__,
+                                "torch": torch.__version__,
+                                "quack-kernels": version("quack-kernels")},
+                   "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
