@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """QuACK from JAX (``cutecall.examples.quack``) against QuACK's own torch
-functions, forward and forward+backward, bf16, side by side in one process.
+functions, forward and forward+backward (a VJP with a given cotangent:
+``jax.vjp`` / ``y.backward(dy)``), bf16, side by side in one process.
 
   cutecall   device time per call from a JAX profiler trace of a chain of K
              calls in one jit (bench/timing.py)
@@ -28,26 +29,28 @@ SHAPES = [(16384, 4096), (32768, 8192), (8192, 32768)]
 
 def jax_fns(op, mode):
     import jax
-    import jax.numpy as jnp
     from cutecall.examples import quack
     f = {"softmax": lambda x, w, t: quack.softmax(x),
          "rmsnorm": lambda x, w, t: quack.rmsnorm(x, w),
          "cross_entropy": lambda x, w, t: quack.cross_entropy(x, t)}[op]
     if mode == "fwd":
-        return f
-    argnums = (0, 1) if op == "rmsnorm" else 0
-    return jax.grad(lambda x, w, t: f(x, w, t).astype(jnp.float32).sum(), argnums=argnums)
+        return lambda x, w, t, dy: f(x, w, t)
+    if op == "rmsnorm":
+        return lambda x, w, t, dy: jax.vjp(lambda x, w: f(x, w, t), x, w)[1](dy)
+    return lambda x, w, t, dy: jax.vjp(lambda x: f(x, w, t), x)[1](dy)
 
 
-def torch_fn(op, mode, x, w, t):
+def torch_fn(op, mode, x, w, t, dy):
+    import importlib
+
     import torch
-    import quack.cross_entropy
-    import quack.rmsnorm
-    import quack.softmax
-    f = {"softmax": lambda x, w: quack.softmax.softmax(x),
-         "rmsnorm": lambda x, w: quack.rmsnorm.rmsnorm(x, w),
-         "cross_entropy": lambda x, w: quack.cross_entropy.cross_entropy(
-             x, t, reduction="none")}[op]
+    # quack's package exports functions under its submodules' names: import
+    # the modules themselves.
+    sm, rms, ce = (importlib.import_module(f"quack.{m}")
+                   for m in ("softmax", "rmsnorm", "cross_entropy"))
+    f = {"softmax": lambda x, w: sm.softmax(x),
+         "rmsnorm": lambda x, w: rms.rmsnorm(x, w),
+         "cross_entropy": lambda x, w: ce.cross_entropy(x, t, reduction="none")}[op]
     if mode == "fwd":
         def run():
             with torch.no_grad():
@@ -56,7 +59,7 @@ def torch_fn(op, mode, x, w, t):
     xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_(op == "rmsnorm")
 
     def run():
-        f(xg, wg).float().sum().backward()
+        f(xg, wg).backward(dy)
     return run
 
 
@@ -80,15 +83,19 @@ def main():
             x = jax.random.normal(kx, (m, n)).astype(jnp.bfloat16)
             w = jax.random.normal(kw, (n,), jnp.float32)
             t = jax.random.randint(kt, (m,), 0, n, jnp.int32)
+            dy = (jax.random.normal(kt, (m,), jnp.float32) if op == "cross_entropy"
+                  else jax.random.normal(kt, (m, n)).astype(jnp.bfloat16))
             tx, tw = (torch.from_numpy(np.asarray(a.astype(jnp.float32))).cuda() for a in (x, w))
             tx = tx.to(torch.bfloat16)
+            tdy = torch.from_numpy(np.asarray(dy.astype(jnp.float32))).cuda().to(
+                torch.float32 if op == "cross_entropy" else torch.bfloat16)
             tt = torch.from_numpy(np.asarray(t)).cuda().long()
             for mode in ("fwd", "fwd_bwd"):
                 row = dict(op=op, m=m, n=n, mode=mode)
                 fn = jax_fns(op, mode)
-                row["cutecall_us"] = min(jax_trace_us(fn, (x, w, t), args.calls)[0]
+                row["cutecall_us"] = min(jax_trace_us(fn, (x, w, t, dy), args.calls)[0]
                                          for _ in range(args.trials))
-                tf = torch_fn(op, mode, tx, tw, tt)
+                tf = torch_fn(op, mode, tx, tw, tt, tdy)
                 for _ in range(2):
                     tf()
                 row["quack_us"] = min(torch_device_us(tf, args.calls)
