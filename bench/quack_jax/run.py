@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """QuACK from JAX (``cutecall.examples.quack``) against QuACK's own torch
 functions, forward and forward+backward (a VJP with a given cotangent:
-``jax.vjp`` / ``y.backward(dy)``), bf16, side by side in one process.
+``jax.vjp`` / ``torch.autograd.grad(y, x, dy)``), bf16, side by side in one process.
 
   cutecall   device time per call from a JAX profiler trace of a chain of K
              calls in one jit (bench/timing.py)
@@ -57,9 +57,10 @@ def torch_fn(op, mode, x, w, t, dy):
                 f(x, w)
         return run
     xg, wg = x.detach().requires_grad_(), w.detach().requires_grad_(op == "rmsnorm")
+    wrt = (xg, wg) if op == "rmsnorm" else (xg,)
 
-    def run():
-        f(xg, wg).backward(dy)
+    def run():  # autograd.grad: no accumulation into .grad (an extra kernel)
+        torch.autograd.grad(f(xg, wg), wrt, dy)
     return run
 
 
