@@ -18,6 +18,7 @@ import warnings
 from typing import Any, Callable
 
 from . import dsl, kernel_cache, spec as _spec
+from .log import describe, logger
 from .compiled import CompiledKernel, FlatTree, KernelSpec  # noqa: F401 (API)
 from .compile_error import (CompileError, StaticFallbackWarning, compile_error,
                             user_stacklevel)
@@ -205,6 +206,8 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
             try:
                 kernel = _get_locked(spec, name, options, arch)
             except CompileError as e:
+                logger.info("kernel '%s' rejected a form for %s: %s", name, arch,
+                            e.root_cause)
                 first_error = first_error or e
                 _remember_rejection(spec.key, name)
                 if level < len(rungs) and allowed:
@@ -212,6 +215,9 @@ def compile_ladder(build: Callable[[Any], KernelSpec | None], rungs: list,
                 continue
             if level and not cached:
                 _fallbacks += 1
+                logger.info("kernel '%s': static fallback, compiled with %s (%s)",
+                            name, rung.summary,
+                            first_error.root_cause if first_error else cause)
             warn = level > 0 and name not in _warned
             if warn:
                 _warned.add(name)
@@ -262,6 +268,8 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
     except Exception as e:  # the DSL raises many types; keep the cause
         raise compile_error(e, name, arch, spec.binding) from e
     seconds = time.perf_counter() - start
+    logger.info("compiled kernel '%s' for %s in %.2f s: %s (key %s)", name, arch,
+                seconds, describe(spec), spec.key[:16])
     plan = _spec.encode_plan(spec.operands, spec.num_args, spec.num_rets,
                              len(spec.scalar_types))
     names = ",".join(op.name for op in spec.operands)

@@ -16,6 +16,7 @@ from typing import Callable
 from .._version import __version__
 from . import dsl
 from .compiled import CompiledKernel
+from .log import logger
 from .store import default_store
 from .store_format import FORMAT, Entry
 
@@ -111,6 +112,7 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
 
     def build():
         done["started"] = True
+        logger.info("store miss: kernel '%s' (key %s) in %s", name, key[:16], store.root)
         kernel = done["kernel"] = compile()
         return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
                 kernel.module)
@@ -124,5 +126,7 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
                       f"kernel '{name}' is used without it", RuntimeWarning,
                       stacklevel=3)
         return done.get("kernel") or compile(), True
+    if not built:
+        logger.info("store hit: kernel '%s' (key %s) from %s", name, key[:16], store.root)
     return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
                           **{f: _tuples(entry.meta[f]) for f in fields}), built

@@ -37,6 +37,7 @@ import time
 import warnings
 from typing import Callable
 
+from .log import logger
 from .store_format import (DEFAULT_MAX_BYTES, FORMAT, CacheError,
                            CorruptEntry, Entry, check_private_dir, decode,
                            encode, file_lock)
@@ -202,6 +203,8 @@ class ArtifactStore:
                 if key != protect and self.remove(key):
                     total -= st.st_size
                     removed += 1
+                    logger.info("store eviction: entry %s (%d bytes) from %s",
+                                key[:16], st.st_size, self.root)
             return removed
 
     def verify(self, stamp_for: Callable[[Entry], dict] | None = None,
