@@ -21,6 +21,7 @@ LAYERS = {
     "cutecall.bundle": 3, "cutecall.compat": 3,      # built on the fronts
     "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
+    "cutecall._warmup": 4,                           # compiles in workers
     "cutecall.__main__": 6, "cutecall.examples": 6,  # users of the API
     "cutecall.demo": 7,
 }

@@ -23,6 +23,8 @@ from .jax import (BatchModes, CompiledCall, CutlassCall, Differentiable,
                   cutlass_call, differentiable, jax_export_checks, register)
 from .bundle import Bundle, BundleError, export, load_bundle
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
+from ._warmup import WarmupReport, jax_task as jax_warmup_task, \
+    torch_task as torch_warmup_task, warmup
 from . import testing  # NVIDIA's cutlass.jax.testing, read on first use
 from .compat._nvidia_names import (  # the rest of cutlass.jax's names
     CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION,
@@ -56,6 +58,10 @@ __all__ = [
     "jax_export_checks",
     "compile_stats",
     "clear_cache",
+    "warmup",
+    "jax_warmup_task",
+    "torch_warmup_task",
+    "WarmupReport",
     "cute_call",
     "build_cute_ffi_call",
     "has_cute_ffi_support",

@@ -6,6 +6,7 @@
     cutecall cache verify [--json]       check every digest; remove corrupt entries
     cutecall cache clear                 remove every entry
     cutecall export ...                  write a bundle (``cutecall export --help``)
+    cutecall warmup module:attr [--workers N]   compile a task list in N processes
 
 Nothing here needs a GPU. ``doctor`` reports a missing piece (no GPU, no
 PyTorch, no CuTe DSL) as a line, never as a crash. Exit status: 0 when all is
@@ -272,6 +273,8 @@ def _parser() -> argparse.ArgumentParser:
         a.set_defaults(run=fn)
     sub.add_parser("export", help="write a bundle (arguments: cutecall export --help)",
                    add_help=False)
+    sub.add_parser("warmup", help="compile a task list into the store in worker "
+                   "processes (arguments: cutecall warmup --help)", add_help=False)
     return p
 
 
@@ -279,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] == "export":
         return export(argv[1:])
+    if argv and argv[0] == "warmup":
+        from . import _warmup  # imports JAX in the workers only
+        return _warmup.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

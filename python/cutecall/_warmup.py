@@ -1,0 +1,204 @@
+"""Parallel warm-up: compile many specializations into the artifact store
+with N worker processes, so later processes (and this one) load them.
+
+``cute.compile`` is not thread-safe and holds the GIL, so parallel compiles
+need processes. Each task runs in a fresh *spawned* worker that shares this
+process's ``$CUTECALL_CACHE_DIR``; whatever the task compiles lands in the
+store. Example::
+
+    import cutecall
+
+    report = cutecall.warmup([
+        # every kernel of a jitted function, at these shapes
+        cutecall.jax_warmup_task(my_model.step, params_spec, batch_spec),
+        # a torch launch object's Kernel.compile for these tensor descriptions
+        cutecall.torch_warmup_task(my_kernels.build_rmsnorm, (x_desc, w_desc)),
+    ], workers=4)
+    print(report)     # per task: seconds, compiles, store hits, or the error
+
+A task is any picklable callable (a module-level function, or
+``functools.partial`` of one); its return value is ignored. A task that
+raises is reported and the rest go on; a worker that dies (killed, out of
+memory) is reported as such, never waited on forever. Progress shows as a bar
+on a terminal (``tqdm``, if installed) and as ``cutecall`` log lines.
+``python -m cutecall warmup module:attr --workers 4`` runs the task list
+``module.attr`` (a list, or a function returning one).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import dataclasses
+import functools
+import multiprocessing
+import os
+import pickle
+import sys
+import time
+from typing import Any, Callable, Sequence
+
+from ._driver.log import logger
+
+__all__ = ["warmup", "jax_task", "torch_task", "WarmupReport", "TaskResult"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResult:
+    name: str
+    seconds: float
+    compiles: int = 0
+    disk_hits: int = 0
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmupReport:
+    results: tuple
+    seconds: float
+    workers: int
+
+    @property
+    def failed(self) -> tuple:
+        return tuple(r for r in self.results if r.error is not None)
+
+    def __str__(self):
+        lines = [f"cutecall warm-up: {len(self.results)} tasks, {self.workers} workers, "
+                 f"{self.seconds:.1f} s, {len(self.failed)} failed"]
+        for r in self.results:
+            what = f"error: {r.error}" if r.error else \
+                f"{r.compiles} compiled, {r.disk_hits} from the store"
+            lines.append(f"  {r.name}: {r.seconds:.1f} s, {what}")
+        return "\n".join(lines)
+
+
+def _lower(fn, specs):
+    import jax
+    jax.jit(fn).trace(*specs).lower(lowering_platforms=("cuda",))
+
+
+def _compile_torch(factory, descs, kwargs):
+    import cutecall.torch
+    cutecall.torch.kernel(factory(), **kwargs).compile(*descs)
+
+
+def jax_task(fn: Callable, *specs) -> Callable:
+    """A task compiling every cutecall kernel `fn` calls at `specs`
+    (``jax.ShapeDtypeStruct``s): ``jax.jit(fn)`` lowered for cuda."""
+    return functools.partial(_lower, fn, specs)
+
+
+def torch_task(factory: Callable, descs: Sequence, **kernel_kwargs) -> Callable:
+    """A task running ``cutecall.torch.kernel(factory(), **kernel_kwargs)
+    .compile(*descs)`` (descs: ``cutecall.torch.TensorDesc``, meta tensors
+    or scalars). `factory` builds the launcher or kernel object."""
+    return functools.partial(_compile_torch, factory, tuple(descs), kernel_kwargs)
+
+
+def _name(task) -> str:
+    f = task
+    if isinstance(f, functools.partial):
+        f = f.args[0] if f.func in (_lower, _compile_torch) else f.func
+    return getattr(f, "__qualname__", None) or repr(f)
+
+
+def _run(task) -> tuple:
+    """In a worker: run `task`, return (seconds, compiles, disk hits, error)."""
+    from ._driver import compiler
+    before = compiler.compile_stats()
+    start = time.perf_counter()
+    try:
+        task()
+        error = None
+    except BaseException as e:  # noqa: BLE001 (reported, the others go on)
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    after = compiler.compile_stats()
+    return (time.perf_counter() - start, after["compiles"] - before["compiles"],
+            after["disk_hits"] - before["disk_hits"], error)
+
+
+def _progress(total: int):
+    if sys.stderr.isatty():
+        try:
+            from tqdm import tqdm
+            return tqdm(total=total, desc="cutecall warm-up", unit="task")
+        except ImportError:
+            pass
+    return None
+
+
+def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupReport:
+    """Runs `tasks` in `workers` spawned processes (default: the CPU count,
+    at most the number of tasks); returns a :class:`WarmupReport`."""
+    tasks = list(tasks)
+    for i, t in enumerate(tasks):
+        if not callable(t):
+            raise TypeError(f"cutecall.warmup: task {i} is not callable: {t!r}")
+        try:
+            pickle.dumps(t)
+        except Exception as e:
+            raise TypeError(f"cutecall.warmup: task {i} ({_name(t)}) cannot be sent "
+                            f"to a worker process ({e}); use module-level functions "
+                            f"or functools.partial of them") from e
+    workers = max(1, min(workers or os.cpu_count() or 1, len(tasks) or 1))
+    start, results, bar = time.perf_counter(), {}, _progress(len(tasks))
+
+    def done(i, result):
+        results[i] = result
+        logger.info("warm-up: %s", _line(result))
+        if bar is not None:
+            bar.update(1)
+
+    # All tasks in one pool. A worker that dies breaks the pool without
+    # saying which task it ran: the unfinished tasks then run one per pool,
+    # so the one that dies is named.
+    unfinished = _run_pool(tasks, range(len(tasks)), workers, done)
+    for i in unfinished:
+        if _run_pool(tasks, [i], 1, done):
+            done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
+    if bar is not None:
+        bar.close()
+    report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
+                          time.perf_counter() - start, workers)
+    logger.info("%s", str(report).splitlines()[0])
+    return report
+
+
+def _run_pool(tasks, indices, workers: int, done) -> list:
+    """Runs tasks[i] for i in `indices` in a pool of spawned workers (no fork
+    after JAX or CUDA started); returns the indices left unfinished when a
+    worker died."""
+    ctx = multiprocessing.get_context("spawn")
+    finished = set()
+    with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        futures = {pool.submit(_run, tasks[i]): i for i in indices}
+        for fut in cf.as_completed(futures):
+            i = futures[fut]
+            try:
+                seconds, compiles, hits, error = fut.result()
+            except cf.process.BrokenProcessPool:
+                continue
+            finished.add(i)
+            done(i, TaskResult(_name(tasks[i]), seconds, compiles, hits, error))
+    return [i for i in indices if i not in finished]
+
+
+def _line(r: TaskResult) -> str:
+    return f"{r.name} failed: {r.error}" if r.error else \
+        f"{r.name}: {r.compiles} compiled, {r.disk_hits} from the store in {r.seconds:.1f} s"
+
+
+def main(argv: list[str]) -> int:
+    """``cutecall warmup module:attr [--workers N]``."""
+    import argparse
+    import importlib
+    ap = argparse.ArgumentParser(prog="cutecall warmup", description=__doc__.split("\n\n")[0])
+    ap.add_argument("tasks", help="module:attr, a list of tasks or a function returning one")
+    ap.add_argument("--workers", type=int, default=None)
+    args = ap.parse_args(argv)
+    module, _, attr = args.tasks.partition(":")
+    if not attr:
+        ap.error(f"tasks must be module:attr, got {args.tasks!r}")
+    found: Any = getattr(importlib.import_module(module), attr)
+    report = warmup(found() if callable(found) else found, workers=args.workers)
+    print(report)
+    return 1 if report.failed else 0

@@ -1,0 +1,91 @@
+"""Parallel warm-up (cutecall.warmup) on CPU: tasks compile into the shared
+artifact store in spawned workers, so this process then loads every kernel
+with zero compiles; a failing task and a killed worker are reported while
+the rest complete; unpicklable tasks are refused up front; the CLI form."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+import cutecall
+from cutecall.examples import kernels
+from shared import child_env
+
+S = jax.ShapeDtypeStruct
+
+
+def add(a, b):
+    return cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a)(a, b)
+
+
+def scale_bias(x, b):
+    call = cutecall.cutlass_call(kernels.scale_bias_act, output_shape_dtype=lambda x, b: x,
+                                 alpha=2.0, relu=True)
+    return call(x, b)
+
+
+def fails():
+    raise ValueError("this task fails on purpose")
+
+
+def dies():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def tasks(n: int = 3000):
+    """Two tasks of distinct kernels (module level: workers import them)."""
+    return [cutecall.jax_warmup_task(add, S((n,), jnp.float32), S((n,), jnp.float32)),
+            cutecall.jax_warmup_task(scale_bias, S((64, n), jnp.float16),
+                                     S((n,), jnp.float16))]
+
+
+TASKS = tasks(5000)
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+    cutecall.clear_cache()
+
+
+def test_workers_fill_the_store_and_this_process_compiles_nothing(store):
+    report = cutecall.warmup(tasks(), workers=2)
+    assert not report.failed, str(report)
+    assert [r.compiles for r in report.results] == [1, 1]
+    before = cutecall.compile_stats()
+    for task in tasks():
+        task()                       # the same lowering, here
+    after = cutecall.compile_stats()
+    assert after["compiles"] == before["compiles"]
+    assert after["disk_hits"] == before["disk_hits"] + 2
+
+
+def test_a_failing_task_and_a_dead_worker_are_reported(store):
+    report = cutecall.warmup([fails, dies] + tasks(4000), workers=2)
+    by_name = {r.name: r for r in report.results}
+    assert by_name["fails"].error == "ValueError: this task fails on purpose"
+    assert by_name["dies"].error == "worker process died"
+    assert [r.compiles for r in report.results[2:]] == [1, 1]   # the rest completed
+    assert "2 failed" in str(report)
+
+
+def test_tasks_that_cannot_reach_a_worker_are_refused():
+    with pytest.raises(TypeError, match="task 1 .* cannot be sent to a worker process"):
+        cutecall.warmup([fails, lambda: None])
+    with pytest.raises(TypeError, match="task 0 is not callable: 3"):
+        cutecall.warmup([3])
+
+
+def test_the_cli_runs_a_task_list(tmp_path):
+    env = child_env(CUTECALL_CACHE_DIR=str(tmp_path / "cache"))
+    out = subprocess.run([sys.executable, "-m", "cutecall", "warmup", "test_warmup:TASKS",
+                          "--workers", "2"], env=env, capture_output=True, text=True,
+                         timeout=600, cwd=os.path.dirname(__file__))
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "2 tasks, 2 workers" in out.stdout and "0 failed" in out.stdout
+    assert out.stdout.count("1 compiled, 0 from the store") == 2
