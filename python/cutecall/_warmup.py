@@ -3,7 +3,8 @@ with N worker processes, so later processes (and this one) load them.
 
 ``cute.compile`` is not thread-safe and holds the GIL, so parallel compiles
 need processes. Each task runs in a fresh *spawned* worker that shares this
-process's ``$CUTECALL_CACHE_DIR``; whatever the task compiles lands in the
+process's ``$CUTECALL_CACHE_DIR`` and target arch, and starts no GPU
+client (it compiles, never runs); whatever the task compiles lands in the
 store. Example::
 
     import cutecall
@@ -101,6 +102,15 @@ def _name(task) -> str:
     return getattr(f, "__qualname__", None) or repr(f)
 
 
+def _init_worker(arch: str) -> None:
+    """A worker compiles, never runs: it targets this process's arch
+    (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU client (a
+    CUDA context and a memory pool per worker would cost seconds and most of
+    the GPU's memory)."""
+    os.environ.setdefault("CUTECALL_ARCH", arch)
+    os.environ["JAX_PLATFORMS"] = "cpu"
+
+
 def _run(task) -> tuple:
     """In a worker: run `task`, return (seconds, compiles, disk hits, error)."""
     from ._driver import compiler
@@ -151,9 +161,11 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupRe
     # All tasks in one pool. A worker that dies breaks the pool without
     # saying which task it ran: the unfinished tasks then run one per pool,
     # so the one that dies is named.
-    unfinished = _run_pool(tasks, range(len(tasks)), workers, done)
+    from ._driver.compiler import default_arch
+    arch = default_arch()
+    unfinished = _run_pool(tasks, range(len(tasks)), workers, done, arch)
     for i in unfinished:
-        if _run_pool(tasks, [i], 1, done):
+        if _run_pool(tasks, [i], 1, done, arch):
             done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
     if bar is not None:
         bar.close()
@@ -163,13 +175,14 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupRe
     return report
 
 
-def _run_pool(tasks, indices, workers: int, done) -> list:
+def _run_pool(tasks, indices, workers: int, done, arch: str) -> list:
     """Runs tasks[i] for i in `indices` in a pool of spawned workers (no fork
     after JAX or CUDA started); returns the indices left unfinished when a
     worker died."""
     ctx = multiprocessing.get_context("spawn")
     finished = set()
-    with cf.ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                initargs=(arch,)) as pool:
         futures = {pool.submit(_run, tasks[i]): i for i in indices}
         for fut in cf.as_completed(futures):
             i = futures[fut]
