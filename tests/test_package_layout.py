@@ -19,9 +19,10 @@ LAYERS = {
     "cutecall._driver": 1,                           # the compile driver
     "cutecall.jax": 2, "cutecall.torch": 2,          # the two fronts
     "cutecall.bundle": 3, "cutecall.compat": 3,      # built on the fronts
+    "cutecall._warmup": 3,                           # compiles in workers
+    "cutecall._autotune": 4,                         # picks configs per key
     "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
-    "cutecall._warmup": 4,                           # compiles in workers
     "cutecall.__main__": 6, "cutecall.examples": 6,  # users of the API
     "cutecall.demo": 7,
 }

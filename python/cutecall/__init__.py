@@ -23,6 +23,7 @@ from .jax import (BatchModes, CompiledCall, CutlassCall, Differentiable,
                   cutlass_call, differentiable, jax_export_checks, register)
 from .bundle import Bundle, BundleError, export, load_bundle
 from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
+from ._autotune import Autotuned, TuningResult, autotune
 from ._warmup import WarmupReport, jax_task as jax_warmup_task, \
     torch_task as torch_warmup_task, warmup
 from . import testing  # NVIDIA's cutlass.jax.testing, read on first use
@@ -58,6 +59,9 @@ __all__ = [
     "jax_export_checks",
     "compile_stats",
     "clear_cache",
+    "autotune",
+    "Autotuned",
+    "TuningResult",
     "warmup",
     "jax_warmup_task",
     "torch_warmup_task",

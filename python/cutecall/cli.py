@@ -77,6 +77,9 @@ def _listing(store, repair: bool) -> list[dict]:
                            dsl=entry.stamp.get("dsl"), cutecall=entry.stamp.get("cutecall"))
                 if entry.meta.get("rejected"):  # a form the DSL rejected
                     row.update(kind="rejected", cause=entry.meta.get("cause"))
+                elif entry.meta.get("autotune"):  # an autotuning winner
+                    row.update(kind="autotune", config=entry.meta.get("config"),
+                               tuned_key=entry.meta.get("key"))
         rows.append(row)
     return sorted(rows, key=lambda r: r["age_s"] or 0)
 
@@ -89,8 +92,10 @@ def cache_list(args) -> int:
     print(f"{'key':16}  {'kernel':24}  {'arch':8}  {'size':>10}  {'used':>5}  status")
     for r in rows:
         kernel = str(r.get("kernel", "?"))
-        if r.get("kind"):
+        if r.get("kind") == "rejected":
             kernel = kernel[:13] + " (rejected)"
+        elif r.get("kind") == "autotune":
+            kernel = f"{r.get('kernel')} {json.dumps(r.get('config'))}"
         print(f"{r['key'][:16]:16}  {kernel[:24]:24}  "
               f"{str(r.get('arch', '?')):8}  {_size(r['bytes']):>10}  "
               f"{_age(r['age_s'] or 0):>5}  {r['status']}")

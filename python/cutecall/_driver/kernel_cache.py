@@ -62,7 +62,39 @@ def stamp_of(entry: Entry) -> dict:
     or records that the DSL rejected a key)."""
     if entry.meta.get("rejected"):
         return rejection_stamp(entry.stamp.get("arch", ""))
+    if entry.meta.get("autotune"):
+        return record_stamp(entry.stamp.get("arch", ""), "autotune")
     return kernel_stamp(entry.stamp.get("arch", ""))
+
+
+def record_stamp(arch: str, kind: str) -> dict:
+    """The stamp of a small record (not a kernel) of kind `kind`."""
+    return dict(current_stamp(arch), kind=kind)
+
+
+def store_record(key: str, arch: str, kind: str, meta: dict) -> None:
+    """Writes a small JSON record (e.g. an autotuning winner) under
+    sha256(kind:key), for every process of this user. Best effort."""
+    store = default_store()
+    if store is None:
+        return
+    record_key = hashlib.sha256(f"{kind}:{key}".encode()).hexdigest()
+    with contextlib.suppress(OSError):
+        store.remove(record_key)  # a new winner replaces the old one
+        store.get_or_build(record_key, record_stamp(arch, kind), lambda: (meta, b""))
+
+
+def load_record(key: str, arch: str, kind: str) -> dict | None:
+    """The record `store_record` wrote with the same versions, or None."""
+    store = default_store()
+    if store is None:
+        return None
+    record_key = hashlib.sha256(f"{kind}:{key}".encode()).hexdigest()
+    try:
+        entry = store.load(record_key, record_stamp(arch, kind))
+    except OSError:
+        return None
+    return None if entry is None else dict(entry.meta)
 
 
 def rejection_stamp(arch: str) -> dict:

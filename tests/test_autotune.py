@@ -1,0 +1,155 @@
+"""cutecall.autotune on CPU, with an injected timer: the fastest config wins
+per key; the winner persists in the store (a second tuner picks it with zero
+timing runs and builds only the winner); a version change invalidates it;
+failing candidates are skipped and reported; the override variables; tuning
+at trace time under jit; candidates compiled in worker processes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import cutecall
+from cutecall._driver import kernel_cache
+from cutecall.examples import kernels
+
+TIMES = {1: 30.0, 2: 10.0, 3: 20.0}   # us per call, by config "k"
+
+
+def build_scale(k):
+    if k == 4:
+        raise ValueError("config k=4 does not build")
+    fn = lambda x: x * k  # noqa: E731
+    fn.k = k
+    return fn
+
+
+class Timer:
+    def __init__(self):
+        self.runs = []
+
+    def __call__(self, fn, args, warmup, rep):
+        self.runs.append(fn.k)
+        return TIMES[fn.k]
+
+
+def tuner(timer, configs=({"k": 1}, {"k": 2}, {"k": 3}), name="scale"):
+    return cutecall.autotune(build_scale, configs=list(configs), timer=timer,
+                             key=lambda x: (x.shape, str(x.dtype)), name=name)
+
+
+@pytest.fixture(autouse=True)
+def store(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUTECALL_AUTOTUNE", raising=False)
+    monkeypatch.delenv("CUTECALL_AUTOTUNE_CONFIG", raising=False)
+
+
+def test_the_fastest_config_wins_per_key():
+    timer = Timer()
+    t = tuner(timer)
+    x = jnp.ones(4)
+    np.testing.assert_array_equal(t(x), x * 2)
+    r = t.report(x)
+    assert (r.winner, r.source, r.times_us, r.timing_runs) == (1, "tuned", (30.0, 10.0, 20.0), 3)
+    t(x)
+    assert timer.runs == [1, 2, 3]             # decided once per key
+    t(jnp.ones(8))
+    assert timer.runs == [1, 2, 3] * 2         # a new key tunes again
+
+
+def test_a_second_tuner_takes_the_stored_winner_without_timing_or_building_losers():
+    tuner(Timer())(jnp.ones(4))
+    built = []
+
+    def counting(k):
+        built.append(k)
+        return build_scale(k)
+
+    timer = Timer()
+    again = cutecall.autotune(counting, configs=[{"k": 1}, {"k": 2}, {"k": 3}], timer=timer,
+                              key=lambda x: (x.shape, str(x.dtype)), name="scale")
+    # counting's source differs from build_scale's: its own content, a new tuning
+    again(jnp.ones(4))
+    assert again.report(jnp.ones(4)).source == "tuned"
+    timer2, built[:] = Timer(), []
+    third = cutecall.autotune(counting, configs=[{"k": 1}, {"k": 2}, {"k": 3}], timer=timer2,
+                              key=lambda x: (x.shape, str(x.dtype)), name="scale")
+    np.testing.assert_array_equal(third(jnp.ones(4)), 2 * np.ones(4))
+    assert third.report(jnp.ones(4)).source == "store"
+    assert timer2.runs == [] and built == [2]  # zero timing runs, only the winner built
+
+
+def test_a_version_change_invalidates_the_winner(monkeypatch):
+    tuner(Timer())(jnp.ones(4))
+    stamp = kernel_cache._versions_stamp()
+    monkeypatch.setattr(kernel_cache, "_versions_stamp",
+                        lambda: dict(stamp, cutecall="another version"))
+    timer = Timer()
+    t = tuner(timer)
+    t(jnp.ones(4))
+    assert t.report(jnp.ones(4)).source == "tuned" and timer.runs == [1, 2, 3]
+
+
+def test_failing_candidates_are_skipped_and_reported():
+    timer = Timer()
+    t = tuner(timer, configs=[{"k": 4}, {"k": 3}, {"k": 1}])
+    np.testing.assert_array_equal(t(jnp.ones(2)), 3 * np.ones(2))
+    r = t.report(jnp.ones(2))
+    assert r.winner == 1 and r.times_us[0] is None
+    assert r.errors[0] == "ValueError: config k=4 does not build"
+    with pytest.raises(RuntimeError, match=r"every config failed: \{'k': 4\}: ValueError"):
+        tuner(timer, configs=[{"k": 4}], name="broken")(jnp.ones(2))
+
+
+def test_the_override_variables(monkeypatch):
+    monkeypatch.setenv("CUTECALL_AUTOTUNE_CONFIG", "2")
+    timer = Timer()
+    t = tuner(timer)
+    np.testing.assert_array_equal(t(jnp.ones(2)), 3 * np.ones(2))
+    assert t.report(jnp.ones(2)).source == "forced" and timer.runs == []
+    monkeypatch.setenv("CUTECALL_AUTOTUNE_CONFIG", "7")
+    with pytest.raises(ValueError, match=r"CUTECALL_AUTOTUNE_CONFIG='7' is not a config "
+                                         r"index in \[0, 3\)"):
+        tuner(timer)(jnp.ones(2))
+    monkeypatch.delenv("CUTECALL_AUTOTUNE_CONFIG")
+    monkeypatch.setenv("CUTECALL_AUTOTUNE", "0")
+    t = tuner(timer)
+    np.testing.assert_array_equal(t(jnp.ones(2)), np.ones(2))
+    assert t.report(jnp.ones(2)).source == "off" and timer.runs == []
+
+
+def test_tuning_happens_at_trace_time_under_jit():
+    timer = Timer()
+    t = tuner(timer)
+    f = jax.jit(lambda x: t(x) + 1)
+    np.testing.assert_array_equal(f(jnp.ones(3)), 3 * np.ones(3))
+    f(jnp.ones(3))
+    assert timer.runs == [1, 2, 3]
+
+
+def test_cache_list_shows_the_winner(capsys):
+    from cutecall import cli
+    tuner(Timer())(jnp.ones(4))
+    assert cli.main(["cache", "list"]) == 0
+    assert "scale (autotune winner)" in capsys.readouterr().out
+
+
+def build_add(pad):
+    """Candidates of a real kernel (the config only changes the compile key)."""
+    return cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a,
+                                 compile_key=("pad", pad), name=f"add_pad{pad}")
+
+
+def test_candidates_compile_in_worker_processes():
+    cutecall.clear_cache()
+    timer = lambda fn, args, warmup, rep: {"add_pad0": 5.0, "add_pad1": 3.0}[fn.name]  # noqa: E731
+    t = cutecall.autotune(build_add, configs=[{"pad": 0}, {"pad": 1}], timer=timer,
+                          key=lambda a, b: a.shape, compile_workers=2)
+    s = jax.ShapeDtypeStruct((4096,), jnp.float32)
+    before = cutecall.compile_stats()
+    jax.jit(t).trace(s, s).lower(lowering_platforms=("cuda",))
+    after = cutecall.compile_stats()
+    assert t.report(s, s).winner == 1
+    assert after["compiles"] == before["compiles"]          # the workers compiled
+    assert after["disk_hits"] == before["disk_hits"] + 1    # the winner, from the store
