@@ -47,16 +47,6 @@ bool ParseArch(std::string_view a, int* major, int* minor, char* suffix) {
   return true;
 }
 
-bool IsPermutation(const std::vector<int32_t>& dims, int32_t rank) {
-  std::vector<bool> seen(size_t(rank), false);
-  if (int32_t(dims.size()) != rank) return false;
-  for (int32_t d : dims) {
-    if (d < 0 || d >= rank || seen[size_t(d)]) return false;
-    seen[size_t(d)] = true;
-  }
-  return true;
-}
-
 }  // namespace
 
 abi::Slot ScalarF32(float v) {
@@ -146,24 +136,9 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
     if (Status s = CheckElfDefines(bytes, e.function + "_version"); !s.ok()) {
       return Status(s.code(), at + "field 'function': " + s.message());
     }
-    // Errors at run time name the exported name, the one callers look up.
-    ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
-        e.plan.data(), e.plan.size(), e.name, e.operands, e.symbols);
+    ErrorOr<LaunchPlan> plan = bundle_internal::ParseEntryPlan(e);
     if (!plan.ok()) {
-      return InvalidArgument(at + "field 'plan': " + plan.status().message());
-    }
-    if (plan->num_slots() != e.num_slots) {
-      return InvalidArgument(at + "field 'num-slots' is " +
-                             std::to_string(e.num_slots) + ", the plan has " +
-                             std::to_string(plan->num_slots()));
-    }
-    for (size_t i = 0; i < e.layouts.size(); ++i) {
-      if (!IsPermutation(e.layouts[i], plan->operands()[i].rank)) {
-        return InvalidArgument(at + "field 'layouts': operand " +
-                               std::to_string(i) + " has no valid layout for "
-                               "its rank " +
-                               std::to_string(plan->operands()[i].rank));
-      }
+      return Status(plan.status().code(), at + plan.status().message());
     }
     auto k = std::unique_ptr<BundleKernel>(
         new BundleKernel(e.name, e.arch, std::move(plan).value()));
