@@ -188,13 +188,21 @@ Status BundleKernel::CheckCompact(size_t i, const BufferView& b) const {
                  "compact operand; pass strides = nullptr");
   }
   int64_t expected = 1;
+  bool beyond = false;  // the compact stride no longer fits int64
   for (int32_t d : layouts_[i]) {
-    if (b.dims[d] > 1 && b.strides[d] != expected) {
+    if (b.dims[d] > 1 && (beyond || b.strides[d] != expected)) {
       return error("stride of dim " + std::to_string(d) + " is " +
                    std::to_string(b.strides[d]) + ", but the kernel reads it "
-                   "compact (stride " + std::to_string(expected) + ")");
+                   "compact (stride " +
+                   (beyond ? std::string("beyond int64")
+                           : std::to_string(expected)) + ")");
     }
-    expected *= b.dims[d];
+    if (b.dims[d] == 0) {
+      expected = 0;
+      beyond = false;
+    } else if (!beyond) {
+      beyond = __builtin_mul_overflow(expected, b.dims[d], &expected);
+    }
   }
   return Status::Ok();
 }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -284,6 +285,33 @@ TEST_F(BundleTest, RunChecksArgumentsBeforeLaunch) {
                                {{b, shape, 2}}),
                       Code::kInvalidArgument,
                       {"'mat'", "operand 'x'", "stride of dim 1 is 4"}));
+  EXPECT_EQ(fake.runs.size(), 1u);
+}
+
+// Checking that a compact operand's given strides are compact multiplied
+// the extents past int64 on int32-sized extents (UBSan: signed overflow).
+TEST_F(BundleTest, CompactCheckHandlesStridesNearInt64) {
+  PlanSpec p;
+  p.num_args = 1;
+  p.num_rets = 1;
+  p.operands = {DynamicOperand(Source::kArg, 0, 3),
+                DynamicOperand(Source::kRet, 0, 3)};
+  Write(dir_ + "/manifest.txt",
+        Seal(body_ + Entry("cube", "cc_test", Encode(p), "x,out", "", 8, "",
+                           "2,1,0;2,1,0")));
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  const BundleKernel* cube = (*bundle)->Find("cube").value();
+  alignas(16) static float a[4];
+  constexpr int64_t m = std::numeric_limits<int32_t>::max();
+  const int64_t dims[] = {m, m, m}, compact[] = {m * m, m, 1},
+                swapped[] = {m, m * m, 1};
+  EXPECT_TRUE(IsOk(cube->Run(nullptr, {{a, dims, 3, compact}}, {{a, dims, 3}})));
+  EXPECT_TRUE(IsError(cube->Run(nullptr, {{a, dims, 3, swapped}},
+                                {{a, dims, 3}}),
+                      Code::kInvalidArgument,
+                      {"'cube'", "operand 'x'", "stride of dim 1 is"}));
   EXPECT_EQ(fake.runs.size(), 1u);
 }
 
