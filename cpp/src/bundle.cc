@@ -34,15 +34,19 @@ Status ReadWhole(const std::string& path, const std::string& shown,
   return Status::Ok();
 }
 
-// "sm_90a" -> (9, 0, 'a'); false if it is not an arch.
-bool ParseArch(std::string_view a, int* major, int* minor, char* suffix) {
+// "sm_90a" -> major "9", minor 0, suffix 'a'; false if it is not an arch.
+// The major is its digits without leading zeros, compared as text: no
+// number of digits overflows.
+bool ParseArch(std::string_view a, std::string_view* major, int* minor,
+               char* suffix) {
   if (a.substr(0, 3) != "sm_") return false;
   size_t n = 3;
-  int value = 0;
-  while (n < a.size() && a[n] >= '0' && a[n] <= '9') value = value * 10 + (a[n++] - '0');
+  while (n < a.size() && a[n] >= '0' && a[n] <= '9') ++n;
   if (n < 5 || n + 1 < a.size()) return false;
-  *major = value / 10;
-  *minor = value % 10;
+  std::string_view digits = a.substr(3, n - 4);
+  while (digits.size() > 1 && digits[0] == '0') digits.remove_prefix(1);
+  *major = digits;
+  *minor = a[n - 1] - '0';
   *suffix = n < a.size() ? a[n] : '\0';
   return true;
 }
@@ -69,7 +73,8 @@ abi::Slot ScalarI64(int64_t v) {
 abi::Slot ScalarBool(bool v) { return ScalarI64(v ? 1 : 0); }
 
 bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
-  int major, minor, dmajor, dminor;
+  std::string_view major, dmajor;
+  int minor, dminor;
   char suffix, dsuffix;
   if (!ParseArch(arch, &major, &minor, &suffix) ||
       !ParseArch(device_arch, &dmajor, &dminor, &dsuffix)) {

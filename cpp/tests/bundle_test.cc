@@ -254,6 +254,13 @@ TEST_F(BundleTest, ArchMustRunOnTheDevice) {
   EXPECT_FALSE(ArchRunsOn("sm_90", "sm_100"));
   EXPECT_TRUE(ArchRunsOn("sm_100f", "sm_103a"));
   EXPECT_FALSE(ArchRunsOn("gfx90a", "sm_90"));
+  // Leading zeros do not count; no number of digits overflows (UBSan found
+  // the int accumulating them overflowing past 9 digits).
+  EXPECT_TRUE(ArchRunsOn("sm_0090a", "sm_90"));
+  const std::string long_arch = "sm_" + std::string(40, '9') + "a";
+  EXPECT_TRUE(ArchRunsOn(long_arch, long_arch));
+  EXPECT_FALSE(ArchRunsOn(long_arch, "sm_90"));
+  EXPECT_FALSE(ArchRunsOn("sm_90", "sm_" + std::string(40, '9')));
 }
 
 TEST_F(BundleTest, WorldWritableBundleIsRefused) {
