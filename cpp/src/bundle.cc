@@ -34,26 +34,20 @@ Status ReadWhole(const std::string& path, const std::string& shown,
   return Status::Ok();
 }
 
-// "sm_90a" -> (9, 0, 'a'); false if it is not an arch.
-bool ParseArch(std::string_view a, int* major, int* minor, char* suffix) {
+// "sm_90a" -> major "9", minor 0, suffix 'a'; false if it is not an arch.
+// The major is its digits without leading zeros, compared as text: no
+// number of digits overflows.
+bool ParseArch(std::string_view a, std::string_view* major, int* minor,
+               char* suffix) {
   if (a.substr(0, 3) != "sm_") return false;
   size_t n = 3;
-  int value = 0;
-  while (n < a.size() && a[n] >= '0' && a[n] <= '9') value = value * 10 + (a[n++] - '0');
+  while (n < a.size() && a[n] >= '0' && a[n] <= '9') ++n;
   if (n < 5 || n + 1 < a.size()) return false;
-  *major = value / 10;
-  *minor = value % 10;
+  std::string_view digits = a.substr(3, n - 4);
+  while (digits.size() > 1 && digits[0] == '0') digits.remove_prefix(1);
+  *major = digits;
+  *minor = a[n - 1] - '0';
   *suffix = n < a.size() ? a[n] : '\0';
-  return true;
-}
-
-bool IsPermutation(const std::vector<int32_t>& dims, int32_t rank) {
-  std::vector<bool> seen(size_t(rank), false);
-  if (int32_t(dims.size()) != rank) return false;
-  for (int32_t d : dims) {
-    if (d < 0 || d >= rank || seen[size_t(d)]) return false;
-    seen[size_t(d)] = true;
-  }
   return true;
 }
 
@@ -79,7 +73,8 @@ abi::Slot ScalarI64(int64_t v) {
 abi::Slot ScalarBool(bool v) { return ScalarI64(v ? 1 : 0); }
 
 bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
-  int major, minor, dmajor, dminor;
+  std::string_view major, dmajor;
+  int minor, dminor;
   char suffix, dsuffix;
   if (!ParseArch(arch, &major, &minor, &suffix) ||
       !ParseArch(device_arch, &dmajor, &dminor, &dsuffix)) {
@@ -146,24 +141,9 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
     if (Status s = CheckElfDefines(bytes, e.function + "_version"); !s.ok()) {
       return Status(s.code(), at + "field 'function': " + s.message());
     }
-    // Errors at run time name the exported name, the one callers look up.
-    ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
-        e.plan.data(), e.plan.size(), e.name, e.operands, e.symbols);
+    ErrorOr<LaunchPlan> plan = bundle_internal::ParseEntryPlan(e);
     if (!plan.ok()) {
-      return InvalidArgument(at + "field 'plan': " + plan.status().message());
-    }
-    if (plan->num_slots() != e.num_slots) {
-      return InvalidArgument(at + "field 'num-slots' is " +
-                             std::to_string(e.num_slots) + ", the plan has " +
-                             std::to_string(plan->num_slots()));
-    }
-    for (size_t i = 0; i < e.layouts.size(); ++i) {
-      if (!IsPermutation(e.layouts[i], plan->operands()[i].rank)) {
-        return InvalidArgument(at + "field 'layouts': operand " +
-                               std::to_string(i) + " has no valid layout for "
-                               "its rank " +
-                               std::to_string(plan->operands()[i].rank));
-      }
+      return Status(plan.status().code(), at + plan.status().message());
     }
     auto k = std::unique_ptr<BundleKernel>(
         new BundleKernel(e.name, e.arch, std::move(plan).value()));
@@ -213,13 +193,21 @@ Status BundleKernel::CheckCompact(size_t i, const BufferView& b) const {
                  "compact operand; pass strides = nullptr");
   }
   int64_t expected = 1;
+  bool beyond = false;  // the compact stride no longer fits int64
   for (int32_t d : layouts_[i]) {
-    if (b.dims[d] > 1 && b.strides[d] != expected) {
+    if (b.dims[d] > 1 && (beyond || b.strides[d] != expected)) {
       return error("stride of dim " + std::to_string(d) + " is " +
                    std::to_string(b.strides[d]) + ", but the kernel reads it "
-                   "compact (stride " + std::to_string(expected) + ")");
+                   "compact (stride " +
+                   (beyond ? std::string("beyond int64")
+                           : std::to_string(expected)) + ")");
     }
-    expected *= b.dims[d];
+    if (b.dims[d] == 0) {
+      expected = 0;
+      beyond = false;
+    } else if (!beyond) {
+      beyond = __builtin_mul_overflow(expected, b.dims[d], &expected);
+    }
   }
   return Status::Ok();
 }

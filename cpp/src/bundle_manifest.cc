@@ -142,7 +142,39 @@ Status FillEntry(const std::map<std::string, std::string_view>& f,
   return Status::Ok();
 }
 
+bool IsPermutation(const std::vector<int32_t>& dims, int32_t rank) {
+  std::vector<bool> seen(size_t(rank), false);
+  if (int32_t(dims.size()) != rank) return false;
+  for (int32_t d : dims) {
+    if (d < 0 || d >= rank || seen[size_t(d)]) return false;
+    seen[size_t(d)] = true;
+  }
+  return true;
+}
+
 }  // namespace
+
+ErrorOr<LaunchPlan> ParseEntryPlan(const ManifestEntry& e) {
+  // Errors at run time name the exported name, the one callers look up.
+  ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
+      e.plan.data(), e.plan.size(), e.name, e.operands, e.symbols);
+  if (!plan.ok()) {
+    return InvalidArgument("field 'plan': " + plan.status().message());
+  }
+  if (plan->num_slots() != e.num_slots) {
+    return InvalidArgument("field 'num-slots' is " +
+                           std::to_string(e.num_slots) + ", the plan has " +
+                           std::to_string(plan->num_slots()));
+  }
+  for (size_t i = 0; i < e.layouts.size(); ++i) {
+    if (!IsPermutation(e.layouts[i], plan->operands()[i].rank)) {
+      return InvalidArgument("field 'layouts': operand " + std::to_string(i) +
+                             " has no valid layout for its rank " +
+                             std::to_string(plan->operands()[i].rank));
+    }
+  }
+  return plan;
+}
 
 ErrorOr<Manifest> ParseManifest(std::string_view text,
                                 const std::string& where) {

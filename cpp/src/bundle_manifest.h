@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cutecall/launch_plan.h"
 #include "cutecall/sha256.h"
 #include "cutecall/status.h"
 
@@ -50,6 +51,11 @@ struct Manifest {
 // `where` prefixes every error, e.g. "cutecall: bundle '/b': ".
 ErrorOr<Manifest> ParseManifest(std::string_view text,
                                 const std::string& where);
+
+// The launch plan of entry `e` (errors name the entry's exported name),
+// checked against the entry's 'num-slots' and 'layouts'. Errors are relative
+// to the entry ("field 'plan': ...").
+ErrorOr<LaunchPlan> ParseEntryPlan(const ManifestEntry& e);
 
 }  // namespace cutecall::bundle_internal
 

@@ -90,7 +90,13 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
       int64_t acc = 1;
       for (int32_t d = op.rank - 1; d >= 0; --d) {
         compact[d] = acc;
-        acc *= buffer.dims[d];
+        // A stride past int64 describes no buffer (and is signed overflow).
+        if (d > 0 && __builtin_mul_overflow(acc, buffer.dims[d], &acc)) {
+          return OperandError(op, "dim " + std::to_string(d) + " = " +
+                                      std::to_string(buffer.dims[d]) +
+                                      " makes the compact strides overflow "
+                                      "int64");
+        }
       }
       strides = compact;
     }

@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "cutecall/call_state.h"
-#include "xla/ffi/api/ffi.h"
+#include "xla_ffi_attrs.h"
 
 namespace cutecall::xla_ffi {
 namespace ffi = ::xla::ffi;
@@ -82,12 +82,13 @@ Status ReadAttr(const ffi::Dictionary& attrs, std::string_view name, T* out,
   return Status::Ok();
 }
 
+}  // namespace
+
 // Attributes are read from the dictionary, not bound one by one: XLA rejects
 // a call whose attribute count differs from the binding's, and artifacts
 // lowered for plan version 1 carry neither `scalars` nor `symbols` (both are
 // optional here; a v2 plan with scalars then fails the length check).
-ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
-    ffi::Dictionary dict) {
+Status DecodeAttributes(const ffi::Dictionary& dict, CallAttributes* out) {
   std::string_view module, key, function, kernel, operands, symbols;
   ffi::Span<const int64_t> plan, scalars;
   for (Status s : {ReadAttr(dict, "module", &module),
@@ -98,9 +99,9 @@ ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
                    ReadAttr(dict, "operands", &operands),
                    ReadAttr(dict, "scalars", &scalars, /*optional=*/true),
                    ReadAttr(dict, "symbols", &symbols, /*optional=*/true)}) {
-    if (!s.ok()) return ffi::Unexpected(ToFfi(s));
+    if (!s.ok()) return s;
   }
-  CallAttributes attrs;
+  CallAttributes& attrs = *out;
   attrs.module = module;
   attrs.key = key;
   attrs.function = function;
@@ -111,6 +112,17 @@ ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
   attrs.symbol_names = symbols;
   attrs.scalars = scalars.begin();
   attrs.num_scalars = scalars.size();
+  return Status::Ok();
+}
+
+namespace {
+
+ffi::ErrorOr<std::unique_ptr<FfiState>> InstantiateImpl(
+    ffi::Dictionary dict) {
+  CallAttributes attrs;
+  if (Status s = DecodeAttributes(dict, &attrs); !s.ok()) {
+    return ffi::Unexpected(ToFfi(s));
+  }
   ErrorOr<std::unique_ptr<CallState>> call = CallState::Instantiate(attrs);
   if (!call.ok()) return ffi::Unexpected(ToFfi(call.status()));
   // The module is loaded here, once per executable, and not in a prepare

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -253,6 +254,13 @@ TEST_F(BundleTest, ArchMustRunOnTheDevice) {
   EXPECT_FALSE(ArchRunsOn("sm_90", "sm_100"));
   EXPECT_TRUE(ArchRunsOn("sm_100f", "sm_103a"));
   EXPECT_FALSE(ArchRunsOn("gfx90a", "sm_90"));
+  // Leading zeros do not count; no number of digits overflows (UBSan found
+  // the int accumulating them overflowing past 9 digits).
+  EXPECT_TRUE(ArchRunsOn("sm_0090a", "sm_90"));
+  const std::string long_arch = "sm_" + std::string(40, '9') + "a";
+  EXPECT_TRUE(ArchRunsOn(long_arch, long_arch));
+  EXPECT_FALSE(ArchRunsOn(long_arch, "sm_90"));
+  EXPECT_FALSE(ArchRunsOn("sm_90", "sm_" + std::string(40, '9')));
 }
 
 TEST_F(BundleTest, WorldWritableBundleIsRefused) {
@@ -284,6 +292,33 @@ TEST_F(BundleTest, RunChecksArgumentsBeforeLaunch) {
                                {{b, shape, 2}}),
                       Code::kInvalidArgument,
                       {"'mat'", "operand 'x'", "stride of dim 1 is 4"}));
+  EXPECT_EQ(fake.runs.size(), 1u);
+}
+
+// Checking that a compact operand's given strides are compact multiplied
+// the extents past int64 on int32-sized extents (UBSan: signed overflow).
+TEST_F(BundleTest, CompactCheckHandlesStridesNearInt64) {
+  PlanSpec p;
+  p.num_args = 1;
+  p.num_rets = 1;
+  p.operands = {DynamicOperand(Source::kArg, 0, 3),
+                DynamicOperand(Source::kRet, 0, 3)};
+  Write(dir_ + "/manifest.txt",
+        Seal(body_ + Entry("cube", "cc_test", Encode(p), "x,out", "", 8, "",
+                           "2,1,0;2,1,0")));
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  const BundleKernel* cube = (*bundle)->Find("cube").value();
+  alignas(16) static float a[4];
+  constexpr int64_t m = std::numeric_limits<int32_t>::max();
+  const int64_t dims[] = {m, m, m}, compact[] = {m * m, m, 1},
+                swapped[] = {m, m * m, 1};
+  EXPECT_TRUE(IsOk(cube->Run(nullptr, {{a, dims, 3, compact}}, {{a, dims, 3}})));
+  EXPECT_TRUE(IsError(cube->Run(nullptr, {{a, dims, 3, swapped}},
+                                {{a, dims, 3}}),
+                      Code::kInvalidArgument,
+                      {"'cube'", "operand 'x'", "stride of dim 1 is"}));
   EXPECT_EQ(fake.runs.size(), 1u);
 }
 

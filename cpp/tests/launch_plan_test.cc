@@ -608,6 +608,30 @@ TEST(LaunchPlanPackTest, StridedOperandComputesRowMajorStridesWhenNull) {
   EXPECT_EQ(slots[3].i64, 1);
 }
 
+// Found by fuzz_launch_plan (cpp/fuzz/corpus/launch_plan/
+// regression_compact_stride_overflow): computing the compact strides of an
+// operand passed without strides multiplied past int64 (UBSan).
+TEST(LaunchPlanPackTest, RejectsExtentsWhoseCompactStridesOverflow) {
+  OperandSpec op = DynamicOperand(Source::kArg, 0, 3);
+  op.flags = abi::kFlagStrided | abi::kFlagShape64;
+  op.dyn_stride = {{0, 1}, {1, 1}, {2, 1}};
+  ErrorOr<LaunchPlan> plan = ParseOne(op);
+  ASSERT_TRUE(IsOk(plan));
+  const int64_t over[] = {2, int64_t{1} << 40, int64_t{1} << 40};
+  std::vector<Slot> slots = PoisonedSlots(7);
+  EXPECT_TRUE(IsError(
+      plan->PackOperand(0, {Address(0x10), over, 3}, slots.data()),
+      Code::kInvalidArgument,
+      {"kernel 'my_kernel'", "input 'x'",
+       "dim 1 = 1099511627776 makes the compact strides overflow int64"}));
+  // Strides up to 2^62 fit; the product of all extents is never formed.
+  const int64_t fits[] = {int64_t{1} << 40, int64_t{1} << 40, 1 << 22};
+  ASSERT_TRUE(IsOk(plan->PackOperand(0, {Address(0x10), fits, 3}, slots.data())));
+  EXPECT_EQ(slots[4].i64, int64_t{1} << 62);
+  EXPECT_EQ(slots[5].i64, 1 << 22);
+  EXPECT_EQ(slots[6].i64, 1);
+}
+
 TEST(LaunchPlanPackTest, OnlyDynamicStridesGetSlots) {
   OperandSpec op = DynamicOperand(Source::kArg, 0, 2);
   op.flags = abi::kFlagStrided;
