@@ -220,3 +220,19 @@ def test_tensors_on_a_non_current_device():
         ct.default_cute_launcher(tk.helion_add_kernel, (1,), x, x, out, 100, 1.0,
                                  block=(128, 1, 1))
     torch.testing.assert_close(out, 2 * x)
+
+
+def test_dims_mismatch_at_launch_raises_naming_both_tensors(compiles):
+    """Tied extents of one layout class: no new compile, so the C++
+    launcher's check (before the launch) is what catches the mismatch."""
+    k = ct.kernel(kernels.vector_add, dims={"a": ("n",), "b": ("n",), "c": ("n",)})
+    a, out = torch.ones(1024, device=DEV), torch.empty(1024, device=DEV)
+    k(a, a, out)
+    torch.testing.assert_close(out, 2 * a)
+    n = compiles()
+    b = torch.ones(1008, device=DEV)      # 1008 = 16 * 63: the same class as 1024
+    with pytest.raises(ValueError, match=r"operand 'b' dim 0 = 1008 must equal "
+                                         r"operand 'a' dim 0 = 1024 \(tied dim 'n'\)"):
+        k(a, b, out)
+    assert compiles() == n
+    torch.cuda.synchronize()              # nothing was launched: the stream is healthy

@@ -263,3 +263,40 @@ def test_dtype_table_matches_dsl_names():
 def test_vector_add_example_is_a_valid_launch_object():
     k = ct.kernel(kernels.vector_add)
     assert k.output_params == ["c"] and len(k.params) == 3
+
+
+# -- shape contracts: dims= ---------------------------------------------------
+
+def _descs(*sizes):
+    return [ct.TensorDesc((n,), torch.float32) for n in sizes]
+
+
+def test_dims_tie_extents_into_one_runtime_value_checked_before_launch():
+    k = ct.kernel(kernels.vector_add, dims={"a": ("n",), "b": ("n",), "c": ("n",)})
+    compiled = k.compile(*_descs(1000, 1000, 1000))
+    assert compiled.symbol_names == "n"   # one value; C++ checks every operand against it
+    plain = ct.kernel(kernels.vector_add).compile(*_descs(1000, 1000, 1000))
+    assert plain.symbol_names == "" and plain.key != compiled.key
+
+
+def test_dims_mismatch_names_both_tensors_dims_and_values():
+    k = ct.kernel(kernels.vector_add, dims={"a": ("n",), "b": ("n",)})
+    with pytest.raises(ValueError, match=r"b dim 0 = 10 must equal a dim 0 = 1024 "
+                                         r"\(tied dim 'n'\)"):
+        k.compile(*_descs(1024, 10, 1024))
+
+
+@pytest.mark.parametrize("dims, error, text", [
+    ({"x": ("n",)}, ValueError, "dims names 'x', which is not a parameter"),
+    ({"a": "n"}, TypeError, r"dims\['a'\] must be a tuple of names"),
+    ([("n",)], TypeError, "dims must be a dict"),
+])
+def test_bad_dims_name_the_argument(dims, error, text):
+    with pytest.raises(error, match=text):
+        ct.kernel(kernels.vector_add, dims=dims)
+
+
+def test_dims_of_the_wrong_rank_are_refused():
+    k = ct.kernel(kernels.vector_add, dims={"a": ("m", "n")})
+    with pytest.raises(ValueError, match=r"dims\['a'\] names 2 dims, but the tensor has rank 1"):
+        k.compile(*_descs(8, 8, 8))

@@ -47,7 +47,8 @@ class Kernel:
                  allocate: Callable | None = None, name: str | None = None,
                  compile_options: str | None = None,
                  static: bool | dict | None = None,
-                 static_fallback: bool | None = None, **constexprs):
+                 static_fallback: bool | None = None, dims: dict | None = None,
+                 **constexprs):
         if not callable(launcher):
             raise TypeError(f"cutecall: launcher must be callable, got "
                             f"{type(launcher).__name__}: {launcher!r}")
@@ -85,6 +86,7 @@ class Kernel:
         self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
         self.static_masks = None  # per argument: what is compiled in
+        self.dims = _specialize.dims_from_option(dims, self.params)
         masks = _specialize.masks_from_option(static, self.params)
         if masks is not None:
             self.use_static_masks(masks)
@@ -319,7 +321,8 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
            allocate: Callable | None = None, name: str | None = None,
            compile_options: str | None = None,
            static: bool | dict | None = None,
-           static_fallback: bool | None = None, **constexprs: Any) -> Kernel:
+           static_fallback: bool | None = None, dims: dict | None = None,
+           **constexprs: Any) -> Kernel:
     """Makes a ``@cute.jit`` launcher callable with torch tensors.
 
     Example::
@@ -362,6 +365,11 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
         fewest extents in that make the kernel compile (warning once,
         :class:`cutecall.StaticFallbackWarning`); ``False`` raises instead.
         Default: ``$CUTECALL_STATIC_FALLBACK`` (on unless ``0``).
+      dims: ``{parameter: (name or None per dim)}`` ties extents across
+        tensors, as ``TensorSpec(dims=)`` does in JAX: dims that share a
+        name must be equal, checked in C++ before every launch (an error
+        names both tensors, their dims and values). Without it the launcher
+        knows only each tensor's own layout, not how they must agree.
       **constexprs: compile-time values for the launcher's parameters.
 
     One compile serves every shape and stride (views included) of a
@@ -378,4 +386,4 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
     """
     return Kernel(launcher, outputs=outputs, allocate=allocate, name=name,
                   compile_options=compile_options, static=static,
-                  static_fallback=static_fallback, **constexprs)
+                  static_fallback=static_fallback, dims=dims, **constexprs)

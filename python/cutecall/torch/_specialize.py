@@ -134,12 +134,15 @@ def build(kernel, args: Sequence[Any], props: Sequence, arch: str,
         nm = names[k] if k < len(names) else f"arg{k}"
         operands.append(_common.operand(nm, a, args[k], props[k],
                                         masks[k] if masks else 0))
+    operands, symbols = _tied(kernel, operands,
+                              [tuple(int(x) for x in args[k].shape) for k in binding.arrays])
     scalar_types = tuple(s.scalar_type for s in binding.scalars)
     key = _spec.specialization_key(
         kernel.fingerprint, operands, "torch", "", kernel.constexprs,
         kernel.options,
         arch, _compile.versions(),
-        extra=["torch", list(map(list, binding.slots)), list(scalar_types)])
+        extra=["torch", list(map(list, binding.slots)), list(scalar_types),
+               list(symbols)])
     params = kernel.sig.params if kernel.sig.inspected else ()
     spec = _compile.KernelSpec(
         launcher=kernel.fn, constexprs=kernel.constexprs,
@@ -150,7 +153,7 @@ def build(kernel, args: Sequence[Any], props: Sequence, arch: str,
         param_names=tuple(p.name for p in params) or
         tuple(f"p{i}" for i in range(len(binding.slots))),
         slots=binding.slots, keyword_scalars=binding.keyword_scalars,
-        scalar_types=scalar_types,
+        scalar_types=scalar_types, symbols=symbols,
         binding=_binding.describe(kernel.sig, binding))
     uses, s = [], 0
     operand_of = {k: a for a, k in enumerate(binding.arrays)}
@@ -206,6 +209,43 @@ def explicit(rung, binding, operands) -> str:
         if any(mask):
             parts.append(f"{op.name!r}: {True if all(mask) else mask}")
     return "cutecall.torch.kernel(..., static={" + ", ".join(parts) + "})"
+
+
+def dims_from_option(dims, params: Sequence[_signature.Param]) -> dict:
+    """``kernel(dims=...)``: {parameter name: tuple of dim names}."""
+    if dims is None:
+        return {}
+    if not isinstance(dims, dict):
+        raise TypeError(f"cutecall: dims must be a dict {{parameter: (name or None "
+                        f"per dim)}}, got {dims!r}")
+    names = {p.name for p in params}
+    out = {}
+    for name, per_dim in dims.items():
+        if name not in names:
+            raise ValueError(f"cutecall: dims names {name!r}, which is not a "
+                             f"parameter of the launcher ({sorted(names)})")
+        if not isinstance(per_dim, (tuple, list)) or \
+                any(d is not None and not isinstance(d, str) for d in per_dim):
+            raise TypeError(f"cutecall: dims[{name!r}] must be a tuple of names "
+                            f"(str) or None per dim, got {per_dim!r}")
+        out[name] = tuple(per_dim)
+    return out
+
+
+def _tied(kernel, operands, shapes):
+    """`operands` with ``kernel.dims`` applied and tied (``_spec.tie_dims``:
+    one runtime value per shared name, checked in C++ at every launch)."""
+    if not kernel.dims:
+        return operands, ()
+    named = []
+    for op in operands:
+        per_dim = kernel.dims.get(op.name)
+        if per_dim is not None and len(per_dim) != op.rank:
+            raise ValueError(f"cutecall: '{kernel.name}': dims[{op.name!r}] names "
+                             f"{len(per_dim)} dims, but the tensor has rank {op.rank}")
+        named.append(op if per_dim is None else dataclasses.replace(op, dims=per_dim))
+    operands, symbols = _spec.tie_dims(named, shapes)
+    return operands, tuple(symbols)
 
 
 def masks_from_option(static, params: Sequence[_signature.Param]) -> list | None:
