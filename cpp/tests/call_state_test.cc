@@ -638,6 +638,45 @@ class CallStateLaunchTest : public CallStateTest {
   const int64_t instantiate_scalars_[2] = {FloatBits(1.5f), 42};
 };
 
+TEST_F(CallStateLaunchTest, SixteenThreadsLaunchOneCallSiteWithoutMixingArguments) {
+  // One prepared call site (a torch launch object's entry, or a JAX call
+  // site) launched from 16 threads at once, each with its own stream and
+  // scalars: every launch reaches the runtime with its own thread's values.
+  std::unique_ptr<CallState> state = PreparedWithScalars();
+  ASSERT_NE(state, nullptr);
+  constexpr int kThreads = 16, kLaunches = 500;
+  std::atomic<bool> go{false};
+  std::vector<Status> errors(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      abi::Slot scalars[2];
+      scalars[0].bits = 0;
+      scalars[0].f32 = float(t);
+      scalars[1].i64 = 3 * t;
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < kLaunches && errors[t].ok(); ++i) {
+        errors[t] = state->Launch(Address(0x9000 + 16 * t), operands_, 3, scalars);
+      }
+    });
+  }
+  go = true;
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(IsOk(errors[t])) << "thread " << t;
+  ASSERT_EQ(fake_.runs.size(), size_t(kThreads * kLaunches));
+  std::vector<int> per_thread(kThreads, 0);
+  for (const RunCall& run : fake_.runs) {
+    const int t = int((reinterpret_cast<uintptr_t>(run.stream) - 0x9000) / 16);
+    ASSERT_TRUE(t >= 0 && t < kThreads);
+    ++per_thread[size_t(t)];
+    ASSERT_EQ(run.slots.size(), 9u);
+    EXPECT_EQ(run.slots[0].ptr, Address(0x1000));  // x: the same for all
+    EXPECT_EQ(run.slots[7].f32, float(t));
+    EXPECT_EQ(run.slots[8].i64, 3 * t);
+  }
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(per_thread[size_t(t)], kLaunches);
+}
+
 TEST_F(CallStateLaunchTest, PacksOperandsInPlanOrderAndRuntimeScalars) {
   std::unique_ptr<CallState> state = PreparedWithScalars();
   ASSERT_NE(state, nullptr);
