@@ -13,6 +13,7 @@ FA4, the CuTe DSL and JAX are imported when a function runs.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 
@@ -58,8 +59,25 @@ def _rounded(n: int, tile: int) -> int:
     return -(-n // tile) * tile
 
 
+@contextlib.contextmanager
+def dsl_arch(arch: str = ARCH):
+    """The CuTe DSL's target arch set to `arch`, restored afterwards.
+
+    FA4's constructors read it (``BaseDSL._get_dsl().get_arch_enum()``:
+    ``$CUTE_DSL_ARCH``, else the detected GPU, else sm_100a) and the sm90
+    classes assert an sm_90a-family arch, so building them on a machine
+    without a GPU needs it set. Process-wide DSL state: not thread-safe."""
+    from cutlass.cutlass_dsl import BaseDSL
+    envar = BaseDSL._get_dsl().envar
+    saved = getattr(envar, "_arch", None)
+    envar.arch = arch
+    try:
+        yield
+    finally:
+        envar.arch = saved
+
+
 def _dsl_arch():
-    from .external.fa4_kernels import dsl_arch
     return dsl_arch(ARCH)
 
 

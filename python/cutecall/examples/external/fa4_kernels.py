@@ -1,5 +1,7 @@
-"""FA4's Hopper kernel objects, built as ``flash_attn.cute.interface``
-builds them, and FA4's own launch paths for them (``Case.authors_torch``).
+"""FA4's Hopper kernel objects for the corpus (bf16, MHA), built by
+:mod:`cutecall.examples.flash_attention_kernels` as
+``flash_attn.cute.interface`` builds them, and FA4's own launch paths for
+them (``Case.authors_torch``).
 
 Imports of FA4, the CuTe DSL and torch happen when a function is called.
 Each builder returns a new object, as FA4 builds one per compile: FA4's
@@ -8,93 +10,46 @@ Each builder returns a new object, as FA4 builds one per compile: FA4's
 
 from __future__ import annotations
 
-import contextlib
+from .. import flash_attention_kernels as fk
 
 HDIM = 128
-ARCH = "sm_90a"
+ARCH = fk.ARCH
 
 
-@contextlib.contextmanager
 def dsl_arch(arch: str = ARCH):
-    """The CuTe DSL's target arch set to `arch`, restored afterwards.
+    """The CuTe DSL's target arch set to `arch` while FA4's constructors
+    read it (``flash_attention_kernels.dsl_arch``)."""
+    return fk.dsl_arch(arch)
 
-    FA4's constructors read it (``BaseDSL._get_dsl().get_arch_enum()``:
-    ``$CUTE_DSL_ARCH``, else the detected GPU, else sm_100a) and the sm90
-    classes assert an sm_90a-family arch, so building them on a machine
-    without a GPU needs it set. Process-wide DSL state: not thread-safe."""
-    from cutlass.cutlass_dsl import BaseDSL
-    envar = BaseDSL._get_dsl().envar
-    saved = getattr(envar, "_arch", None)
-    envar.arch = arch
-    try:
-        yield
-    finally:
-        envar.arch = saved
+
+def _config(causal: bool, hdim: int):
+    return fk.Config("bfloat16", hdim, 1, causal)
 
 
 def bwd_config(causal: bool, hdim: int = HDIM):
     """FA4's sm90 backward config (``interface._tile_size_bwd_sm90``)."""
-    from flash_attn.cute import interface
-    return interface._tile_size_bwd_sm90(hdim, hdim, causal, False)
-
-
-def fwd_kernel(causal: bool, hdim: int = HDIM):
-    """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
-    it for arch 9x (tile from ``_tile_size_fwd_sm90``: 128x128, RS + intra-WG
-    overlap for hdim 128; num_stages=2; pack_gqa off for MHA)."""
-    import cutlass
-    from flash_attn.cute import interface
-    from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
-    cfg = interface._tile_size_fwd_sm90(hdim, hdim, causal, False)
-    with dsl_arch():
-        return FlashAttentionForwardSm90(
-            cutlass.BFloat16, hdim, hdim, 1, is_causal=causal, is_local=False,
-            pack_gqa=False, tile_m=cfg.m_block_size, tile_n=cfg.n_block_size,
-            num_stages=2, num_threads=384, Q_in_regs=False,
-            intra_wg_overlap=cfg.intra_wg_overlap,
-            mma_pv_is_rs=cfg.mma_pv_is_rs, mask_mod=None, score_mod=None,
-            has_aux_tensors=False, q_subtile_factor=1, paged_kv_non_tma=False)
+    return _config(causal, hdim).bwd
 
 
 def _hdim_multiple_of(cfg) -> int:
     return 64 if cfg.dKV_swapAB else 32  # interface._flash_attn_bwd, arch 9x
 
 
+def fwd_kernel(causal: bool, hdim: int = HDIM):
+    """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
+    it for arch 9x, MHA (``flash_attention_kernels.forward_kernel``)."""
+    return fk.forward_kernel(_config(causal, hdim))
+
+
 def preprocess_kernel(causal: bool, hdim: int = HDIM):
-    """``FlashAttentionBackwardPreprocess`` as ``_compile_bwd_preprocess``
-    builds it for ``_flash_attn_bwd`` (tile_m = the backward's)."""
-    import cutlass
-    from flash_attn.cute.flash_bwd_preprocess import \
-        FlashAttentionBackwardPreprocess
-    cfg = bwd_config(causal, hdim)
-    with dsl_arch():
-        return FlashAttentionBackwardPreprocess(
-            cutlass.BFloat16, hdim, hdim, cfg.m_block_size,
-            use_padded_offsets=True, nheads_major=False, pack_gqa=False,
-            qhead_per_kvhead=1, nheads_kv=1,
-            hdim_multiple_of=_hdim_multiple_of(cfg))
+    """``FlashAttentionBackwardPreprocess`` as ``_flash_attn_bwd`` builds it."""
+    return fk.preprocess_kernel(_config(causal, hdim))
 
 
 def backward_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionBackwardSm90`` as ``_flash_attn_bwd`` builds it for
-    arch 9x (hdim 128: tile 80x128 with dQ_swapAB, or 64x128 causal; 2 MMA
-    warpgroups; q_subtile_factor 2 without block sparsity)."""
-    import cutlass
-    from flash_attn.cute.flash_bwd_sm90 import FlashAttentionBackwardSm90
-    cfg = bwd_config(causal, hdim)
-    with dsl_arch():
-        return FlashAttentionBackwardSm90(
-            cutlass.BFloat16, hdim, hdim, 1, causal, is_local=False,
-            deterministic=False, tile_m=cfg.m_block_size,
-            tile_n=cfg.n_block_size, Q_stage=cfg.num_stages_Q,
-            dO_stage=cfg.num_stages_dO, PdS_stage=cfg.num_stages_PdS,
-            SdP_swapAB=cfg.SdP_swapAB, dKV_swapAB=cfg.dKV_swapAB,
-            dQ_swapAB=cfg.dQ_swapAB, AtomLayoutMSdP=cfg.AtomLayoutMSdP,
-            AtomLayoutNdKV=cfg.AtomLayoutNdKV, AtomLayoutMdQ=cfg.AtomLayoutMdQ,
-            num_threads=(cfg.num_wg + 1) * 128, V_in_regs=False,
-            score_mod=None, score_mod_bwd=None, mask_mod=None,
-            has_aux_tensors=False, q_subtile_factor=2,
-            dQ_single_wg=cfg.dQ_single_wg)
+    arch 9x (hdim 128: tile 80x128 with dQ_swapAB, or 64x128 causal)."""
+    return fk.backward_kernel(_config(causal, hdim))
 
 
 def _post_threads(cfg) -> int:
@@ -102,18 +57,9 @@ def _post_threads(cfg) -> int:
 
 
 def postprocess_kernel(causal: bool, hdim: int = HDIM):
-    """``FlashAttentionBackwardPostprocess`` as ``_compile_bwd_postprocess``
-    builds it for dQ in ``_flash_attn_bwd`` (arch 90)."""
-    import cutlass
-    from flash_attn.cute.flash_bwd_postprocess import \
-        FlashAttentionBackwardPostprocess
-    cfg = bwd_config(causal, hdim)
-    with dsl_arch():
-        return FlashAttentionBackwardPostprocess(
-            cutlass.BFloat16, hdim, 90, cfg.m_block_size, _post_threads(cfg),
-            cfg.AtomLayoutMdQ, cfg.dQ_swapAB, use_2cta_instrs=False,
-            cluster_size=1, hdim_multiple_of=_hdim_multiple_of(cfg),
-            accum_order=None)
+    """``FlashAttentionBackwardPostprocess`` for dQ, as
+    ``_bwd_postprocess_convert`` builds it on arch 90."""
+    return fk.postprocess_kernel(_config(causal, hdim), "dq")
 
 
 def accum_shapes(batch: int, seqlen: int, heads: int, causal: bool,
