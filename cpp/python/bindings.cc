@@ -9,6 +9,7 @@
 
 #include "cutecall/abi.h"
 #include "cutecall/call_state.h"
+#include "cutecall/launch_blocking.h"
 #include "cutecall/launch_plan.h"
 #include "cutecall/module_registry.h"
 #include "cutecall/runtime_table.h"
@@ -65,6 +66,9 @@ NB_MODULE(_core, m) {
         "Path of libcute_dsl_runtime.so used on first load.");
   m.def("runtime_path", &cutecall::RuntimeLibraryPath);
   m.def("runtime_loaded", &cutecall::RuntimeLoaded);
+  m.def("set_launch_blocking", &cutecall::SetLaunchBlocking, nb::arg("on"),
+        "Every launch synchronizes its stream (CUTECALL_LAUNCH_BLOCKING).");
+  m.def("launch_blocking", &cutecall::LaunchBlocking);
 
   m.def("check_plan", [](const std::vector<int64_t>& plan,
                          const std::string& name,

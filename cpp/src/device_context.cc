@@ -49,6 +49,9 @@ ErrorOr<const DriverTable*> Driver() {
   Resolve(handle, "cuCtxGetCurrent", &t.ctx_get_current, &missing);
   Resolve(handle, "cuCtxSetCurrent", &t.ctx_set_current, &missing);
   Resolve(handle, "cuDevicePrimaryCtxRetain", &t.primary_ctx_retain, &missing);
+  Resolve(handle, "cuStreamSynchronize", &t.stream_synchronize, &missing);
+  Resolve(handle, "cuStreamIsCapturing", &t.stream_is_capturing, &missing);
+  Resolve(handle, "cuGetErrorName", &t.get_error_name, &missing);
   if (!missing.empty()) {
     dlclose(handle);
     return FailedPrecondition("cutecall: libcuda.so.1 lacks " + missing);

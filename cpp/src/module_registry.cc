@@ -2,6 +2,8 @@
 
 #include <exception>
 
+#include "cutecall/launch_blocking.h"
+
 namespace cutecall {
 
 LoadedModule::LoadedModule(const RuntimeTable* rt, void* module,
@@ -52,6 +54,7 @@ Status LoadedModule::Run(void* stream, abi::Slot* slots, size_t num_slots,
                     "' failed in the CuTe DSL runtime: " +
                     RuntimeErrorText(*rt_, rc));
   }
+  if (LaunchBlocking()) return SyncAfterLaunch(stream, kernel);
   return Status::Ok();
 }
 

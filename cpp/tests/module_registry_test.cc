@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "cutecall/device_context.h"
+#include "cutecall/launch_blocking.h"
 #include "fake_runtime.h"
 #include "test_util.h"
 
@@ -340,6 +342,79 @@ class LoadedModuleRunTest : public ModuleRegistryTest {
   std::shared_ptr<LoadedModule> module_;
   void* function_ = nullptr;
 };
+
+// ---------------------------------------------------------------------------
+// CUTECALL_LAUNCH_BLOCKING: a stream sync after each launch, on a fake driver
+
+struct FakeSyncDriver {
+  static inline std::vector<void*> synced;
+  static inline int sync_result = 0;
+  static inline int capturing = 0;
+  static int Synchronize(void* stream) {
+    synced.push_back(stream);
+    return sync_result;
+  }
+  static int IsCapturing(void*, int* status) {
+    *status = capturing;
+    return 0;
+  }
+  static int ErrorName(int code, const char** name) {
+    *name = code == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : nullptr;
+    return code == 700 ? 0 : 1;
+  }
+  static DriverTable Table() {
+    synced.clear();
+    sync_result = capturing = 0;
+    DriverTable t;
+    t.stream_synchronize = &Synchronize;
+    t.stream_is_capturing = &IsCapturing;
+    t.get_error_name = &ErrorName;
+    return t;
+  }
+};
+
+class LaunchBlockingTest : public LoadedModuleRunTest {
+ protected:
+  void TearDown() override {
+    SetLaunchBlocking(false);
+    LoadedModuleRunTest::TearDown();
+  }
+  DriverTable table_ = FakeSyncDriver::Table();
+  ScopedDriverOverride driver_{&table_};
+  void* stream_ = reinterpret_cast<void*>(0x5700);
+};
+
+TEST_F(LaunchBlockingTest, OffByDefaultNoLaunchWaits) {
+  SetLaunchBlocking(false);
+  ASSERT_TRUE(IsOk(module_->Run(stream_, nullptr, 0, "k")));
+  EXPECT_TRUE(FakeSyncDriver::synced.empty());
+}
+
+TEST_F(LaunchBlockingTest, OnEachLaunchSynchronizesItsStream) {
+  SetLaunchBlocking(true);
+  EXPECT_TRUE(LaunchBlocking());
+  ASSERT_TRUE(IsOk(module_->Run(stream_, nullptr, 0, "k")));
+  ASSERT_TRUE(IsOk(module_->Run(stream_, nullptr, 0, "k")));
+  EXPECT_EQ(FakeSyncDriver::synced, (std::vector<void*>{stream_, stream_}));
+}
+
+TEST_F(LaunchBlockingTest, AFaultBecomesAnErrorNamingTheKernelAndTheStatus) {
+  SetLaunchBlocking(true);
+  FakeSyncDriver::sync_result = 700;
+  EXPECT_TRUE(IsError(module_->Run(stream_, nullptr, 0, "oob_writer"), Code::kInternal,
+                      {"kernel 'oob_writer' failed on the GPU",
+                       "CUDA_ERROR_ILLEGAL_ADDRESS (700)", "CUTECALL_LAUNCH_BLOCKING"}));
+  FakeSyncDriver::sync_result = 999;  // a code the driver has no name for
+  EXPECT_TRUE(IsError(module_->Run(stream_, nullptr, 0, "k"), Code::kInternal,
+                      {"CUDA error 999"}));
+}
+
+TEST_F(LaunchBlockingTest, AStreamBeingCapturedIsNeverSynchronized) {
+  SetLaunchBlocking(true);
+  FakeSyncDriver::capturing = 1;  // CU_STREAM_CAPTURE_STATUS_ACTIVE
+  ASSERT_TRUE(IsOk(module_->Run(stream_, nullptr, 0, "k")));
+  EXPECT_TRUE(FakeSyncDriver::synced.empty());
+}
 
 TEST_F(LoadedModuleRunTest, PacksStreamSlotsAndStatus) {
   abi::Slot slots[3];

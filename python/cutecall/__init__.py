@@ -17,6 +17,7 @@ from ._version import __version__
 from ._driver.compile_error import StaticFallbackWarning
 from ._driver.compiler import (CompileError, CompiledKernel, clear_cache,
                                compile_stats)
+from ._driver.runtime import launch_blocking, set_launch_blocking
 from ._driver.spec import TensorSpec
 from .jax import (BatchModes, CompiledCall, CutlassCall, Differentiable,
                   DifferentiationError, VmapFallbackWarning, compile,
@@ -62,6 +63,8 @@ __all__ = [
     "autotune",
     "Autotuned",
     "TuningResult",
+    "set_launch_blocking",
+    "launch_blocking",
     "warmup",
     "jax_warmup_task",
     "torch_warmup_task",

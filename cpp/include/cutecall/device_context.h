@@ -26,6 +26,10 @@ struct DriverTable {
   int (*ctx_get_current)(void** context) = nullptr;
   int (*ctx_set_current)(void* context) = nullptr;
   int (*primary_ctx_retain)(void** context, int device) = nullptr;
+  // For CUTECALL_LAUNCH_BLOCKING (cutecall/launch_blocking.h).
+  int (*stream_synchronize)(void* stream) = nullptr;
+  int (*stream_is_capturing)(void* stream, int* capture_status) = nullptr;
+  int (*get_error_name)(int code, const char** name) = nullptr;
 };
 
 // The active driver table, loading libcuda.so.1 on first use.

@@ -70,3 +70,26 @@ def disable_automatic() -> None:
     global _automatic
     with _lock:
         _automatic = False
+
+
+def set_launch_blocking(on: bool) -> None:
+    """Makes every cutecall launch (JAX, torch, C++ bundles) wait for its
+    kernel and raise on a CUDA error, naming the kernel and the CUDA status,
+    instead of the error surfacing later at an unrelated sync with no kernel
+    named. The same as ``CUTECALL_LAUNCH_BLOCKING=1``. Off by default: a
+    sync per launch stops the host from running ahead of the GPU (launches
+    no longer overlap Python, XLA or torch work), which costs throughput.
+    Streams being captured into CUDA graphs are not synchronized.
+
+    Example::
+
+        cutecall.set_launch_blocking(True)   # while debugging a fault
+    """
+    if not isinstance(on, bool):
+        raise TypeError(f"cutecall.set_launch_blocking: on must be a bool, got {on!r}")
+    _core.set_launch_blocking(on)
+
+
+def launch_blocking() -> bool:
+    """Whether launches block (``set_launch_blocking``)."""
+    return bool(_core.launch_blocking())
