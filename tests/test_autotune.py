@@ -153,3 +153,18 @@ def test_candidates_compile_in_worker_processes():
     assert t.report(s, s).winner == 1
     assert after["compiles"] == before["compiles"]          # the workers compiled
     assert after["disk_hits"] == before["disk_hits"] + 1    # the winner, from the store
+
+
+def test_configs_of_any_value_type_persist():
+    class Tile:  # not JSON: recorded by its repr
+        def __repr__(self):
+            return "Tile(128)"
+
+    def build(tile, k):
+        return build_scale(k)
+
+    timer = Timer()
+    t = cutecall.autotune(build, configs=[{"tile": Tile(), "k": 1}, {"tile": Tile(), "k": 2}],
+                          key=lambda x: x.shape, timer=timer, name="objects")
+    np.testing.assert_array_equal(t(jnp.ones(2)), 2 * np.ones(2))
+    assert t.report(jnp.ones(2)).source == "tuned"

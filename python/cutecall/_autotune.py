@@ -118,7 +118,9 @@ class Autotuned:
         result = self._tune(args)
         kernel_cache.store_record(record_key, device, "autotune", {
             "autotune": self.name, "name": f"{self.name} (autotune winner)",
-            "winner": result.winner, "config": self.configs[result.winner],
+            "winner": result.winner,
+            # JSON-able for the record (a dtype or an object config: its repr)
+            "config": json.loads(json.dumps(self.configs[result.winner], default=repr)),
             "times_us": list(result.times_us), "errors": list(result.errors),
             "key": repr(key)})
         return result
