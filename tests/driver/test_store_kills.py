@@ -27,7 +27,7 @@ from cutecall._driver import store as store_mod
 root, log, keys = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
 real_fsync = os.fsync
 def slow_fsync(fd):  # widen the write window, so kills land mid-write
-    time.sleep(0.03 + random.random() * 0.03)
+    time.sleep(0.05 + random.random() * 0.05)
     real_fsync(fd)
 os.fsync = slow_fsync
 store = store_mod.ArtifactStore(root)
