@@ -51,8 +51,8 @@ class Config:
         return -(-self.hdim // m) * m
 
     def cutlass_dtype(self):
-        import cutlass
-        return {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16}[self.dtype]
+        from cutecall import jax_to_cutlass_dtype
+        return jax_to_cutlass_dtype(self.dtype)
 
 
 def _rounded(n: int, tile: int) -> int:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import functools
 import importlib
 
+from cutecall import jax_to_cutlass_dtype
+
 __all__ = ["softmax", "rmsnorm", "cross_entropy"]
 
 IGNORE_INDEX = -100  # QuACK's (and PyTorch's) default
@@ -60,12 +62,6 @@ def _mod(name: str):
     return importlib.import_module(name)
 
 
-def _cutlass_dtype(dtype: str):
-    import cutlass
-    return {"bfloat16": cutlass.BFloat16, "float16": cutlass.Float16,
-            "float32": cutlass.Float32}[dtype]
-
-
 def _like(x, dtype=None, shape=None):
     import jax
     return jax.ShapeDtypeStruct(x.shape if shape is None else shape,
@@ -85,10 +81,10 @@ def _rows(*static):
 def _softmax(dtype: str, n: int):
     import cutecall
     sm = _mod("quack.softmax")
-    fwd = cutecall.cutlass_call(sm.Softmax(_cutlass_dtype(dtype), n),
+    fwd = cutecall.cutlass_call(sm.Softmax(jax_to_cutlass_dtype(dtype), n),
                                 output_shape_dtype=lambda x: _like(x), batch_modes=0,
                                 name=f"quack_softmax_{dtype}_{n}")
-    bwd = cutecall.cutlass_call(sm.SoftmaxBackward(_cutlass_dtype(dtype), n),
+    bwd = cutecall.cutlass_call(sm.SoftmaxBackward(jax_to_cutlass_dtype(dtype), n),
                                 output_shape_dtype=lambda dy, y: _like(dy),
                                 batch_modes=0, name=f"quack_softmax_bwd_{dtype}_{n}")
 
@@ -110,7 +106,7 @@ def _rmsnorm(dtype: str, n: int, bucket: int, eps: float):
     import jax.numpy as jnp
     import cutecall
     rms = _mod("quack.rmsnorm")
-    cdt = _cutlass_dtype(dtype)
+    cdt = jax_to_cutlass_dtype(dtype)
     fwd = cutecall.cutlass_call(
         rms.RMSNorm(cdt, n, is_layernorm=False),
         input_spec=_rows("rows", True), output_spec=_rows("rows", None),
@@ -152,7 +148,7 @@ def _cross_entropy(dtype: str, n: int, ignore_index: int):
     import numpy as np
     import cutecall
     ce = _mod("quack.cross_entropy")
-    cdt = _cutlass_dtype(dtype)
+    cdt = jax_to_cutlass_dtype(dtype)
     stat = lambda x: _like(x, jnp.float32, x.shape[:1])  # noqa: E731
     fwd = cutecall.cutlass_call(
         ce.CrossEntropy(cdt, n, online_softmax=True),
