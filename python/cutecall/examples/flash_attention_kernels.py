@@ -50,6 +50,19 @@ class Config:
         m = self.hdim_multiple_of
         return -(-self.hdim // m) * m
 
+    @property
+    def dq_post_threads(self) -> int:
+        """The dQ postprocess's threads (``num_threads_post_dQ``)."""
+        cfg = self.bwd
+        return 128 if cfg.dQ_single_wg else cfg.num_wg * 128
+
+    def accum_shapes(self, batch: int, seqlen: int, heads: int) -> tuple:
+        """((B, H, Sr), (B, H, Sr * Dr)): the backward's statistics (dPsum,
+        LSE_log2) and dQ accumulator, as ``_flash_attn_bwd`` allocates them
+        (Sr: seqlen rounded up to tile_m; Dr: hdim to hdim_multiple_of)."""
+        rows = _rounded(seqlen, self.bwd.m_block_size)
+        return (batch, heads, rows), (batch, heads, rows * self.hdim_rounded)
+
     def cutlass_dtype(self):
         from cutecall import jax_to_cutlass_dtype
         return jax_to_cutlass_dtype(self.dtype)
@@ -138,7 +151,7 @@ def postprocess_kernel(c: Config, which: str):
     cfg = c.bwd
     if which == "dq":
         tile, atom, swap = cfg.m_block_size, cfg.AtomLayoutMdQ, cfg.dQ_swapAB
-        threads = 128 if cfg.dQ_single_wg else cfg.num_wg * 128
+        threads = c.dq_post_threads
     else:
         tile, atom, swap = cfg.n_block_size, cfg.AtomLayoutNdKV, cfg.dKV_swapAB
         threads = cfg.num_wg * 128
@@ -179,9 +192,8 @@ def preprocess(c: Config):
 
     def outputs(o, do, lse, *_):
         b, s, h, _ = o.shape
-        rows = _rounded(s, c.bwd.m_block_size)
-        return (_sds((b, h, rows), "float32"), _sds((b, h, rows), "float32"),
-                _sds((b, h, rows * c.hdim_rounded), "float32"))
+        stat, acc = c.accum_shapes(b, s, h)
+        return _sds(stat, "float32"), _sds(stat, "float32"), _sds(acc, "float32")
     call = cutecall.cutlass_call(
         preprocess_kernel(c), output_shape_dtype=outputs, batch_modes=0,
         output_params=("mPdPsum", "mLSElog2", "mdQaccum"),

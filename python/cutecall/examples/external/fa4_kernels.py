@@ -31,10 +31,6 @@ def bwd_config(causal: bool, hdim: int = HDIM):
     return _config(causal, hdim).bwd
 
 
-def _hdim_multiple_of(cfg) -> int:
-    return 64 if cfg.dKV_swapAB else 32  # interface._flash_attn_bwd, arch 9x
-
-
 def fwd_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
     it for arch 9x, MHA (``flash_attention_kernels.forward_kernel``)."""
@@ -52,10 +48,6 @@ def backward_kernel(causal: bool, hdim: int = HDIM):
     return fk.backward_kernel(_config(causal, hdim))
 
 
-def _post_threads(cfg) -> int:
-    return 128 if cfg.dQ_single_wg else cfg.num_wg * 128  # num_threads_post_dQ
-
-
 def postprocess_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionBackwardPostprocess`` for dQ, as
     ``_bwd_postprocess_convert`` builds it on arch 90."""
@@ -64,14 +56,8 @@ def postprocess_kernel(causal: bool, hdim: int = HDIM):
 
 def accum_shapes(batch: int, seqlen: int, heads: int, causal: bool,
                  hdim: int = HDIM):
-    """((B, H, Sr), (B, H, Sr * Dr)): the backward's statistics (dPsum,
-    LSE_log2) and dQ accumulator, as ``_flash_attn_bwd`` allocates them
-    (Sr: seqlen rounded up to tile_m; Dr: hdim to hdim_multiple_of)."""
-    cfg = bwd_config(causal, hdim)
-    rows = -(-seqlen // cfg.m_block_size) * cfg.m_block_size
-    mult = _hdim_multiple_of(cfg)
-    hdim_rounded = -(-hdim // mult) * mult
-    return (batch, heads, rows), (batch, heads, rows * hdim_rounded)
+    """((B, H, Sr), (B, H, Sr * Dr)): ``Config.accum_shapes``."""
+    return _config(causal, hdim).accum_shapes(batch, seqlen, heads)
 
 
 # ---------------------------------------------------------------------------
@@ -92,11 +78,11 @@ def authors_preprocess(causal: bool, hdim: int = HDIM):
     def run(out, dout, dpsum, lse, lse_log2, dq_accum, *_):
         import cutlass
         from flash_attn.cute import interface
-        cfg = bwd_config(causal, hdim)
+        c = _config(causal, hdim)
         interface._bwd_preprocess(
             out, dout, dpsum, lse, lse_log2, dq_accum, None, None, None,
-            cutlass.BFloat16, hdim, hdim, cfg.m_block_size,
-            hdim_multiple_of=_hdim_multiple_of(cfg), fake_mode=False)
+            cutlass.BFloat16, hdim, hdim, c.bwd.m_block_size,
+            hdim_multiple_of=c.hdim_multiple_of, fake_mode=False)
     return run
 
 
@@ -132,13 +118,14 @@ def authors_postprocess(causal: bool, hdim: int = HDIM):
     def run(dq_accum, dq, scale, *_):
         import cutlass
         from flash_attn.cute import interface
-        cfg = bwd_config(causal, hdim)
+        c = _config(causal, hdim)
+        cfg = c.bwd
         interface._bwd_postprocess_convert(
             dq_accum, dq, scale, None, None, 90, cutlass.BFloat16, hdim,
-            cfg.m_block_size, _post_threads(cfg), cfg.AtomLayoutMdQ,
+            cfg.m_block_size, c.dq_post_threads, cfg.AtomLayoutMdQ,
             cfg.dQ_swapAB, use_2cta_instrs=False, cluster_size=1,
             cu_total_m_blocks=None, sink_tensors=None,
-            hdim_multiple_of=_hdim_multiple_of(cfg), accum_order=None,
+            hdim_multiple_of=c.hdim_multiple_of, accum_order=None,
             fake_mode=False)
     return run
 
