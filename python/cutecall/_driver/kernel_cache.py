@@ -72,63 +72,62 @@ def record_stamp(arch: str, kind: str) -> dict:
     return dict(current_stamp(arch), kind=kind)
 
 
-def store_record(key: str, arch: str, kind: str, meta: dict) -> None:
-    """Writes a small JSON record (e.g. an autotuning winner) under
-    sha256(kind:key), for every process of this user. Best effort."""
+def _record_key(prefix: str, key: str) -> str:
+    return hashlib.sha256(f"{prefix}:{key}".encode()).hexdigest()
+
+
+def _write_record(record_key: str, stamp: dict, meta: dict, replace: bool) -> None:
+    """A small JSON entry (no object bytes) in the default store, for every
+    process of this user. Best effort: a store failure is silent."""
     store = default_store()
     if store is None:
         return
-    record_key = hashlib.sha256(f"{kind}:{key}".encode()).hexdigest()
     with contextlib.suppress(OSError):
-        store.remove(record_key)  # a new winner replaces the old one
-        store.get_or_build(record_key, record_stamp(arch, kind), lambda: (meta, b""))
+        if replace:
+            store.remove(record_key)
+        store.get_or_build(record_key, stamp, lambda: (meta, b""))
 
 
-def load_record(key: str, arch: str, kind: str) -> dict | None:
-    """The record `store_record` wrote with the same versions, or None."""
+def _read_record(record_key: str, stamp: dict) -> dict | None:
+    """The meta of a record written with `stamp` (same versions), or None."""
     store = default_store()
     if store is None:
         return None
-    record_key = hashlib.sha256(f"{kind}:{key}".encode()).hexdigest()
     try:
-        entry = store.load(record_key, record_stamp(arch, kind))
+        entry = store.load(record_key, stamp)
     except OSError:
         return None
     return None if entry is None else dict(entry.meta)
 
 
+def store_record(key: str, arch: str, kind: str, meta: dict) -> None:
+    """Writes a record (e.g. an autotuning winner) under sha256(kind:key);
+    a new one replaces the old."""
+    _write_record(_record_key(kind, key), record_stamp(arch, kind), meta, replace=True)
+
+
+def load_record(key: str, arch: str, kind: str) -> dict | None:
+    """The record `store_record` wrote with the same versions, or None."""
+    return _read_record(_record_key(kind, key), record_stamp(arch, kind))
+
+
 def rejection_stamp(arch: str) -> dict:
-    return dict(current_stamp(arch), kind="rejection")
-
-
-def _rejection_key(key: str) -> str:
-    return hashlib.sha256(f"rejected:{key}".encode()).hexdigest()
+    return record_stamp(arch, "rejection")
 
 
 def record_rejection(key: str, name: str, arch: str, cause: str) -> None:
     """Remembers, for every process of this user, that the DSL rejected
     specialization `key` (the static fallback then starts above it). Best
     effort: a store failure is silent (the next process compiles again)."""
-    store = default_store()
-    if store is None:
-        return
-    with contextlib.suppress(OSError):
-        store.get_or_build(_rejection_key(key), rejection_stamp(arch),
-                           lambda: ({"rejected": key, "name": name,
-                                     "cause": cause[:2000]}, b""))
+    _write_record(_record_key("rejected", key), rejection_stamp(arch),
+                  {"rejected": key, "name": name, "cause": cause[:2000]}, replace=False)
 
 
 def rejection_cause(key: str, arch: str) -> str | None:
     """Why the DSL rejected `key`, if a process recorded it (with the same
     cutecall, DSL and CUDA versions); else None."""
-    store = default_store()
-    if store is None:
-        return None
-    try:
-        entry = store.load(_rejection_key(key), rejection_stamp(arch))
-    except OSError:
-        return None
-    return None if entry is None else str(entry.meta.get("cause", "?"))
+    meta = _read_record(_record_key("rejected", key), rejection_stamp(arch))
+    return None if meta is None else str(meta.get("cause", "?"))
 
 
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
