@@ -168,8 +168,8 @@ class Autotuned:
 
 
 def _compile_candidate(build, config, specs):
-    import jax
-    jax.jit(build(**config)).trace(*specs).lower(lowering_platforms=("cuda",))
+    from ._warmup import _lower
+    _lower(build(**config), specs)
 
 
 def _config_index(text: str, n: int) -> int:

@@ -6,17 +6,13 @@ import logging
 import subprocess
 import sys
 
-import jax
-import jax.numpy as jnp
 import pytest
 
 import cutecall
 from cutecall._driver.store import ArtifactStore
 from cutecall.examples import kernels
 from cutecall.examples import specialization as sp
-from shared import child_env
-
-f32 = lambda *s: jax.ShapeDtypeStruct(s, jnp.float32)  # noqa: E731
+from shared import child_env, f32
 
 
 @pytest.fixture
