@@ -168,3 +168,19 @@ def test_configs_of_any_value_type_persist():
                           key=lambda x: x.shape, timer=timer, name="objects")
     np.testing.assert_array_equal(t(jnp.ones(2)), 2 * np.ones(2))
     assert t.report(jnp.ones(2)).source == "tuned"
+
+
+@pytest.mark.parametrize("kwargs, error, text", [
+    (dict(configs=[]), ValueError, "configs must be a non-empty list of dicts"),
+    (dict(configs=[1]), ValueError, "configs must be a non-empty list of dicts"),
+    (dict(key=3), TypeError, "key must be callable"),
+    (dict(rep=0), ValueError, "rep must be an int >= 1, got 0"),
+    (dict(warmup=-1), ValueError, "warmup must be an int >= 0, got -1"),
+])
+def test_bad_arguments_are_refused_before_any_tuning(kwargs, error, text):
+    args = dict(configs=[{"k": 1}], key=lambda x: x.shape, timer=Timer())
+    args.update(kwargs)
+    with pytest.raises(error, match=text):
+        cutecall.autotune(build_scale, **args)
+    with pytest.raises(TypeError, match="build must be callable"):
+        cutecall.autotune(5, configs=[{}], key=lambda: 0)

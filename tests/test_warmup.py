@@ -79,6 +79,8 @@ def test_tasks_that_cannot_reach_a_worker_are_refused():
         cutecall.warmup([fails, lambda: None])
     with pytest.raises(TypeError, match="task 0 is not callable: 3"):
         cutecall.warmup([3])
+    with pytest.raises(ValueError, match="workers must be an int >= 1, got 0"):
+        cutecall.warmup([fails], workers=0)
 
 
 def test_the_cli_runs_a_task_list(tmp_path):

@@ -63,8 +63,18 @@ class Autotuned:
     def __init__(self, build: Callable, configs: Sequence[dict], key: Callable,
                  warmup: int, rep: int, timer: Callable | None, name: str,
                  compile_workers: int = 0):
-        if not configs:
-            raise ValueError("cutecall.autotune: configs is empty")
+        if not callable(build):
+            raise TypeError(f"cutecall.autotune: build must be callable, got {build!r}")
+        if not callable(key):
+            raise TypeError(f"cutecall.autotune: key must be callable (key(*args) -> "
+                            f"hashable), got {key!r}")
+        if not configs or not all(isinstance(c, dict) for c in configs):
+            raise ValueError(f"cutecall.autotune: configs must be a non-empty list of "
+                             f"dicts (keyword arguments of build), got {configs!r}")
+        for what, n, least in (("warmup", warmup, 0), ("rep", rep, 1)):
+            if isinstance(n, bool) or not isinstance(n, int) or n < least:
+                raise ValueError(f"cutecall.autotune: {what} must be an int >= "
+                                 f"{least}, got {n!r}")
         self.build, self.configs, self.key_fn = build, [dict(c) for c in configs], key
         self.warmup, self.rep, self.timer, self.name = warmup, rep, timer, name
         self.compile_workers = compile_workers

@@ -140,6 +140,9 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupRe
     """Runs `tasks` in `workers` spawned processes (default: the CPU count,
     at most the number of tasks); returns a :class:`WarmupReport`."""
     tasks = list(tasks)
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
+                                or workers < 1):
+        raise ValueError(f"cutecall.warmup: workers must be an int >= 1, got {workers!r}")
     for i, t in enumerate(tasks):
         if not callable(t):
             raise TypeError(f"cutecall.warmup: task {i} is not callable: {t!r}")
