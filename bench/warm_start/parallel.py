@@ -1,29 +1,33 @@
 #!/usr/bin/env python3
-"""Parallel warm-up: eleven distinct kernels (FlashAttention-4's forward in
-three configurations and its backward preprocess, QuACK's softmax, RMSNorm
-forward and backward and cross-entropy, and three cutecall examples: GEMM,
-transpose, row sum)
-compiled into an empty artifact store by ``cutecall.warmup``:
+"""Parallel warm-up: a list of distinct kernels compiled into an empty
+artifact store by ``cutecall.warmup`` (``--set``, see :func:`tasks`:
+"inference", eleven kernels; "training", 31 tasks of a training step's
+attention and matmuls):
 
   cold_serial    one worker compiles every task in turn
   cold_parallel  ``--workers`` (4) workers, another empty store
   warm           the same tasks again on the filled store (loads only)
 
-Each figure is wall time of the whole ``warmup`` call (worker start-up and
-imports included). The CuTe DSL's own file cache is off
+Each run is a fresh process, and each figure is the wall time of its whole
+``warmup`` call: the fork server's start and imports (``preload=PRELOAD``),
+the workers' forks and every compile. The CuTe DSL's own file cache is off
 (``CUTE_DSL_DISABLE_FILE_CACHING=1``), so cold means cold. No GPU needed:
-compiles target sm_90a.
+compiles target sm_90a (set ``CUTECALL_ARCH=sm_90a`` on a machine without
+one).
 
-  python bench/warm_start/parallel.py --out results.json [--workers 4]
+  python bench/warm_start/parallel.py --out results.json [--workers 4] [--set training]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
 import platform
+import subprocess
+import sys
 import tempfile
 
 
@@ -37,24 +41,24 @@ def _fa4(hdim=128, causal=False):
     return fk, fk.Config("bfloat16", hdim, 1, causal)
 
 
-def fa4_fwd(q):
-    fk, c = _fa4()
-    return fk.forward(c)(q, q, q, 0.088)
+def fa4_fwd(q, hdim=128, causal=False):
+    fk, c = _fa4(hdim, causal)
+    return fk.forward(c)(q, q, q, hdim ** -0.5)
 
 
-def fa4_fwd_causal(q):
-    fk, c = _fa4(causal=True)
-    return fk.forward(c)(q, q, q, 0.088)
-
-
-def fa4_fwd_d64(q):
-    fk, c = _fa4(hdim=64)
-    return fk.forward(c)(q, q, q, 0.125)
-
-
-def fa4_pre(o, lse):
-    fk, c = _fa4()
+def fa4_pre(o, lse, hdim=128, causal=False):
+    fk, c = _fa4(hdim, causal)
     return fk.preprocess(c)(o, o, lse)
+
+
+def fa4_bwd(q, stat, acc, hdim=128, causal=False):
+    fk, c = _fa4(hdim, causal)
+    return fk.backward(c)(q, q, q, q, stat, stat, acc, None, None, hdim ** -0.5)
+
+
+def fa4_post(acc, q, hdim=128, causal=False):
+    fk, c = _fa4(hdim, causal)
+    return fk.postprocess(c, "dq")(acc, q, hdim ** -0.5)
 
 
 def softmax(x):
@@ -79,6 +83,11 @@ def cross_entropy(x, t):
     return quack.cross_entropy(x, t)
 
 
+def quack_gemm(a, b, tile):
+    from cutecall.examples import quack_gemm as qg
+    return qg.call(qg.Tile(*tile), str(a.dtype))(a, b)
+
+
 def _example(kernel, out, *args):
     import cutecall
     from cutecall.examples import kernels
@@ -97,51 +106,108 @@ def row_sum(x):
     return _example("row_sum", _s(x.shape[:1], "float32"), x)
 
 
-def tasks():
+def tasks(which: str = "inference"):
+    """The task list, longest first (the pool hands tasks out in order).
+
+    inference: eleven kernels, FA4's forward in three configurations and its
+      backward preprocess, four QuACK kernels, three cutecall examples;
+    training: the kernels of a training step's attention and matmuls, 31
+      tasks: for FA4 at D 64/128, causal or not, the forward, backward,
+      preprocess and dQ postprocess; QuACK's softmax, RMSNorm forward and
+      backward and cross-entropy; QuACK's Hopper GEMM in eight tile
+      configurations; cutecall's GEMM, transpose and row sum."""
+    import functools
+
     import cutecall
-    q, x = _s((2, 4096, 16, 128), "bfloat16"), _s((16384, 4096), "bfloat16")
-    stat = _s((2, 16, 4096), "float32")
+    x = _s((16384, 4096), "bfloat16")
+    w = _s((4096,), "float32")
     f32 = _s((512, 1024), "float32")
-    # Longest first (the pool takes them in order). FA4's backward (~2x its
-    # forward) is left out: one task that long bounds any parallel run.
-    work = [(fa4_fwd, q), (fa4_fwd_causal, q), (fa4_fwd_d64, _s((2, 4096, 16, 64), "bfloat16")),
-            (fa4_pre, q, stat), (softmax, x),
-            (rmsnorm, x, _s((4096,), "float32")), (rmsnorm_grad, x, _s((4096,), "float32")),
-            (cross_entropy, x, _s((16384,), "int32")),
-            (gemm, _s((512, 256), "float16"), _s((256, 512), "float16")),
-            (transpose, f32), (row_sum, f32)]
+    small = [(softmax, x), (rmsnorm, x, w), (rmsnorm_grad, x, w),
+             (cross_entropy, x, _s((16384,), "int32")),
+             (gemm, _s((512, 256), "float16"), _s((256, 512), "float16")),
+             (transpose, f32), (row_sum, f32)]
+    fa4 = [(128, False), (128, True), (64, False), (64, True)]
+    if which == "inference":
+        work = [(functools.partial(fa4_fwd, hdim=d, causal=c), _q(d)) for d, c in fa4[:3]]
+        work += [(fa4_pre, _q(128), _s((2, 16, 4096), "float32"))] + small
+    else:
+        from cutecall.examples import flash_attention_kernels as fk
+        from cutecall.examples import quack_gemm as qg
+        work = []
+        for d, c in fa4:
+            stat, acc = fk.Config("bfloat16", d, 1, c).accum_shapes(2, 4096, 16)
+            kw = dict(hdim=d, causal=c)
+            work += [(functools.partial(fa4_bwd, **kw), _q(d), _s(stat, "float32"),
+                      _s(acc, "float32")),
+                     (functools.partial(fa4_fwd, **kw), _q(d)),
+                     (functools.partial(fa4_pre, **kw), _q(d), _s((2, 16, 4096), "float32")),
+                     (functools.partial(fa4_post, **kw), _s(acc, "float32"), _q(d))]
+        a, b = _s((4096, 4096), "bfloat16"), _s((8192, 4096), "bfloat16")
+        work += [(functools.partial(quack_gemm, tile=tuple(dataclasses.astuple(t))), a, b)
+                 for t in qg.SM90_TILES[::3][:8]]
+        work += small
     return [cutecall.jax_warmup_task(fn, *specs) for fn, *specs in work]
 
 
-def timed(workers: int, cache: str) -> dict:
+def _q(hdim):
+    return _s((2, 4096, 16, hdim), "bfloat16")
+
+
+PRELOAD = ("flash_attn.cute", "quack", "cutecall.examples.flash_attention_kernels",
+           "cutecall.examples.quack", "cutecall.examples.quack_gemm",
+           "cutecall.examples.kernels")
+
+
+def timed(workers: int, which: str) -> dict:
     import cutecall
-    os.environ["CUTECALL_CACHE_DIR"] = cache
-    report = cutecall.warmup(tasks(), workers=workers)
+    report = cutecall.warmup(tasks(which), workers=workers, preload=PRELOAD)
     print(report, flush=True)
     return {"workers": workers, "seconds": report.seconds,
             "compiles": sum(r.compiles for r in report.results),
             "disk_hits": sum(r.disk_hits for r in report.results),
+            "tasks": len(report.results),
+            "task_seconds": {r.name: round(r.seconds, 2) for r in report.results},
             "failed": [f"{r.name}: {r.error}" for r in report.failed]}
+
+
+def run_in_child(workers: int, which: str, cache: str) -> dict:
+    """One ``warmup`` call in a fresh process (its own fork server and
+    imports, as a user's program would start)."""
+    env = dict(os.environ, CUTECALL_CACHE_DIR=cache)
+    out = subprocess.run([sys.executable, __file__, "--child", str(workers), "--set", which],
+                         env=env, capture_output=True, text=True)
+    print(out.stdout[-6000:], out.stderr[-3000:] if out.returncode else "", flush=True)
+    line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
+    if not line:
+        raise SystemExit(f"warm-up child failed (exit {out.returncode})")
+    return json.loads(line[-1][len("RESULT "):])
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True)
+    ap.add_argument("--out")
     ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--set", default="inference", choices=("inference", "training"))
+    ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"  # workers inherit it
+    if args.child is not None:
+        print("RESULT " + json.dumps(timed(args.child, args.set)), flush=True)
+        return
     serial_dir, parallel_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
-    runs = {"cold_serial": timed(1, serial_dir),
-            "cold_parallel": timed(args.workers, parallel_dir),
-            "warm": timed(args.workers, parallel_dir)}
+    runs = {"cold_serial": run_in_child(1, args.set, serial_dir),
+            "cold_parallel": run_in_child(args.workers, args.set, parallel_dir),
+            "warm": run_in_child(args.workers, args.set, parallel_dir)}
     runs["speedup"] = runs["cold_serial"]["seconds"] / runs["cold_parallel"]["seconds"]
-    print(f"cold serial {runs['cold_serial']['seconds']:.1f} s, cold parallel "
+    print(f"{args.set}: {runs['cold_serial']['tasks']} tasks, cold serial "
+          f"{runs['cold_serial']['seconds']:.1f} s, cold parallel "
           f"{runs['cold_parallel']['seconds']:.1f} s ({runs['speedup']:.2f}x), warm "
           f"{runs['warm']['seconds']:.1f} s")
-    with open(args.out, "w") as f:
-        json.dump({"benchmark": "warm_start_parallel", "date": datetime.date.today().isoformat(),
-                   "cpus": os.cpu_count(), "python": platform.python_version(), **runs},
-                  f, indent=1)
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"benchmark": "warm_start_parallel", "set": args.set,
+                       "date": datetime.date.today().isoformat(), "cpus": os.cpu_count(),
+                       "python": platform.python_version(), **runs}, f, indent=1)
 
 
 if __name__ == "__main__":

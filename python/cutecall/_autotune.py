@@ -79,6 +79,7 @@ class Autotuned:
         self.warmup, self.rep, self.timer, self.name = warmup, rep, timer, name
         self.compile_workers = compile_workers
         self._candidates: dict[int, Any] = {}
+        self._compiled_for: set = set()
         self._decided: dict[Any, TuningResult] = {}
         self._lock = threading.RLock()
         try:
@@ -137,16 +138,25 @@ class Autotuned:
 
     def _compile_in_workers(self, args) -> None:
         """JAX: every candidate lowered in worker processes first, so the
-        timing loop loads them from the store (``build`` must pickle)."""
+        timing loop loads them from the store (``build`` must pickle). Once
+        per tuner and argument dtypes: a later key's candidates are the same
+        compiles unless its extents fall in another divisibility class, and
+        those few compile in this process."""
         import functools
 
         import jax
         from . import _warmup
+        dtypes = tuple(str(getattr(x, "dtype", type(x).__name__)) for x in args)
+        if dtypes in self._compiled_for:
+            return
+        self._compiled_for.add(dtypes)
         specs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) if hasattr(x, "dtype")
                       else x for x in args)
         tasks = [functools.partial(_compile_candidate, self.build, c, specs)
                  for c in self.configs]
-        report = _warmup.warmup(tasks, workers=self.compile_workers)
+        build = getattr(self.build, "func", self.build)
+        report = _warmup.warmup(tasks, workers=self.compile_workers,
+                                preload=[getattr(build, "__module__", None) or "cutecall"])
         logger.info("autotune '%s': %s", self.name, str(report).splitlines()[0])
 
     def _tune(self, args) -> TuningResult:

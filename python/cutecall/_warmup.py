@@ -2,9 +2,12 @@
 with N worker processes, so later processes (and this one) load them.
 
 ``cute.compile`` is not thread-safe and holds the GIL, so parallel compiles
-need processes. Each task runs in a fresh *spawned* worker that shares this
-process's ``$CUTECALL_CACHE_DIR`` and target arch, and starts no GPU
-client (it compiles, never runs); whatever the task compiles lands in the
+need processes. Workers are forked from a ``multiprocessing`` fork server
+that has imported JAX, the CuTe DSL and cutecall once (plus the modules in
+``preload=`` and those the tasks are defined in), so N workers do not pay N
+interpreter starts and imports. Each worker gets this process's environment
+(``$CUTECALL_CACHE_DIR``, target arch) as it is at the call, and starts no GPU
+client (it compiles, never runs); whatever a task compiles lands in the
 store. Example::
 
     import cutecall
@@ -96,19 +99,53 @@ def torch_task(factory: Callable, descs: Sequence, **kernel_kwargs) -> Callable:
 
 
 def _name(task) -> str:
-    f = task
+    f = _target(task)
     if isinstance(f, functools.partial):
-        f = f.args[0] if f.func in (_lower, _compile_torch) else f.func
+        kw = ", ".join(f"{k}={v!r}" for k, v in f.keywords.items())
+        base = getattr(f.func, "__qualname__", None) or repr(f.func)
+        return f"{base}({kw})" if kw else base
     return getattr(f, "__qualname__", None) or repr(f)
 
 
-def _init_worker(arch: str) -> None:
-    """A worker compiles, never runs: it targets this process's arch
-    (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU client (a
-    CUDA context and a memory pool per worker would cost seconds and most of
-    the GPU's memory)."""
+def _target(task):
+    """The user's function inside a task (jax_task / torch_task unwrapped)."""
+    if isinstance(task, functools.partial) and task.func in (_lower, _compile_torch):
+        return task.args[0]
+    return task
+
+
+# Imported once by the fork server, before any worker forks from it.
+PRELOAD = ("jax", "cutlass", "cutlass.cute", "cutecall", "cutecall.jax")
+
+
+def _init_worker(environ: dict, arch: str) -> None:
+    """A worker compiles, never runs. It takes the caller's environment as
+    it is now (the fork server's is a copy from when it started), targets the
+    caller's arch (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU
+    client (a CUDA context and a memory pool per worker would cost seconds
+    and most of the GPU's memory)."""
+    os.environ.clear()
+    os.environ.update(environ)
     os.environ.setdefault("CUTECALL_ARCH", arch)
     os.environ["JAX_PLATFORMS"] = "cpu"
+    if "jax" in sys.modules:  # preloaded: its config read the server's env
+        sys.modules["jax"].config.update("jax_platforms", "cpu")
+
+
+def _context(tasks, preload: Sequence[str]):
+    """The fork-server context, preloading PRELOAD, `preload` and the
+    modules that define the tasks (a running server keeps its first list)."""
+    modules = list(PRELOAD) + list(preload)
+    for t in tasks:
+        f = _target(t)
+        while isinstance(f, functools.partial):
+            f = f.func
+        module = getattr(f, "__module__", None)
+        if module and module != "__main__" and module not in modules:
+            modules.append(module)
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(modules)
+    return ctx
 
 
 def _run(task) -> tuple:
@@ -136,10 +173,16 @@ def _progress(total: int):
     return None
 
 
-def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupReport:
-    """Runs `tasks` in `workers` spawned processes (default: the CPU count,
-    at most the number of tasks); returns a :class:`WarmupReport`."""
+def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
+           preload: Sequence[str] = ()) -> WarmupReport:
+    """Runs `tasks` in `workers` processes (default: the CPU count, at most
+    the number of tasks); returns a :class:`WarmupReport`. Tasks are handed
+    out in order, so put the longest first. `preload`: more modules for the
+    fork server to import once (e.g. ``("flash_attn.cute", "quack")``)."""
     tasks = list(tasks)
+    if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
+        raise TypeError(f"cutecall.warmup: preload must be a sequence of module "
+                        f"names, got {preload!r}")
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise ValueError(f"cutecall.warmup: workers must be an int >= 1, got {workers!r}")
@@ -165,10 +208,10 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupRe
     # saying which task it ran: the unfinished tasks then run one per pool,
     # so the one that dies is named.
     from ._driver.compiler import default_arch
-    arch = default_arch()
-    unfinished = _run_pool(tasks, range(len(tasks)), workers, done, arch)
+    setup = (_context(tasks, preload), (dict(os.environ), default_arch()))
+    unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup)
     for i in unfinished:
-        if _run_pool(tasks, [i], 1, done, arch):
+        if _run_pool(tasks, [i], 1, done, setup):
             done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
     if bar is not None:
         bar.close()
@@ -178,14 +221,14 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None) -> WarmupRe
     return report
 
 
-def _run_pool(tasks, indices, workers: int, done, arch: str) -> list:
-    """Runs tasks[i] for i in `indices` in a pool of spawned workers (no fork
-    after JAX or CUDA started); returns the indices left unfinished when a
-    worker died."""
-    ctx = multiprocessing.get_context("spawn")
+def _run_pool(tasks, indices, workers: int, done, setup) -> list:
+    """Runs tasks[i] for i in `indices` in a pool of workers forked from the
+    fork server (never from this process, where JAX or CUDA may have
+    started); returns the indices left unfinished when a worker died."""
+    ctx, initargs = setup
     finished = set()
     with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                initargs=(arch,)) as pool:
+                                initargs=initargs) as pool:
         futures = {pool.submit(_run, tasks[i]): i for i in indices}
         for fut in cf.as_completed(futures):
             i = futures[fut]
@@ -204,17 +247,21 @@ def _line(r: TaskResult) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``cutecall warmup module:attr [--workers N]``."""
+    """``cutecall warmup module:attr [--workers N] [--preload MODULE]``."""
     import argparse
     import importlib
     ap = argparse.ArgumentParser(prog="cutecall warmup", description=__doc__.split("\n\n")[0])
     ap.add_argument("tasks", help="module:attr, a list of tasks or a function returning one")
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
+                    help="a module for the workers' fork server to import once "
+                         "(repeatable)")
     args = ap.parse_args(argv)
     module, _, attr = args.tasks.partition(":")
     if not attr:
         ap.error(f"tasks must be module:attr, got {args.tasks!r}")
     found: Any = getattr(importlib.import_module(module), attr)
-    report = warmup(found() if callable(found) else found, workers=args.workers)
+    report = warmup(found() if callable(found) else found, workers=args.workers,
+                    preload=[module, *args.preload])
     print(report)
     return 1 if report.failed else 0

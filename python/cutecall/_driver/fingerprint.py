@@ -21,6 +21,7 @@ import hashlib
 import inspect
 import textwrap
 import threading
+import types
 import weakref
 from typing import Any
 
@@ -97,6 +98,10 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
                 value.name]
     if isinstance(value, type):
         return ["type", value.__module__, value.__qualname__]
+    if isinstance(value, types.ModuleType):
+        # A module a launcher closes over (``import cutlass`` inside the
+        # function that defines it): its name; its code is not the kernel's.
+        return ["module", value.__name__]
     if in_object and "._mlir" in type(value).__module__:
         # An IR value a traced kernel object kept (FA4 stores copy atoms and
         # layouts on itself while traced): trace state, derived from the
