@@ -1,8 +1,10 @@
 """Parallel warm-up (cutecall.warmup) on CPU: tasks compile into the shared
-artifact store in spawned workers, so this process then loads every kernel
+artifact store in workers forked from a preloaded
+fork server, so this process then loads every kernel
 with zero compiles; a failing task and a killed worker are reported while
 the rest complete; unpicklable tasks are refused up front; the CLI form."""
 
+import functools
 import os
 import signal
 import subprocess
@@ -91,3 +93,38 @@ def test_the_cli_runs_a_task_list(tmp_path):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 tasks, 2 workers" in out.stdout and "0 failed" in out.stdout
     assert out.stdout.count("1 compiled, 0 from the store") == 2
+
+
+def write_env(path, name):
+    """Writes the worker's $name to `path` (module level: workers import it)."""
+    with open(path, "w") as f:
+        f.write(os.environ.get(name, "<unset>"))
+
+
+def test_workers_see_the_environment_of_each_call(tmp_path, monkeypatch):
+    # The fork server starts once per process, with the environment of then;
+    # each warm-up's workers must still see the caller's environment now.
+    for value in ("first", "second"):
+        monkeypatch.setenv("CUTECALL_WARMUP_PROBE", value)
+        out = tmp_path / value
+        report = cutecall.warmup([functools.partial(write_env, str(out),
+                                                    "CUTECALL_WARMUP_PROBE")], workers=1)
+        assert not report.failed, str(report)
+        assert out.read_text() == value
+
+
+def test_task_names_show_the_function_and_its_keywords():
+    task = cutecall.jax_warmup_task(functools.partial(scale_bias), S((4, 8), jnp.float16),
+                                    S((8,), jnp.float16))
+    report = cutecall.warmup([functools.partial(write_env, os.devnull, "X"), task],
+                             workers=1)
+    assert [r.name for r in report.results] == [
+        "write_env", "scale_bias"]
+    assert cutecall._warmup._name(functools.partial(write_env, path="p")) == \
+        "write_env(path='p')"
+
+
+def test_preload_must_be_module_names():
+    with pytest.raises(TypeError, match="preload must be a sequence of module names, "
+                                        "got 'jax'"):
+        cutecall.warmup([fails], preload="jax")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Parallel warm-up: a list of distinct kernels compiled into an empty
 artifact store by ``cutecall.warmup`` (``--set``, see :func:`tasks`:
-"inference", eleven kernels; "training", 31 tasks of a training step's
-attention and matmuls):
+"inference", eleven kernels; "training", 45 tasks: a training step's
+attention kernels and its GEMM's tile candidates):
 
   cold_serial    one worker compiles every task in turn
   cold_parallel  ``--workers`` (4) workers, another empty store
@@ -111,11 +111,11 @@ def tasks(which: str = "inference"):
 
     inference: eleven kernels, FA4's forward in three configurations and its
       backward preprocess, four QuACK kernels, three cutecall examples;
-    training: the kernels of a training step's attention and matmuls, 31
-      tasks: for FA4 at D 64/128, causal or not, the forward, backward,
-      preprocess and dQ postprocess; QuACK's softmax, RMSNorm forward and
-      backward and cross-entropy; QuACK's Hopper GEMM in eight tile
-      configurations; cutecall's GEMM, transpose and row sum."""
+    training: a training step's attention kernels and its GEMM's autotuning
+      candidates, 45 tasks: for FA4 at D 64/128, causal or not, the forward,
+      backward, preprocess and dQ postprocess; QuACK's Hopper GEMM in its 22
+      sm90 tile configurations; QuACK's softmax, RMSNorm forward and
+      backward and cross-entropy; cutecall's GEMM, transpose and row sum."""
     import functools
 
     import cutecall
@@ -144,7 +144,7 @@ def tasks(which: str = "inference"):
                      (functools.partial(fa4_post, **kw), _s(acc, "float32"), _q(d))]
         a, b = _s((4096, 4096), "bfloat16"), _s((8192, 4096), "bfloat16")
         work += [(functools.partial(quack_gemm, tile=tuple(dataclasses.astuple(t))), a, b)
-                 for t in qg.SM90_TILES[::3][:8]]
+                 for t in qg.SM90_TILES]
         work += small
     return [cutecall.jax_warmup_task(fn, *specs) for fn, *specs in work]
 
