@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# compute-sanitizer memcheck over the GPU tests (device machine, after
+# setup.sh). Every process pytest starts is checked (--target-processes all).
+# JAX and torch allocate each buffer with its own cudaMalloc
+# (XLA_PYTHON_CLIENT_ALLOCATOR=platform, PYTORCH_NO_CUDA_MEMORY_CACHING=1),
+# so an access past a buffer's end is past an allocation, which memcheck
+# sees; a pooling allocator would hide it inside the pool.
+# The tests that fault on purpose (tests/driver/test_launch_blocking.py's
+# out-of-bounds kernel) are left out: their errors are the point.
+#   MEMCHECK_TESTS="tests/driver tests/jax" bash tools/gpu/memcheck.sh
+# Writes $OUT/memcheck.log (the sanitizer's report, every process) and
+# $OUT/memcheck_pytest.log; prints the error summary lines.
+set -uo pipefail
+OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
+. /tmp/site/env.sh
+export PATH="$PATH:/usr/local/cuda/bin"
+SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
+[ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
+"$SAN" --version | tail -1
+export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all \
+  --leak-check no --print-limit 50 --log-file "$OUT/memcheck.%p.log" \
+  python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -q -rfs -p no:cacheprovider \
+    --deselect tests/driver/test_launch_blocking.py::test_an_out_of_bounds_write_raises_naming_its_kernel \
+    > "$OUT/memcheck_pytest.log" 2>&1
+rc=$?
+cat "$OUT"/memcheck.*.log > "$OUT/memcheck.log" 2>/dev/null; rm -f "$OUT"/memcheck.*[0-9].log
+echo "pytest under memcheck: exit $rc"; tail -5 "$OUT/memcheck_pytest.log"
+echo "processes checked: $(grep -c 'ERROR SUMMARY' "$OUT/memcheck.log")"
+grep "ERROR SUMMARY" "$OUT/memcheck.log" | sort | uniq -c
+exit $rc
