@@ -20,15 +20,12 @@
 #include <utility>
 
 #include "cutecall/abi.h"
+#include "cutecall/elf.h"
 #include "cutecall/runtime_table.h"
 #include "cutecall/sha256.h"
 #include "cutecall/status.h"
 
 namespace cutecall {
-
-// Checks that `object` is an ELF64 little-endian relocatable object that
-// defines `symbol` (InvalidArgument if not ELF, NotFound if undefined).
-Status CheckElfDefines(std::string_view object, std::string_view symbol);
 
 class LoadedModule {
  public:
