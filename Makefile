@@ -66,7 +66,7 @@ test-sanitize: $(VENV)/.deps
 # only) and what earlier runs found (build/fuzz/corpus/<target>); a crash
 # fails the run and leaves its input in build/fuzz/crashes/<target>/.
 # test-fuzz is make test's bounded run: FUZZ_CI_SECONDS each.
-FUZZERS         := launch_plan bundle_manifest xla_attrs
+FUZZERS         := launch_plan bundle_manifest xla_attrs elf_symbols
 FUZZ_SECONDS    ?= 60
 FUZZ_CI_SECONDS ?= 20
 FUZZ_CXX        ?= clang++

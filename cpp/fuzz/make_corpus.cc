@@ -1,8 +1,9 @@
 // Writes the seed corpora of the fuzz targets (cpp/fuzz/corpus/<target>/)
 // from plans built with the test helpers (cpp/tests/plan_builder.h): valid
 // plans of every version and feature, the manifests and attribute sets that
-// carry them, and a few malformed inputs. Valid seeds are checked with the
-// parsers before they are written.
+// carry them, and a few malformed inputs; and ELF objects built with
+// cpp/tests/elf_builder.h, renamable or refused for each reason. Valid
+// seeds are checked with the parsers before they are written.
 //   build/fuzz/bin/cutecall_make_corpus cpp/fuzz/corpus
 #include <cstdint>
 #include <cstdio>
@@ -13,8 +14,10 @@
 #include <vector>
 
 #include "bundle_manifest.h"
+#include "cutecall/elf.h"
 #include "cutecall/launch_plan.h"
 #include "cutecall/sha256.h"
+#include "elf_builder.h"
 #include "plan_builder.h"
 
 namespace {
@@ -202,6 +205,53 @@ std::string AttrsInput(const Seed& s, bool fix_key, bool v1_style) {
   return out;
 }
 
+// fuzz_elf_symbols's input: objects whose rename succeeds, and one per
+// reason it is refused. Each seed's outcome is checked before it is written.
+void WriteElfSeeds(const fs::path& dir) {
+  using cutecall::Code;
+  using cutecall_test::BuildElfObject;
+  using cutecall_test::DslLikeObject;
+  using cutecall_test::ElfObjectSpec;
+  using cutecall_test::kTextSection;
+  const std::string from = "_cudaLaunchKernelEx";
+  auto write = [&](const std::string& name, const ElfObjectSpec& spec,
+                   Code expected) {
+    std::string object = BuildElfObject(spec);
+    cutecall::Status s =
+        cutecall::RenameUndefinedSymbol(&object, from, "cutecall_launch_kex");
+    if (s.code() != expected) {
+      std::fprintf(stderr, "elf seed %s: %s\n", name.c_str(),
+                   s.ToString().c_str());
+      std::exit(1);
+    }
+    Write(dir / name, BuildElfObject(spec));
+  };
+  write("dsl_like", DslLikeObject(), Code::kOk);
+  ElfObjectSpec separate = DslLikeObject();
+  separate.shared_section_names = false;
+  write("separate_section_names", separate, Code::kOk);
+  ElfObjectSpec twice = DslLikeObject();
+  twice.symbols.push_back(twice.symbols[1]);
+  twice.symbols.push_back({twice.strings.Add(from), 0});
+  write("import_twice", twice, Code::kOk);
+  ElfObjectSpec none;
+  none.symbols = {{none.strings.Add("cc_test_version"), kTextSection}};
+  write("no_import", none, Code::kNotFound);
+  ElfObjectSpec tail;
+  uint32_t name = tail.strings.Add(from);
+  tail.symbols = {{name, 0}, {name + 5, kTextSection}};
+  write("tail_shared", tail, Code::kFailedPrecondition);
+  ElfObjectSpec section;
+  uint32_t text = section.strings.Add(".text." + from);
+  section.symbols = {{text + 6, 0}};
+  section.section_names = {section.strings.Add(".strtab"),
+                           section.strings.Add(".symtab"), text};
+  write("section_name_shared", section, Code::kFailedPrecondition);
+  ElfObjectSpec clash = DslLikeObject();
+  clash.symbols.push_back({clash.strings.Add("cutecall_launch_kex"), kTextSection});
+  write("new_name_taken", clash, Code::kFailedPrecondition);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -210,9 +260,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   const fs::path root = argv[1];
-  for (const char* t : {"launch_plan", "bundle_manifest", "xla_attrs"}) {
+  for (const char* t :
+       {"launch_plan", "bundle_manifest", "xla_attrs", "elf_symbols"}) {
     fs::create_directories(root / t);
   }
+  WriteElfSeeds(root / "elf_symbols");
   const std::vector<Seed> plans = Plans();
   std::string body = "cutecall-bundle 1\ncutecall 0.1.0\ndsl 4.8.1\n";
   for (const Seed& s : plans) {

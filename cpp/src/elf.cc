@@ -1,11 +1,14 @@
-// ELF64 symbol lookup for module bytes, before the DSL runtime sees them.
+// ELF64 symbol tables of module bytes, before the DSL runtime sees them:
+// the bounds-checked walker (elf_symbols.h) and CheckElfDefines.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
-#include "cutecall/module_registry.h"
+#include "cutecall/elf.h"
+#include "elf_symbols.h"
 
 namespace cutecall {
+namespace elf {
 namespace {
 
 template <typename T>
@@ -15,10 +18,18 @@ bool ReadAt(std::string_view b, uint64_t off, T* out) {
   return true;
 }
 
+// File offset of section header `index`; false if it does not fit in 64 bits.
+bool SectionHeaderOffset(const Header& h, uint32_t index, uint64_t* off) {
+  uint64_t rel = uint64_t(index) * h.shentsize;  // < 2^32: cannot overflow
+  if (h.shoff > UINT64_MAX - rel) return false;
+  *off = h.shoff + rel;
+  return true;
+}
+
 }  // namespace
 
-Status CheckElfDefines(std::string_view b, std::string_view symbol) {
-  if (b.size() < 64 || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0) {
+Status ReadHeader(std::string_view b, Header* h) {
+  if (b.size() < kHeaderSize || std::memcmp(b.data(), "\x7f" "ELF", 4) != 0) {
     return InvalidArgument("module bytes are not an ELF object");
   }
   if (b[4] != 2 || b[5] != 1) {
@@ -29,42 +40,85 @@ Status CheckElfDefines(std::string_view b, std::string_view symbol) {
     return InvalidArgument("module bytes are not a relocatable ELF object "
                            "(e_type " + std::to_string(type) + ")");
   }
-  uint64_t shoff = 0;
-  uint16_t shentsize = 0, shnum = 0;
-  if (!ReadAt(b, 0x28, &shoff) || !ReadAt(b, 0x3A, &shentsize) ||
-      !ReadAt(b, 0x3C, &shnum) || shentsize < 64) {
+  if (!ReadAt(b, 0x28, &h->shoff) || !ReadAt(b, 0x3A, &h->shentsize) ||
+      !ReadAt(b, 0x3C, &h->shnum) || !ReadAt(b, 0x3E, &h->shstrndx) ||
+      h->shentsize < 64) {
     return InvalidArgument("module ELF header is truncated");
   }
-  for (uint16_t i = 0; i < shnum; ++i) {
-    uint64_t sh = shoff + uint64_t(i) * shentsize;
-    uint32_t type = 0, link = 0;
-    uint64_t off = 0, size = 0, entsize = 0;
-    if (!ReadAt(b, sh + 4, &type) || !ReadAt(b, sh + 24, &off) ||
-        !ReadAt(b, sh + 32, &size) || !ReadAt(b, sh + 40, &link) ||
-        !ReadAt(b, sh + 56, &entsize)) {
-      return InvalidArgument("module ELF section table is truncated");
+  return Status::Ok();
+}
+
+Status ReadSection(std::string_view b, const Header& h, uint32_t index,
+                   Section* s) {
+  uint64_t sh = 0;
+  if (index >= h.shnum || !SectionHeaderOffset(h, index, &sh) ||
+      !ReadAt(b, sh, &s->name) || !ReadAt(b, sh + 4, &s->type) ||
+      !ReadAt(b, sh + 24, &s->offset) || !ReadAt(b, sh + 32, &s->size) ||
+      !ReadAt(b, sh + 40, &s->link) || !ReadAt(b, sh + 56, &s->entsize)) {
+    return InvalidArgument("module ELF section table is truncated");
+  }
+  return Status::Ok();
+}
+
+Status ReadStringTable(std::string_view b, const Header& h, uint32_t index,
+                       Section* s) {
+  if (index >= h.shnum || !ReadSection(b, h, index, s).ok() ||
+      s->offset > b.size() || b.size() - s->offset < s->size) {
+    return InvalidArgument("module ELF string table is truncated");
+  }
+  return Status::Ok();
+}
+
+Status ForEachSymbol(std::string_view b,
+                     const std::function<bool(const Symbol&)>& visit) {
+  Header h;
+  if (Status s = ReadHeader(b, &h); !s.ok()) return s;
+  for (uint32_t i = 0; i < h.shnum; ++i) {
+    Section table;
+    if (Status s = ReadSection(b, h, i, &table); !s.ok()) return s;
+    if (table.type != kSectionSymtab || table.entsize < kSymbolSize) continue;
+    Section strings;
+    if (Status s = ReadStringTable(b, h, table.link, &strings); !s.ok()) {
+      return s;
     }
-    if (type != 2 /* SHT_SYMTAB */ || entsize < 24) continue;
-    uint64_t str_sh = shoff + uint64_t(link) * shentsize;
-    uint64_t str_off = 0, str_size = 0;
-    if (link >= shnum || !ReadAt(b, str_sh + 24, &str_off) ||
-        !ReadAt(b, str_sh + 32, &str_size) || str_off > b.size() ||
-        b.size() - str_off < str_size) {
-      return InvalidArgument("module ELF string table is truncated");
-    }
-    std::string_view strtab = b.substr(str_off, str_size);
-    for (uint64_t s = 0; s + entsize <= size; s += entsize) {
-      uint32_t name = 0;
-      uint16_t shndx = 0;
-      if (!ReadAt(b, off + s, &name) || !ReadAt(b, off + s + 6, &shndx)) {
+    std::string_view strtab = b.substr(strings.offset, strings.size);
+    uint32_t index = 0;
+    for (uint64_t e = 0; e <= table.size && table.size - e >= table.entsize;
+         e += table.entsize, ++index) {
+      Symbol sym;
+      if (table.offset > UINT64_MAX - e ||
+          !ReadAt(b, table.offset + e, &sym.name) ||
+          !ReadAt(b, table.offset + e + 6, &sym.shndx)) {
         return InvalidArgument("module ELF symbol table is truncated");
       }
-      if (shndx == 0 || name >= strtab.size()) continue;  // undefined
-      std::string_view n = strtab.substr(name);
-      n = n.substr(0, n.find('\0'));
-      if (n == symbol) return Status::Ok();
+      sym.index = index;
+      sym.strtab = uint16_t(table.link);
+      sym.strtab_offset = strings.offset;
+      sym.strtab_size = strings.size;
+      sym.symtab = uint16_t(i);
+      sym.entry_offset = table.offset + e;
+      if (sym.name < strtab.size()) {
+        std::string_view rest = strtab.substr(sym.name);
+        size_t nul = rest.find('\0');
+        sym.terminated = nul != std::string_view::npos;
+        sym.text = sym.terminated ? rest.substr(0, nul) : rest;
+      }
+      if (!visit(sym)) return Status::Ok();
     }
   }
+  return Status::Ok();
+}
+
+}  // namespace elf
+
+Status CheckElfDefines(std::string_view b, std::string_view symbol) {
+  bool found = false;
+  Status s = elf::ForEachSymbol(b, [&](const elf::Symbol& sym) {
+    found = sym.shndx != 0 && sym.text == symbol;  // 0: undefined
+    return !found;
+  });
+  if (!s.ok()) return s;
+  if (found) return Status::Ok();
   return NotFound("module defines no symbol '" + std::string(symbol) + "'");
 }
 

@@ -43,7 +43,8 @@ void SetLaunchBlocking(bool on) {
   g_blocking.store(on ? 1 : 0, std::memory_order_relaxed);
 }
 
-Status SyncAfterLaunch(void* stream, const std::string& kernel) {
+Status SyncAfterLaunch(void* stream, const std::string& kernel,
+                       const std::function<std::string()>& describe_launch) {
   ErrorOr<const DriverTable*> driver = Driver();
   if (!driver.ok()) return driver.status();
   const DriverTable& d = *driver.value();
@@ -58,7 +59,7 @@ Status SyncAfterLaunch(void* stream, const std::string& kernel) {
   }
   if (int rc = d.stream_synchronize(stream); rc != 0) {
     return Internal("cutecall: kernel '" + kernel + "' failed on the GPU: " +
-                    ErrorName(d, rc) +
+                    ErrorName(d, rc) + "; launch: " + describe_launch() +
                     " (CUTECALL_LAUNCH_BLOCKING: the stream was synchronized "
                     "right after this launch, so the fault is this kernel's "
                     "or an earlier, unsynchronized one's on the same stream)");

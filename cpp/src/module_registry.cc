@@ -3,18 +3,48 @@
 #include <exception>
 
 #include "cutecall/launch_blocking.h"
+#include "cutecall/launch_record.h"
 
 namespace cutecall {
+namespace {
+
+// The outcome of one module_create_from_bytes call.
+struct Created {
+  int rc = 0;
+  bool raised = false;  // the runtime threw
+  void* module = nullptr;
+  bool ok() const { return !raised && rc == 0 && module != nullptr; }
+};
+
+// Loads `bytes`, linked against the shared library `library` unless null.
+Created CreateModule(const RuntimeTable& rt, std::string_view bytes,
+                     const char* library) {
+  Created c;
+  const char* libs[1] = {library};
+  try {
+    c.rc = rt.module_create_from_bytes(
+        &c.module, reinterpret_cast<const unsigned char*>(bytes.data()),
+        bytes.size(), library != nullptr ? libs : nullptr,
+        library != nullptr ? 1 : 0);
+  } catch (...) {
+    c.raised = true;
+  }
+  return c;
+}
+
+}  // namespace
 
 LoadedModule::LoadedModule(const RuntimeTable* rt, void* module,
                            void* function, Digest key, std::string prefix,
-                           std::string kernel_name)
+                           std::string kernel_name,
+                           std::string launch_unrouted)
     : rt_(rt),
       module_(module),
       function_(function),
       key_(key),
       prefix_(std::move(prefix)),
-      kernel_name_(std::move(kernel_name)) {}
+      kernel_name_(std::move(kernel_name)),
+      launch_unrouted_(std::move(launch_unrouted)) {}
 
 LoadedModule::~LoadedModule() {
   try {
@@ -35,6 +65,7 @@ Status LoadedModule::Run(void* stream, abi::Slot* slots, size_t num_slots,
   packed[0] = &stream;
   for (size_t i = 0; i < num_slots; ++i) packed[i + 1] = &slots[i];
   packed[num_slots + 1] = &cuda_status;
+  ResetLaunchRecord();
   int rc;
   try {
     rc = rt_->function_run(function_, packed, num_slots + 2);
@@ -47,15 +78,26 @@ Status LoadedModule::Run(void* stream, abi::Slot* slots, size_t num_slots,
   }
   if (cuda_status != 0) {
     return Internal("cutecall: kernel '" + kernel +
-                    "' failed to launch: " + CudaErrorText(cuda_status));
+                    "' failed to launch: " + CudaErrorText(cuda_status) +
+                    "; launch: " + DescribeLastLaunch());
   }
   if (rc != 0) {
     return Internal("cutecall: kernel '" + kernel +
                     "' failed in the CuTe DSL runtime: " +
                     RuntimeErrorText(*rt_, rc));
   }
-  if (LaunchBlocking()) return SyncAfterLaunch(stream, kernel);
+  if (LaunchBlocking()) {
+    return SyncAfterLaunch(stream, kernel,
+                           [this] { return DescribeLastLaunch(); });
+  }
   return Status::Ok();
+}
+
+std::string LoadedModule::DescribeLastLaunch() const {
+  if (!launch_unrouted_.empty()) {
+    return "grid and block unknown (" + launch_unrouted_ + ")";
+  }
+  return DescribeLaunch(CurrentLaunchRecord());
 }
 
 ModuleRegistry& ModuleRegistry::Global() {
@@ -88,19 +130,36 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
     return Status(rt_or.status().code(), who + rt_or.status().message());
   }
   const RuntimeTable* rt = rt_or.value();
-  void* module = nullptr;
+  // Routed where possible; as compiled otherwise, or if the routed load
+  // fails. (An import the runtime cannot resolve would not fail here but
+  // abort the process in module_get_function: RouteLaunches names only a
+  // library checked to resolve cutecall_launch_kex.)
+  LaunchRoute route = RouteLaunches(bytes, *rt);
+  Created created;
+  if (route.routed()) {
+    SetLaunchForward(rt->launch_kernel_ex);
+    created = CreateModule(*rt, route.bytes, route.library.c_str());
+    if (!created.ok()) {
+      route.why_not = "loading the module with its launches routed through " +
+                      std::string(kLaunchShim) + " in '" + route.library +
+                      "' failed: " +
+                      (created.raised ? std::string("the runtime raised")
+                                      : RuntimeErrorText(*rt, created.rc));
+    }
+  }
+  if (!route.routed()) {
+    created = CreateModule(*rt, bytes, nullptr);
+    if (created.raised) {
+      return Internal(who + "the CuTe DSL runtime raised while loading");
+    }
+    if (!created.ok()) {
+      return Internal(who + "cannot load module: " +
+                      RuntimeErrorText(*rt, created.rc));
+    }
+  }
+  void* module = created.module;
   void* function = nullptr;
-  int rc;
-  try {
-    rc = rt->module_create_from_bytes(
-        &module, reinterpret_cast<const unsigned char*>(bytes.data()),
-        bytes.size(), nullptr, 0);
-  } catch (...) {
-    return Internal(who + "the CuTe DSL runtime raised while loading");
-  }
-  if (rc != 0 || module == nullptr) {
-    return Internal(who + "cannot load module: " + RuntimeErrorText(*rt, rc));
-  }
+  int rc = 0;
   bool raised = false;
   try {
     rc = rt->module_get_function(&function, module, prefix.c_str());
@@ -116,8 +175,8 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
     }
     return Internal(who + "cannot get function '" + prefix + "': " + text);
   }
-  auto loaded = std::make_shared<LoadedModule>(rt, module, function, key,
-                                               prefix, kernel_name);
+  auto loaded = std::make_shared<LoadedModule>(
+      rt, module, function, key, prefix, kernel_name, route.why_not);
   modules_[slot_key] = loaded;
   ++total_loads_;
   return loaded;

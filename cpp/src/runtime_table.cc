@@ -91,6 +91,9 @@ ErrorOr<const RuntimeTable*> Runtime() {
     return FailedPrecondition("cutecall: '" + path +
                               "' is not a CuTe DSL runtime: missing " + missing);
   }
+  // Optional: its absence only leaves launches unrecorded.
+  t.launch_kernel_ex =
+      reinterpret_cast<LaunchKernelExFn>(dlsym(handle, "_cudaLaunchKernelEx"));
   l.table = t;
   l.path = path;
   l.loaded = true;  // the handle stays open for the life of the process

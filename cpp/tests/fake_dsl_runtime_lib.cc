@@ -1,7 +1,10 @@
 // A stand-in for libcute_dsl_runtime.so that exports the six CuteDSLRT_*
-// entry points, for the runtime loading tests (runtime_load_test.cc).
-// Behaviour is fixed and recognisable, so a test can tell which exported
-// function a RuntimeTable entry resolved to.
+// entry points and _cudaLaunchKernelEx, for the runtime loading tests
+// (runtime_load_test.cc). Built a second time with
+// CUTECALL_FAKE_RUNTIME_WITHOUT_LAUNCH, it lacks _cudaLaunchKernelEx
+// (runtime_load_without_launch_test.cc). Behaviour is fixed and
+// recognisable, so a test can tell which exported function a RuntimeTable
+// entry resolved to.
 #include <cstddef>
 #include <cstring>
 
@@ -52,5 +55,17 @@ __attribute__((visibility("default"))) const char* CuteDSLRT_GetErrorString(
     int /*error*/) {
   return "fake library description";
 }
+
+#ifndef CUTECALL_FAKE_RUNTIME_WITHOUT_LAUNCH
+// cudaLaunchKernelExC's signature; config's first word is gridDim.x.
+// Returns 1 (cudaErrorInvalidValue) for a null config, else 1000 + gridDim.x.
+__attribute__((visibility("default"))) int _cudaLaunchKernelEx(
+    const void* config, const void* /*kernel*/, void** /*args*/) {
+  if (config == nullptr) return 1;
+  unsigned grid_x = 0;
+  std::memcpy(&grid_x, config, sizeof(grid_x));
+  return 1000 + int(grid_x);
+}
+#endif
 
 }  // extern "C"

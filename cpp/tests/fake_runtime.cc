@@ -6,6 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "cutecall/launch_record.h"
+
 namespace cutecall_test {
 namespace {
 
@@ -27,17 +29,23 @@ struct FakeDispatch {
     call.bytes.assign(reinterpret_cast<const char*>(bytes), size);
     call.shared_libs = shared_libs;
     call.num_shared_libs = num_shared_libs;
+    for (size_t i = 0; shared_libs != nullptr && i < num_shared_libs; ++i) {
+      call.shared_lib_paths.emplace_back(shared_libs[i]);
+    }
     if (f->create_throws) {
       f->creates.push_back(call);
       throw std::runtime_error("fake create threw");
     }
-    if (f->create_error == 0) {
+    int error = num_shared_libs > 0 && f->routed_create_error != 0
+                    ? f->routed_create_error
+                    : f->create_error;
+    if (error == 0) {
       call.module = reinterpret_cast<void*>(f->next_token_);
       f->next_token_ += 0x100;
       *module = call.module;
     }
     f->creates.push_back(call);
-    return f->create_error;
+    return error;
   }
 
   static int GetFunction(void** function, void* module, const char* prefix) {
@@ -60,7 +68,7 @@ struct FakeDispatch {
   static int Run(void* function, void** args, size_t num_args) {
     FakeRuntime* f = g_current;
     if (f == nullptr) return kNoFake;
-    std::lock_guard<std::mutex> lock(f->mu_);
+    std::unique_lock<std::mutex> lock(f->mu_);
     RunCall call;
     call.function = function;
     call.args.assign(args, args + num_args);
@@ -80,7 +88,40 @@ struct FakeDispatch {
     if (f->run_cuda_status != 0 && call.status != nullptr) {
       *call.status = f->run_cuda_status;
     }
-    return f->run_error;
+    // A module loaded with shared libraries had its launch import renamed:
+    // it launches through the shim; any other through the runtime's own.
+    bool routed = false;
+    for (const CreateCall& c : f->creates) {
+      if (c.module != nullptr && static_cast<char*>(c.module) + 0x10 == function) {
+        routed = c.num_shared_libs > 0;
+      }
+    }
+    const std::vector<cutecall::CudaLaunchConfig> launches = f->run_launches;
+    const int run_error = f->run_error;
+    lock.unlock();  // LaunchKernelEx locks
+    for (const cutecall::CudaLaunchConfig& config : launches) {
+      int rc = routed ? cutecall_launch_kex(&config, function, args)
+                      : LaunchKernelEx(&config, function, args);
+      if (rc != 0) {
+        if (call.status != nullptr) *call.status = rc;
+        break;
+      }
+    }
+    return run_error;
+  }
+
+  static int LaunchKernelEx(const cutecall::CudaLaunchConfig* config,
+                            const void* kernel, void** args) {
+    FakeRuntime* f = g_current;
+    if (f == nullptr) return kNoFake;
+    std::lock_guard<std::mutex> lock(f->mu_);
+    LaunchCall call;
+    call.config = config;
+    if (config != nullptr) call.values = *config;
+    call.kernel = kernel;
+    call.args = args;
+    f->launches.push_back(call);
+    return f->launch_error;
   }
 
   static int Destroy(void* module) {
@@ -126,9 +167,17 @@ const cutecall::RuntimeTable kFakeTable = [] {
   return t;
 }();
 
+const cutecall::RuntimeTable kFakeTableWithLaunch = [] {
+  cutecall::RuntimeTable t = kFakeTable;
+  t.launch_kernel_ex = &FakeDispatch::LaunchKernelEx;
+  return t;
+}();
+
 }  // namespace
 
-FakeRuntime::FakeRuntime() : override_(&kFakeTable) {
+FakeRuntime::FakeRuntime(bool exports_launch_kernel_ex)
+    : table_(exports_launch_kernel_ex ? &kFakeTableWithLaunch : &kFakeTable),
+      override_(table_) {
   if (g_current != nullptr) ADD_FAILURE() << "two FakeRuntimes alive at once";
   g_current = this;
 }
@@ -140,8 +189,6 @@ FakeRuntime::~FakeRuntime() {
   }
   g_current = nullptr;
 }
-
-const cutecall::RuntimeTable* FakeRuntime::table() { return &kFakeTable; }
 
 int FakeRuntime::OrphanDestroys() { return g_orphan_destroys.load(); }
 

@@ -12,12 +12,14 @@
 #include "cutecall/device_context.h"
 #include "cutecall/launch_blocking.h"
 #include "fake_runtime.h"
+#include "fake_sync_driver.h"
 #include "test_util.h"
 
 namespace cutecall {
 namespace {
 
 using cutecall_test::FakeRuntime;
+using cutecall_test::FakeSyncDriver;
 using cutecall_test::IsError;
 using cutecall_test::IsOk;
 using cutecall_test::RunCall;
@@ -233,12 +235,16 @@ TEST_F(ModuleRegistryTest, FailedLoadIsRetriedByTheNextAcquire) {
   EXPECT_EQ(registry_.total_loads(), 1u);
 }
 
+// The fake runtime of this fixture exports no _cudaLaunchKernelEx, so there
+// is no launch to route (launch_error_test.cc covers routed loads).
 TEST_F(ModuleRegistryTest, LoadsTheExactBytesWithoutSharedLibraries) {
   ErrorOr<std::shared_ptr<LoadedModule>> m = Acquire();
   ASSERT_TRUE(IsOk(m));
   ASSERT_NE(m.value(), nullptr);
   EXPECT_EQ(m.value()->key(), key_);
   EXPECT_EQ(m.value()->kernel_name(), kKernel);
+  EXPECT_EQ(m.value()->launch_unrouted(),
+            "the CuTe DSL runtime exports no _cudaLaunchKernelEx");
 
   ASSERT_EQ(fake_.creates.size(), 1u);
   EXPECT_EQ(fake_.creates[0].bytes, object_);
@@ -345,33 +351,6 @@ class LoadedModuleRunTest : public ModuleRegistryTest {
 
 // ---------------------------------------------------------------------------
 // CUTECALL_LAUNCH_BLOCKING: a stream sync after each launch, on a fake driver
-
-struct FakeSyncDriver {
-  static inline std::vector<void*> synced;
-  static inline int sync_result = 0;
-  static inline int capturing = 0;
-  static int Synchronize(void* stream) {
-    synced.push_back(stream);
-    return sync_result;
-  }
-  static int IsCapturing(void*, int* status) {
-    *status = capturing;
-    return 0;
-  }
-  static int ErrorName(int code, const char** name) {
-    *name = code == 700 ? "CUDA_ERROR_ILLEGAL_ADDRESS" : nullptr;
-    return code == 700 ? 0 : 1;
-  }
-  static DriverTable Table() {
-    synced.clear();
-    sync_result = capturing = 0;
-    DriverTable t;
-    t.stream_synchronize = &Synchronize;
-    t.stream_is_capturing = &IsCapturing;
-    t.get_error_name = &ErrorName;
-    return t;
-  }
-};
 
 class LaunchBlockingTest : public LoadedModuleRunTest {
  protected:

@@ -1,6 +1,7 @@
 // Loading a real shared library as the CuTe DSL runtime. A load is permanent
 // for the process, so these tests have their own executable. The library is
-// fake_dsl_runtime_lib.cc, which exports the six CuteDSLRT_* symbols.
+// fake_dsl_runtime_lib.cc, which exports the six CuteDSLRT_* symbols and
+// _cudaLaunchKernelEx.
 //
 // Under ctest every test runs in a fresh process; run directly, the tests run
 // in file order in one process, and only the first expects nothing loaded.
@@ -10,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "cutecall/launch_record.h"
 #include "cutecall/module_registry.h"
 #include "cutecall/runtime_table.h"
 #include "test_util.h"
@@ -62,6 +64,11 @@ TEST(RuntimeLoadTest, EveryEntryResolvesToItsExportedFunction) {
   EXPECT_EQ(rt->function_run(module, nullptr, 2), 3);  // not a function
   EXPECT_EQ(rt->module_destroy(module), 0);
   EXPECT_EQ(rt->module_destroy(function), 5);  // not a module
+  // The optional entry: _cudaLaunchKernelEx answers 1000 + gridDim.x.
+  ASSERT_NE(rt->launch_kernel_ex, nullptr);
+  CudaLaunchConfig config{};
+  config.grid[0] = 7;
+  EXPECT_EQ(rt->launch_kernel_ex(&config, nullptr, nullptr), 1007);
 }
 
 TEST(RuntimeLoadTest, LoadIsPermanent) {
@@ -102,6 +109,32 @@ TEST(RuntimeLoadTest, ModuleRegistryUsesTheLoadedLibrary) {
                       Code::kInternal,
                       {"kernel 'my_kernel'", "cannot get function 'cc_other'",
                        "CuteDSLRT_Error_FakeLibrary"}));
+}
+
+// The executable links cutecall statically, so only with the shim's library
+// named (as the Python extension finds itself) is the module routed; the
+// shim then forwards to the library's _cudaLaunchKernelEx.
+TEST(RuntimeLoadTest, ModuleRegistryRoutesLaunchesToTheLoadedLibrary) {
+  ASSERT_NE(LoadFakeLibrary(), nullptr);
+  const std::string& object = cutecall_test::TestObjectBytes();
+  ModuleRegistry registry;
+  ErrorOr<std::shared_ptr<LoadedModule>> as_compiled =
+      registry.Acquire(Sha256(object), object, "cc_test", "my_kernel");
+  ASSERT_TRUE(IsOk(as_compiled));
+  EXPECT_NE(as_compiled.value()->launch_unrouted().find("linked statically"),
+            std::string::npos);
+  as_compiled.value().reset();
+
+  ScopedLaunchShimLibraryOverride shim("/fake/libshim.so");
+  ErrorOr<std::shared_ptr<LoadedModule>> routed =
+      registry.Acquire(Sha256(object), object, "cc_test", "my_kernel");
+  ASSERT_TRUE(IsOk(routed));
+  EXPECT_EQ(routed.value()->launch_unrouted(), "");
+  CudaLaunchConfig config{};
+  config.grid[0] = 42;
+  ResetLaunchRecord();
+  EXPECT_EQ(cutecall_launch_kex(&config, nullptr, nullptr), 1042);
+  EXPECT_EQ(CurrentLaunchRecord().last_result, 1042);
 }
 
 }  // namespace

@@ -5,7 +5,8 @@
 // or SetLaunchBlocking) and the wait after a launch.
 // Contract: off by default. When on, each launch synchronizes its stream
 // (cuStreamSynchronize) and a CUDA error becomes an Internal error naming
-// the kernel and the CUDA status, instead of surfacing later at an
+// the kernel, the CUDA status and the launch's grid and block (where
+// recorded: cutecall/launch_record.h), instead of surfacing later at an
 // unrelated sync with no kernel named. A stream being captured into a CUDA
 // graph is never synchronized (that would invalidate the capture): such
 // launches are checked when the graph runs. Off, the launch path costs one
@@ -13,6 +14,7 @@
 #ifndef CUTECALL_LAUNCH_BLOCKING_H_
 #define CUTECALL_LAUNCH_BLOCKING_H_
 
+#include <functional>
 #include <string>
 
 #include "cutecall/status.h"
@@ -27,8 +29,11 @@ bool LaunchBlocking();
 void SetLaunchBlocking(bool on);
 
 // Waits for `stream` and returns its CUDA status as an error naming
-// `kernel` (Ok when the stream is being captured).
-Status SyncAfterLaunch(void* stream, const std::string& kernel);
+// `kernel` and, after "launch: ", what describe_launch() returns (called
+// only on an error; e.g. DescribeLaunch's text). Ok when the stream is
+// being captured.
+Status SyncAfterLaunch(void* stream, const std::string& kernel,
+                       const std::function<std::string()>& describe_launch);
 
 }  // namespace cutecall
 

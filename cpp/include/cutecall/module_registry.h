@@ -8,6 +8,10 @@
 // symbols are looked up in the ELF symbol table, *before* the runtime sees
 // them (the runtime aborts the process on an unknown prefix). Runtime calls
 // are guarded so that no C++ exception escapes into a caller.
+// Where it can, a module is loaded with its launch call routed through
+// cutecall_launch_kex (cutecall/launch_record.h), so that launch errors name
+// the grid and block; where it cannot, or where the routed load fails, the
+// bytes are loaded exactly as compiled.
 #ifndef CUTECALL_MODULE_REGISTRY_H_
 #define CUTECALL_MODULE_REGISTRY_H_
 
@@ -20,40 +24,47 @@
 #include <utility>
 
 #include "cutecall/abi.h"
+#include "cutecall/elf.h"
 #include "cutecall/runtime_table.h"
 #include "cutecall/sha256.h"
 #include "cutecall/status.h"
 
 namespace cutecall {
 
-// Checks that `object` is an ELF64 little-endian relocatable object that
-// defines `symbol` (InvalidArgument if not ELF, NotFound if undefined).
-Status CheckElfDefines(std::string_view object, std::string_view symbol);
-
 class LoadedModule {
  public:
+  // `launch_unrouted`: why this module's launches are not recorded, or ""
+  // when they pass through cutecall_launch_kex.
   LoadedModule(const RuntimeTable* rt, void* module, void* function,
-               Digest key, std::string prefix, std::string kernel_name);
+               Digest key, std::string prefix, std::string kernel_name,
+               std::string launch_unrouted = "");
   ~LoadedModule();
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
 
   // Runs the function: packed = {&stream, &slots[0..n), &status}. Errors name
   // `kernel` (the calling site's name: one module may serve several names)
-  // and carry the runtime or CUDA status.
+  // and carry the runtime or CUDA status; CUDA errors also the launch's grid
+  // and block, where recorded.
   Status Run(void* stream, abi::Slot* slots, size_t num_slots,
              const std::string& kernel) const;
 
   const Digest& key() const { return key_; }
   const std::string& kernel_name() const { return kernel_name_; }
+  // Why launches are not recorded; "" when they are.
+  const std::string& launch_unrouted() const { return launch_unrouted_; }
 
  private:
+  // The grid and block of this thread's last run, or why they are unknown.
+  std::string DescribeLastLaunch() const;
+
   const RuntimeTable* rt_;
   void* module_;
   void* function_;
   Digest key_;
   std::string prefix_;
   std::string kernel_name_;
+  std::string launch_unrouted_;
 };
 
 class ModuleRegistry {

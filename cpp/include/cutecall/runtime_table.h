@@ -1,8 +1,12 @@
-// cutecall/runtime_table.h — the CuTe DSL runtime, behind six function pointers.
+// cutecall/runtime_table.h — the CuTe DSL runtime, behind six function
+// pointers and one optional seventh.
 //
 // Owns: resolving libcute_dsl_runtime.so (closed source, shipped in the
 // nvidia-cutlass-dsl-libs-cuXX wheel; never linked, never vendored) with
 // dlopen, once per process, and the test override that replaces it.
+// The six CuteDSLRT_* entry points are required; _cudaLaunchKernelEx (the
+// launch call the runtime's JIT links compiled modules against) is optional:
+// without it launches are not recorded (cutecall/launch_record.h).
 // Resolution order: an active ScopedRuntimeOverride; the path given to
 // SetRuntimeLibraryPath; $CUTECALL_DSL_RUNTIME. A failed resolution is not
 // cached, so a later call with a corrected path succeeds.
@@ -10,11 +14,33 @@
 #define CUTECALL_RUNTIME_TABLE_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cutecall/status.h"
 
 namespace cutecall {
+
+// Mirrors CUDA's cudaLaunchConfig_t, which a compiled module's launcher
+// fills and passes to _cudaLaunchKernelEx (cudaLaunchKernelExC's signature).
+struct CudaLaunchConfig {
+  uint32_t grid[3];             // gridDim
+  uint32_t block[3];            // blockDim
+  size_t dynamic_smem_bytes;    // dynamicSmemBytes
+  void* stream;                 // cudaStream_t
+  void* attrs;                  // cudaLaunchAttribute*
+  uint32_t num_attrs;           // numAttrs
+};
+static_assert(offsetof(CudaLaunchConfig, block) == 12 &&
+                  offsetof(CudaLaunchConfig, dynamic_smem_bytes) == 24 &&
+                  offsetof(CudaLaunchConfig, stream) == 32 &&
+                  offsetof(CudaLaunchConfig, attrs) == 40 &&
+                  offsetof(CudaLaunchConfig, num_attrs) == 48,
+              "CudaLaunchConfig must match cudaLaunchConfig_t");
+
+// int _cudaLaunchKernelEx(config, kernel, args): returns a cudaError_t.
+using LaunchKernelExFn = int (*)(const CudaLaunchConfig* config,
+                                 const void* kernel, void** args);
 
 // Mirrors CuteDSLRuntime.h; enums travel as int (C enums are int-sized).
 struct RuntimeTable {
@@ -27,6 +53,8 @@ struct RuntimeTable {
   int (*module_destroy)(void* module) = nullptr;
   const char* (*get_error_name)(int error) = nullptr;
   const char* (*get_error_string)(int error) = nullptr;
+  // Optional: the runtime's _cudaLaunchKernelEx, nullptr where not exported.
+  LaunchKernelExFn launch_kernel_ex = nullptr;
 };
 
 // Sets the library path used by the next resolution (no effect once resolved).

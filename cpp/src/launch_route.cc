@@ -1,0 +1,114 @@
+// launch_route.cc — routing a module's launches through cutecall_launch_kex
+// (cutecall/launch_record.h): where the shim lives, and the module bytes
+// with their launch import renamed to it.
+#include <dlfcn.h>
+#include <link.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+
+#include "cutecall/elf.h"
+#include "cutecall/launch_record.h"
+
+namespace cutecall {
+namespace {
+
+std::mutex g_override_mu;
+const std::string* g_override = nullptr;  // guarded by g_override_mu
+
+const std::string kShimName(kLaunchShim);
+
+// The shared object holding cutecall_launch_kex, as the runtime's JIT will
+// open it: by path, which must lead back to this very function. This check
+// is what makes routing safe: the runtime resolves a module's imports
+// lazily, when module_get_function first materializes it, and on a missing
+// one it aborts the process (DSL 4.8.1: "JIT session error: Symbols not
+// found", then an exception no caller can catch). A load that could fail
+// that way must never be attempted.
+ErrorOr<std::string> FindShimLibrary() {
+  void* self = reinterpret_cast<void*>(&cutecall_launch_kex);
+  Dl_info info{};
+  link_map* map = nullptr;
+  if (dladdr1(self, &info, reinterpret_cast<void**>(&map), RTLD_DL_LINKMAP) ==
+          0 ||
+      map == nullptr) {
+    return NotFound("dladdr finds no loaded object holding " + kShimName);
+  }
+  if (map->l_name == nullptr || map->l_name[0] == '\0') {
+    std::string exe = info.dli_fname != nullptr ? info.dli_fname : "";
+    return NotFound(kShimName + " is in the executable" +
+                    (exe.empty() ? "" : " '" + exe + "'") +
+                    ", not in a shared library the CuTe DSL runtime could "
+                    "load (cutecall is linked statically)");
+  }
+  const std::string path = map->l_name;
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_NOLOAD);
+  if (handle == nullptr) {
+    const char* err = dlerror();
+    return NotFound("the shared library '" + path + "' holding " + kShimName +
+                    " cannot be reopened by its path: " +
+                    (err != nullptr ? err : "unknown error"));
+  }
+  void* found = dlsym(handle, kShimName.c_str());
+  dlclose(handle);
+  if (found != self) {
+    return NotFound("'" + path + "' does not export this process's " +
+                    kShimName + " (dlsym finds " +
+                    (found == nullptr ? "none" : "another definition") + ")");
+  }
+  return path;
+}
+
+}  // namespace
+
+ErrorOr<std::string> LaunchShimLibrary() {
+  {
+    std::lock_guard<std::mutex> lock(g_override_mu);
+    if (g_override != nullptr) return *g_override;
+  }
+  // Where this code is loaded never changes: look once.
+  static const ErrorOr<std::string>* found =
+      new ErrorOr<std::string>(FindShimLibrary());  // lives to exit
+  return *found;
+}
+
+ScopedLaunchShimLibraryOverride::ScopedLaunchShimLibraryOverride(
+    std::string path)
+    : path_(std::move(path)) {
+  std::lock_guard<std::mutex> lock(g_override_mu);
+  previous_ = g_override;
+  g_override = &path_;
+}
+
+ScopedLaunchShimLibraryOverride::~ScopedLaunchShimLibraryOverride() {
+  std::lock_guard<std::mutex> lock(g_override_mu);
+  g_override = previous_;
+}
+
+LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt) {
+  LaunchRoute route;
+  if (rt.launch_kernel_ex == nullptr) {
+    route.why_not = "the CuTe DSL runtime exports no " +
+                    std::string(kLaunchImport);
+    return route;
+  }
+  ErrorOr<std::string> library = LaunchShimLibrary();
+  if (!library.ok()) {
+    route.why_not = library.status().message();
+    return route;
+  }
+  std::string bytes(module);
+  if (Status s = RenameUndefinedSymbol(&bytes, kLaunchImport, kLaunchShim);
+      !s.ok()) {
+    route.why_not = s.code() == Code::kNotFound
+                        ? "the module imports no " + std::string(kLaunchImport)
+                        : s.message();
+    return route;
+  }
+  route.bytes = std::move(bytes);
+  route.library = std::move(library).value();
+  return route;
+}
+
+}  // namespace cutecall
