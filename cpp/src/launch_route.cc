@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <cstdlib>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -88,6 +89,13 @@ ScopedLaunchShimLibraryOverride::~ScopedLaunchShimLibraryOverride() {
 
 LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt) {
   LaunchRoute route;
+  // The off switch, should a DSL runtime ever link extra libraries another
+  // way (a routed load it cannot link aborts the process, see above).
+  if (const char* v = std::getenv("CUTECALL_LAUNCH_RECORD");
+      v != nullptr && std::string_view(v) == "0") {
+    route.why_not = "CUTECALL_LAUNCH_RECORD=0";
+    return route;
+  }
   if (rt.launch_kernel_ex == nullptr) {
     route.why_not = "the CuTe DSL runtime exports no " +
                     std::string(kLaunchImport);

@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -233,6 +234,18 @@ TEST(RouteLaunchesTest, WithTheShimsLibraryTheImportIsRenamed) {
   ASSERT_TRUE(IsOk(RenameUndefinedSymbol(&expected, kLaunchImport, kLaunchShim)));
   EXPECT_EQ(route.bytes, expected);
   EXPECT_NE(route.bytes, TestObjectBytes());
+}
+
+TEST(RouteLaunchesTest, TheOffSwitchLoadsModulesAsCompiled) {
+  ScopedLaunchShimLibraryOverride shim("/opt/libshim.so");
+  ASSERT_EQ(setenv("CUTECALL_LAUNCH_RECORD", "0", 1), 0);
+  LaunchRoute off = RouteLaunches(TestObjectBytes(), WithLaunch());
+  ASSERT_EQ(setenv("CUTECALL_LAUNCH_RECORD", "1", 1), 0);
+  LaunchRoute on = RouteLaunches(TestObjectBytes(), WithLaunch());
+  unsetenv("CUTECALL_LAUNCH_RECORD");
+  EXPECT_FALSE(off.routed());
+  EXPECT_EQ(off.why_not, "CUTECALL_LAUNCH_RECORD=0");
+  EXPECT_TRUE(on.routed()) << on.why_not;
 }
 
 TEST(RouteLaunchesTest, AModuleWithoutTheImportIsNotRouted) {

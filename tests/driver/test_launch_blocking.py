@@ -3,6 +3,7 @@ CPU; on a GPU, a kernel writing out of bounds raises at its own launch,
 naming itself and the CUDA status (each case in a child process: CUDA's
 context does not survive an illegal address)."""
 
+import re
 import subprocess
 import sys
 
@@ -62,3 +63,5 @@ def test_an_out_of_bounds_write_raises_naming_its_kernel(program):
     assert "raised:" in out.stdout, out.stdout + out.stderr[-3000:]
     assert "kernel 'oob_write' failed on the GPU" in out.stdout
     assert "CUDA_ERROR_ILLEGAL_ADDRESS (700)" in out.stdout
+    assert re.search(r"launch: grid \(\d+, \d+, \d+\), block \(\d+, \d+, \d+\)",
+                     out.stdout), out.stdout

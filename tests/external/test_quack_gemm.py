@@ -60,3 +60,13 @@ def test_the_autotuned_gemm_is_keyed_by_shapes_and_dtype():
     a, b = jnp.zeros((16, 8), jnp.bfloat16), jnp.zeros((24, 8), jnp.bfloat16)
     assert tuned.key_fn(a, b) == ((16, 8), (24, 8), "bfloat16")
     assert tuned.candidate(1) is quack_gemm.call(quack_gemm.SM90_TILES[1], "bfloat16")
+
+
+def test_n_or_k_off_16_byte_rows_is_refused_before_launch():
+    # TMA moves 16-byte rows: a bf16 N of 1500 would compute garbage, so the
+    # wrapper declares N and K multiples of 8 and cutecall checks them.
+    tile = quack_gemm.Tile(128, 192, 2, 1, pingpong=True)
+    with pytest.raises(ValueError, match=r"mB: dim 0 = 1500 is not divisible by 8"):
+        lowered(tile, S((1000, 512), jnp.bfloat16), S((1500, 512), jnp.bfloat16))
+    with pytest.raises(ValueError, match=r"mA: dim 1 = 500 is not divisible by 8"):
+        lowered(tile, S((1000, 500), jnp.bfloat16), S((1504, 500), jnp.bfloat16))

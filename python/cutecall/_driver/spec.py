@@ -188,13 +188,15 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
                          f"of two, got {align}")
     static_shape = []
     for d in range(rank):
+        # A known extent off its declared divisibility fails here, at trace
+        # time, not at the first launch.
+        if isinstance(shape[d], (int, np.integer)) and shape[d] % div[d]:
+            raise ValueError(f"cutecall: {name}: dim {d} = {shape[d]} is "
+                             f"not divisible by {div[d]}")
         if static[d]:
             if not isinstance(shape[d], (int, np.integer)):
                 raise ValueError(f"cutecall: {name}: dim {d} is symbolic "
                                  f"({shape[d]}) and cannot be static")
-            if shape[d] % div[d]:
-                raise ValueError(f"cutecall: {name}: dim {d} = {shape[d]} is "
-                                 f"not divisible by {div[d]}")
             static_shape.append(int(shape[d]))
         else:
             static_shape.append(None)

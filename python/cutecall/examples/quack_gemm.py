@@ -66,7 +66,8 @@ SM90_TILES = _sm90_tiles()
 
 def matmul(a, b, tile: Tile = Tile(128, 192, 2, 1, pingpong=True)):
     """``a @ b.T``: a (M, K), b (N, K), both bfloat16 or float16; returns
-    (M, N) in a's dtype. K must be a multiple of 8 (TMA's 16-byte rows)."""
+    (M, N) in a's dtype. N and K must be multiples of 8 (TMA's 16-byte rows;
+    anything else is refused before launch); M is free."""
     return call(tile, str(a.dtype))(a, b)
 
 
@@ -81,8 +82,11 @@ def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
         launcher(tile, dtype, sms),
         output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(
             (a.shape[0], b.shape[0]), a.dtype),
-        input_spec=(TensorSpec(dims=("m", "k")), TensorSpec(dims=("n", "k"))),
-        output_spec=TensorSpec(dims=("m", "n")),
+        # TMA needs 16-byte rows: K and N multiples of 8 (QuACK's own fake
+        # tensors declare the same), checked before every launch.
+        input_spec=(TensorSpec(dims=("m", "k"), divisibility=(1, 8)),
+                    TensorSpec(dims=("n", "k"), divisibility=(8, 8))),
+        output_spec=TensorSpec(dims=("m", "n"), divisibility=(1, 8)),
         name=f"quack_gemm_{tile.tile_m}x{tile.tile_n}_c{tile.cluster_m}x{tile.cluster_n}"
              f"_{'pp' if tile.pingpong else 'coop'}_{dtype}")
 
