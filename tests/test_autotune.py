@@ -184,3 +184,20 @@ def test_bad_arguments_are_refused_before_any_tuning(kwargs, error, text):
         cutecall.autotune(build_scale, **args)
     with pytest.raises(TypeError, match="build must be callable"):
         cutecall.autotune(5, configs=[{}], key=lambda: 0)
+
+
+def test_candidates_under_jit_are_timed_on_one_set_of_concrete_inputs():
+    # Tracers become random device arrays once per key, not once per
+    # candidate (an 8192x8192 operand takes seconds to fill).
+    seen = []
+
+    def timer(fn, args, warmup, rep):
+        seen.append(args)
+        return TIMES[fn.k]
+    t = tuner(timer)
+    jax.jit(lambda x: t(x))(jnp.ones((4, 5), jnp.bfloat16))
+    assert len(seen) == 3
+    x = seen[0][0]
+    assert all(a[0] is x for a in seen)          # the very same array
+    assert not isinstance(x, jax.core.Tracer)
+    assert (x.shape, x.dtype) == ((4, 5), jnp.bfloat16) and float(jnp.std(x)) > 0.1

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "cutecall/elf.h"
+#include "cutecall/launch_blocking.h"
 #include "cutecall/launch_record.h"
 
 namespace cutecall {
@@ -89,11 +90,20 @@ ScopedLaunchShimLibraryOverride::~ScopedLaunchShimLibraryOverride() {
 
 LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt) {
   LaunchRoute route;
-  // The off switch, should a DSL runtime ever link extra libraries another
-  // way (a routed load it cannot link aborts the process, see above).
-  if (const char* v = std::getenv("CUTECALL_LAUNCH_RECORD");
-      v != nullptr && std::string_view(v) == "0") {
+  // Routed only where asked: CUTECALL_LAUNCH_RECORD=1 always, =0 never,
+  // unset while launch blocking is on (the only time the record is
+  // reported). Modules load as compiled otherwise, so the default path is
+  // the runtime's own, untouched.
+  const char* v = std::getenv("CUTECALL_LAUNCH_RECORD");
+  const std::string_view setting = v != nullptr ? v : "";
+  if (setting == "0") {
     route.why_not = "CUTECALL_LAUNCH_RECORD=0";
+    return route;
+  }
+  if (setting != "1" && !LaunchBlocking()) {
+    route.why_not =
+        "the module was loaded while CUTECALL_LAUNCH_BLOCKING was off "
+        "(set it, or CUTECALL_LAUNCH_RECORD=1, before the first launch)";
     return route;
   }
   if (rt.launch_kernel_ex == nullptr) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cutecall/elf.h"
+#include "cutecall/launch_blocking.h"
 #include "elf_builder.h"
 #include "test_util.h"
 
@@ -236,16 +237,29 @@ TEST(RouteLaunchesTest, WithTheShimsLibraryTheImportIsRenamed) {
   EXPECT_NE(route.bytes, TestObjectBytes());
 }
 
-TEST(RouteLaunchesTest, TheOffSwitchLoadsModulesAsCompiled) {
+TEST(RouteLaunchesTest, TheSwitchRoutesAlwaysNeverOrWhileBlockingIsOn) {
   ScopedLaunchShimLibraryOverride shim("/opt/libshim.so");
-  ASSERT_EQ(setenv("CUTECALL_LAUNCH_RECORD", "0", 1), 0);
-  LaunchRoute off = RouteLaunches(TestObjectBytes(), WithLaunch());
-  ASSERT_EQ(setenv("CUTECALL_LAUNCH_RECORD", "1", 1), 0);
-  LaunchRoute on = RouteLaunches(TestObjectBytes(), WithLaunch());
-  unsetenv("CUTECALL_LAUNCH_RECORD");
+  auto route = [](const char* setting, bool blocking) {
+    if (setting != nullptr) {
+      setenv("CUTECALL_LAUNCH_RECORD", setting, 1);
+    } else {
+      unsetenv("CUTECALL_LAUNCH_RECORD");
+    }
+    SetLaunchBlocking(blocking);
+    LaunchRoute r = RouteLaunches(TestObjectBytes(), WithLaunch());
+    SetLaunchBlocking(false);
+    setenv("CUTECALL_LAUNCH_RECORD", "1", 1);  // as route_launches_always.cc
+    return r;
+  };
+  LaunchRoute off = route("0", true);
   EXPECT_FALSE(off.routed());
   EXPECT_EQ(off.why_not, "CUTECALL_LAUNCH_RECORD=0");
-  EXPECT_TRUE(on.routed()) << on.why_not;
+  EXPECT_TRUE(route("1", false).routed());
+  LaunchRoute unset_off = route(nullptr, false);
+  EXPECT_FALSE(unset_off.routed());
+  EXPECT_NE(unset_off.why_not.find("loaded while CUTECALL_LAUNCH_BLOCKING was off"),
+            std::string::npos) << unset_off.why_not;
+  EXPECT_TRUE(route(nullptr, true).routed());
 }
 
 TEST(RouteLaunchesTest, AModuleWithoutTheImportIsNotRouted) {

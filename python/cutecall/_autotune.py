@@ -161,8 +161,10 @@ class Autotuned:
 
     def _tune(self, args) -> TuningResult:
         timer = self.timer or _default_timer(args)
-        if self.compile_workers > 1 and not any(_is_torch(x) for x in args):
-            self._compile_in_workers(args)
+        if not any(_is_torch(x) for x in args):
+            if self.compile_workers > 1:
+                self._compile_in_workers(args)
+            args = _concrete_jax(args)  # once per key, not once per candidate
         times, errors, runs = [], [], 0
         for i, config in enumerate(self.configs):
             try:
@@ -237,9 +239,10 @@ def _time_torch(fn, args, warmup: int, rep: int) -> float:
     return start.elapsed_time(end) * 1e3 / rep
 
 
-def _time_jax(fn, args, warmup: int, rep: int) -> float:
-    """µs per call of ``jax.jit(fn)`` on concrete random inputs shaped like
-    `args` (tracers under jit): `rep` calls dispatched back to back."""
+def _concrete_jax(args) -> tuple:
+    """`args` with every tracer or shape-only array replaced by a device
+    array of its shape and dtype: standard normal floats, zeros otherwise
+    (concrete arrays are kept)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -248,12 +251,21 @@ def _time_jax(fn, args, warmup: int, rep: int) -> float:
     def concrete(x):
         if not hasattr(x, "shape") or not hasattr(x, "dtype"):
             return x
+        if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
+            return x
         if jnp.issubdtype(x.dtype, jnp.floating):
-            return jnp.asarray(rng.standard_normal(x.shape), x.dtype)
+            return jnp.asarray(rng.standard_normal(x.shape, np.float32), x.dtype)
         return jnp.zeros(x.shape, x.dtype)
+    with jax.ensure_compile_time_eval():
+        return tuple(concrete(x) for x in args)
 
+
+def _time_jax(fn, args, warmup: int, rep: int) -> float:
+    """µs per call of ``jax.jit(fn)`` on concrete random inputs shaped like
+    `args` (tracers under jit): `rep` calls dispatched back to back."""
+    import jax
     call = jax.jit(fn)
-    inputs = [concrete(x) for x in args]
+    inputs = _concrete_jax(args)
     for _ in range(max(1, warmup)):
         jax.block_until_ready(call(*inputs))
     start = time.perf_counter()
