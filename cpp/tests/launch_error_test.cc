@@ -14,6 +14,7 @@
 #include "cutecall/module_registry.h"
 #include "fake_runtime.h"
 #include "fake_sync_driver.h"
+#include "launch_config.h"
 #include "test_util.h"
 
 namespace cutecall {
@@ -27,15 +28,7 @@ using cutecall_test::TestObjectBytes;
 
 constexpr char kShimLibrary[] = "/test/lib/libcutecall_shim.so";
 
-CudaLaunchConfig Config(uint32_t grid_x, uint32_t block_x, size_t smem) {
-  CudaLaunchConfig c{};
-  c.grid[0] = grid_x;
-  c.grid[1] = c.grid[2] = 1;
-  c.block[0] = block_x;
-  c.block[1] = c.block[2] = 1;
-  c.dynamic_smem_bytes = smem;
-  return c;
-}
+using cutecall_test::Config;
 
 std::string Renamed(std::string bytes) {
   EXPECT_TRUE(IsOk(RenameUndefinedSymbol(&bytes, kLaunchImport, kLaunchShim)));

@@ -13,6 +13,7 @@
 #include "cutecall/elf.h"
 #include "cutecall/launch_blocking.h"
 #include "elf_builder.h"
+#include "launch_config.h"
 #include "test_util.h"
 
 namespace cutecall {
@@ -38,15 +39,7 @@ struct FakeForward {
   }
 };
 
-CudaLaunchConfig Config(uint32_t grid_x, uint32_t block_x, size_t smem) {
-  CudaLaunchConfig c{};
-  c.grid[0] = grid_x;
-  c.grid[1] = c.grid[2] = 1;
-  c.block[0] = block_x;
-  c.block[1] = c.block[2] = 1;
-  c.dynamic_smem_bytes = smem;
-  return c;
-}
+using cutecall_test::Config;
 
 class LaunchRecordTest : public ::testing::Test {
  protected:
