@@ -242,7 +242,7 @@ def _time_torch(fn, args, warmup: int, rep: int) -> float:
 def _concrete_jax(args) -> tuple:
     """`args` with every tracer or shape-only array replaced by a device
     array of its shape and dtype: standard normal floats, zeros otherwise
-    (concrete arrays are kept)."""
+    (concrete JAX and NumPy arrays are kept, on the device)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -253,6 +253,8 @@ def _concrete_jax(args) -> tuple:
             return x
         if isinstance(x, jax.Array) and not isinstance(x, jax.core.Tracer):
             return x
+        if isinstance(x, np.ndarray):  # data the caller gave: kept
+            return jnp.asarray(x)
         if jnp.issubdtype(x.dtype, jnp.floating):
             return jnp.asarray(rng.standard_normal(x.shape, np.float32), x.dtype)
         return jnp.zeros(x.shape, x.dtype)
