@@ -154,9 +154,8 @@ class Autotuned:
                       else x for x in args)
         tasks = [functools.partial(_compile_candidate, self.build, c, specs)
                  for c in self.configs]
-        build = getattr(self.build, "func", self.build)
         report = _warmup.warmup(tasks, workers=self.compile_workers,
-                                preload=[getattr(build, "__module__", None) or "cutecall"])
+                                preload=_warmup.defining_modules([self.build]))
         logger.info("autotune '%s': %s", self.name, str(report).splitlines()[0])
 
     def _tune(self, args) -> TuningResult:

@@ -132,17 +132,25 @@ def _init_worker(environ: dict, arch: str) -> None:
         sys.modules["jax"].config.update("jax_platforms", "cpu")
 
 
-def _context(tasks, preload: Sequence[str]):
-    """The fork-server context, preloading PRELOAD, `preload` and the
-    modules that define the tasks (a running server keeps its first list)."""
-    modules = list(PRELOAD) + list(preload)
-    for t in tasks:
-        f = _target(t)
+def defining_modules(functions) -> list:
+    """The modules that define `functions` (partials unwrapped), in order,
+    without duplicates; ``__main__`` is left out (each worker imports the
+    main script itself)."""
+    modules = []
+    for f in functions:
         while isinstance(f, functools.partial):
             f = f.func
         module = getattr(f, "__module__", None)
         if module and module != "__main__" and module not in modules:
             modules.append(module)
+    return modules
+
+
+def _context(tasks, preload: Sequence[str]):
+    """The fork-server context, preloading PRELOAD, `preload` and the
+    modules that define the tasks (a running server keeps its first list)."""
+    modules = list(PRELOAD) + list(preload)
+    modules += [m for m in defining_modules(_target(t) for t in tasks) if m not in modules]
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(modules)
     return ctx
