@@ -65,7 +65,9 @@ Status LoadedModule::Run(void* stream, abi::Slot* slots, size_t num_slots,
   packed[0] = &stream;
   for (size_t i = 0; i < num_slots; ++i) packed[i + 1] = &slots[i];
   packed[num_slots + 1] = &cuda_status;
-  ResetLaunchRecord();
+  // Only a routed module's launches reach the record (modules load
+  // unrouted by default): the hot path of the others skips it.
+  if (launch_unrouted_.empty()) ResetLaunchRecord();
   int rc;
   try {
     rc = rt_->function_run(function_, packed, num_slots + 2);
