@@ -176,6 +176,7 @@ def test_configs_of_any_value_type_persist():
     (dict(key=3), TypeError, "key must be callable"),
     (dict(rep=0), ValueError, "rep must be an int >= 1, got 0"),
     (dict(warmup=-1), ValueError, "warmup must be an int >= 0, got -1"),
+    (dict(compile_workers=2.5), ValueError, "compile_workers must be an int >= 0, got 2.5"),
 ])
 def test_bad_arguments_are_refused_before_any_tuning(kwargs, error, text):
     args = dict(configs=[{"k": 1}], key=lambda x: x.shape, timer=Timer())

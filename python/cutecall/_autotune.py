@@ -71,7 +71,8 @@ class Autotuned:
         if not configs or not all(isinstance(c, dict) for c in configs):
             raise ValueError(f"cutecall.autotune: configs must be a non-empty list of "
                              f"dicts (keyword arguments of build), got {configs!r}")
-        for what, n, least in (("warmup", warmup, 0), ("rep", rep, 1)):
+        for what, n, least in (("warmup", warmup, 0), ("rep", rep, 1),
+                               ("compile_workers", compile_workers, 0)):
             if isinstance(n, bool) or not isinstance(n, int) or n < least:
                 raise ValueError(f"cutecall.autotune: {what} must be an int >= "
                                  f"{least}, got {n!r}")
