@@ -202,3 +202,24 @@ def test_candidates_under_jit_are_timed_on_one_set_of_concrete_inputs():
     assert all(a[0] is x for a in seen)          # the very same array
     assert not isinstance(x, jax.core.Tracer)
     assert (x.shape, x.dtype) == ((4, 5), jnp.bfloat16) and float(jnp.std(x)) > 0.1
+
+
+def test_the_default_jax_timer_runs_the_calls_while_a_jit_traces():
+    # Tuning happens while the caller's jit traces. The timer's chains must
+    # run on the device then, not be traced into the caller's program
+    # (whose "time" would be tracing time): count the calls that ran.
+    from cutecall._autotune import _time_jax
+    ran = []
+
+    def fn(x):
+        jax.debug.callback(lambda x: ran.append(1), x)  # an operand: never merged
+        return x * 2
+    times = []
+
+    def traced(x):
+        times.append(_time_jax(fn, (x,), 1, 4))   # chains of 1 and 4 calls
+        return x
+    jax.jit(traced)(jnp.ones(8))
+    # warm-up: both chains once; then best of three: both chains each time
+    assert len(ran) == (1 + 4) * (1 + 3)
+    assert times[0] >= 0.0

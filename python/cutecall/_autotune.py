@@ -270,8 +270,16 @@ def _time_jax(fn, args, warmup: int, rep: int) -> float:
     what is left is the GPU's time whenever the GPU is the bottleneck. Best
     of three; `warmup` untimed runs of each first."""
     import jax
+    # Tuning runs while the caller's jit traces: without this, the chains
+    # below would be traced into the caller's program, never run, and the
+    # "time" would be tracing time.
+    with jax.ensure_compile_time_eval():
+        return _time_jax_chains(fn, _concrete_jax(args), warmup, rep)
+
+
+def _time_jax_chains(fn, inputs, warmup: int, rep: int) -> float:
+    import jax
     from jax import lax
-    inputs = _concrete_jax(args)
     where = [i for i, x in enumerate(inputs) if isinstance(x, jax.Array)]
 
     def chain(k: int):
@@ -288,7 +296,13 @@ def _time_jax(fn, args, warmup: int, rep: int) -> float:
             return outs
         f = jax.jit(run)
         arrays = [inputs[i] for i in where]
-        return lambda: jax.block_until_ready(f(*arrays))
+
+        def call():
+            out = jax.block_until_ready(f(*arrays))
+            if any(isinstance(x, jax.core.Tracer) for x in jax.tree.leaves(out)):
+                raise RuntimeError("cutecall.autotune: the timed calls were traced, "
+                                   "not run (is a trace active?)")
+        return call
 
     short_k = max(1, rep // 4)
     long_k = max(rep, short_k + 1)
