@@ -1,8 +1,9 @@
 """Parallel warm-up (cutecall.warmup) on CPU: tasks compile into the shared
-artifact store in workers forked from a preloaded
-fork server, so this process then loads every kernel
+artifact store in workers forked from a preloaded fork server, or from a
+process that runs no GPU client, so this process then loads every kernel
 with zero compiles; a failing task and a killed worker are reported while
-the rest complete; unpicklable tasks are refused up front; the CLI form."""
+the rest complete, either way; unpicklable tasks are refused up front; how
+workers start, and why; the CLI form."""
 
 import functools
 import os
@@ -47,6 +48,7 @@ def tasks(n: int = 3000):
 
 
 TASKS = tasks(5000)
+WITH_FAILURES = [fails, dies] + tasks(4000)
 
 
 @pytest.fixture
@@ -56,7 +58,8 @@ def store(tmp_path, monkeypatch):
 
 
 def test_workers_fill_the_store_and_this_process_compiles_nothing(store):
-    report = cutecall.warmup(tasks(), workers=2)
+    # This process may run JAX's CPU client: workers come from the fork server.
+    report = cutecall.warmup(tasks(), workers=2, start="forkserver")
     assert not report.failed, str(report)
     assert [r.compiles for r in report.results] == [1, 1]
     before = cutecall.compile_stats()
@@ -68,7 +71,7 @@ def test_workers_fill_the_store_and_this_process_compiles_nothing(store):
 
 
 def test_a_failing_task_and_a_dead_worker_are_reported(store):
-    report = cutecall.warmup([fails, dies] + tasks(4000), workers=2)
+    report = cutecall.warmup(WITH_FAILURES, workers=2, start="forkserver")
     by_name = {r.name: r for r in report.results}
     assert by_name["fails"].error == "ValueError: this task fails on purpose"
     assert by_name["dies"].error == "worker process died"
@@ -85,14 +88,65 @@ def test_tasks_that_cannot_reach_a_worker_are_refused():
         cutecall.warmup([fails], workers=0)
 
 
-def test_the_cli_runs_a_task_list(tmp_path):
-    env = child_env(CUTECALL_CACHE_DIR=str(tmp_path / "cache"))
-    out = subprocess.run([sys.executable, "-m", "cutecall", "warmup", "test_warmup:TASKS",
-                          "--workers", "2"], env=env, capture_output=True, text=True,
-                         timeout=600, cwd=os.path.dirname(__file__))
+def cli(tmp_path, *args):
+    env = child_env(CUTECALL_CACHE_DIR=str(tmp_path / "cache"), CUTECALL_LOG="info")
+    return subprocess.run([sys.executable, "-m", "cutecall", "warmup", *args],
+                          env=env, capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(__file__))
+
+
+@pytest.mark.parametrize("start, how", [
+    ("auto", "by fork (no GPU client in this process)"),
+    ("forkserver", "by forkserver (asked for)")])
+def test_the_cli_runs_a_task_list(tmp_path, start, how):
+    # The CLI's process has imported JAX but started no backend: "auto"
+    # forks it, and the workers inherit its imports.
+    out = cli(tmp_path, "test_warmup:TASKS", "--workers", "2", "--start", start)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "2 tasks, 2 workers" in out.stdout and "0 failed" in out.stdout
     assert out.stdout.count("1 compiled, 0 from the store") == 2
+    assert f"2 workers {how}, for sm_90a" in out.stderr, out.stderr
+
+
+def test_forked_workers_report_a_failing_task_and_a_dead_worker(tmp_path):
+    out = cli(tmp_path, "test_warmup:WITH_FAILURES", "--workers", "2")
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "by fork" in out.stderr
+    assert "fails: 0.0 s, error: ValueError: this task fails on purpose" in out.stdout
+    assert "dies: 0.0 s, error: worker process died" in out.stdout
+    assert out.stdout.count("1 compiled, 0 from the store") == 2
+    assert "2 failed" in out.stdout
+
+
+def test_a_process_with_a_jax_backend_does_not_fork_its_workers():
+    from cutecall import _warmup_start
+    jnp.ones(1).block_until_ready()                  # JAX's CPU client is up
+    assert _warmup_start.fork_blocker() == "JAX has started its backends in this process"
+    assert _warmup_start.choose("auto") == (
+        "forkserver", "JAX has started its backends in this process")
+    assert _warmup_start.choose("fork") == ("fork", "asked for")
+    with pytest.raises(ValueError, match=r"start must be one of \('auto', 'fork', "
+                                         r"'forkserver'\), got 'spawn'"):
+        cutecall.warmup([fails], start="spawn")
+
+
+def test_the_arch_for_forked_workers_starts_no_gpu_client(monkeypatch):
+    from cutecall import _warmup_start
+    monkeypatch.setenv("CUTECALL_ARCH", "sm_100a")
+    assert _warmup_start.arch_without_a_gpu_client() == "sm_100a"
+    monkeypatch.delenv("CUTECALL_ARCH")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    assert _warmup_start.arch_without_a_gpu_client() == "sm_90a"
+    assert not _warmup_start._cuda_driver_initialized()
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_forked_workers_target_the_arch_jax_would(monkeypatch):
+    from cutecall import _warmup_start
+    from cutecall._driver.compiler import default_arch
+    monkeypatch.delenv("CUTECALL_ARCH", raising=False)
+    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
+    assert _warmup_start.arch_without_a_gpu_client() == default_arch()
 
 
 def write_env(path, name):
@@ -108,7 +162,8 @@ def test_workers_see_the_environment_of_each_call(tmp_path, monkeypatch):
         monkeypatch.setenv("CUTECALL_WARMUP_PROBE", value)
         out = tmp_path / value
         report = cutecall.warmup([functools.partial(write_env, str(out),
-                                                    "CUTECALL_WARMUP_PROBE")], workers=1)
+                                                    "CUTECALL_WARMUP_PROBE")], workers=1,
+                                 start="forkserver")
         assert not report.failed, str(report)
         assert out.read_text() == value
 

@@ -8,14 +8,18 @@ attention kernels and its GEMM's tile candidates):
   cold_parallel  ``--workers`` (4) workers, another empty store
   warm           the same tasks again on the filled store (loads only)
 
-Each run is a fresh process, and each figure is the wall time of its whole
-``warmup`` call: the fork server's start and imports (``preload=PRELOAD``),
-the workers' forks and every compile. The CuTe DSL's own file cache is off
+Each run is a fresh process that first imports what the tasks use
+(``PRELOAD``, as a training script has; the seconds are recorded apart), and
+each figure is the wall time of its whole ``warmup`` call: the workers'
+start (``--start``: "auto" forks this process, which runs no GPU client;
+"forkserver" starts a fork server that imports everything again) and every
+compile. The CuTe DSL's own file cache is off
 (``CUTE_DSL_DISABLE_FILE_CACHING=1``), so cold means cold. No GPU needed:
 compiles target sm_90a (set ``CUTECALL_ARCH=sm_90a`` on a machine without
 one).
 
   python bench/warm_start/parallel.py --out results.json [--workers 4] [--set training]
+                                      [--start auto|fork|forkserver]
 """
 
 from __future__ import annotations
@@ -153,16 +157,28 @@ def _q(hdim):
     return _s((2, 4096, 16, hdim), "bfloat16")
 
 
-PRELOAD = ("flash_attn.cute", "quack", "cutecall.examples.flash_attention_kernels",
+# What the tasks use: a training script has these imported before it warms up.
+PRELOAD = ("flash_attn.cute", "flash_attn.cute.flash_fwd_sm90",
+           "flash_attn.cute.flash_bwd_sm90", "flash_attn.cute.flash_bwd_preprocess",
+           "flash_attn.cute.flash_bwd_postprocess", "quack", "quack.gemm_default_epi",
+           "quack.tile_scheduler", "cutecall.examples.flash_attention_kernels",
            "cutecall.examples.quack", "cutecall.examples.quack_gemm",
            "cutecall.examples.kernels")
 
 
-def timed(workers: int, which: str) -> dict:
+def timed(workers: int, which: str, start: str) -> dict:
+    import importlib
+    import time
+
     import cutecall
-    report = cutecall.warmup(tasks(which), workers=workers, preload=PRELOAD)
+    t0 = time.perf_counter()
+    for module in cutecall._warmup.PRELOAD + PRELOAD:
+        importlib.import_module(module)
+    imports = time.perf_counter() - t0
+    report = cutecall.warmup(tasks(which), workers=workers, preload=PRELOAD, start=start)
     print(report, flush=True)
-    return {"workers": workers, "seconds": report.seconds,
+    return {"workers": workers, "start": report.start, "imports_before_s": round(imports, 2),
+            "seconds": report.seconds,
             "compiles": sum(r.compiles for r in report.results),
             "disk_hits": sum(r.disk_hits for r in report.results),
             "tasks": len(report.results),
@@ -170,11 +186,12 @@ def timed(workers: int, which: str) -> dict:
             "failed": [f"{r.name}: {r.error}" for r in report.failed]}
 
 
-def run_in_child(workers: int, which: str, cache: str) -> dict:
-    """One ``warmup`` call in a fresh process (its own fork server and
-    imports, as a user's program would start)."""
+def run_in_child(workers: int, which: str, cache: str, start: str) -> dict:
+    """One ``warmup`` call in a fresh process that has imported what the
+    tasks use, as a user's program would have."""
     env = dict(os.environ, CUTECALL_CACHE_DIR=cache)
-    out = subprocess.run([sys.executable, __file__, "--child", str(workers), "--set", which],
+    out = subprocess.run([sys.executable, __file__, "--child", str(workers), "--set", which,
+                          "--start", start],
                          env=env, capture_output=True, text=True)
     print(out.stdout[-6000:], out.stderr[-3000:] if out.returncode else "", flush=True)
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
@@ -188,18 +205,21 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--set", default="inference", choices=("inference", "training"))
+    ap.add_argument("--start", default="auto", choices=("auto", "fork", "forkserver"),
+                    help="how workers start (cutecall.warmup's start=)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"  # workers inherit it
     if args.child is not None:
-        print("RESULT " + json.dumps(timed(args.child, args.set)), flush=True)
+        print("RESULT " + json.dumps(timed(args.child, args.set, args.start)), flush=True)
         return
     serial_dir, parallel_dir = tempfile.mkdtemp(), tempfile.mkdtemp()
-    runs = {"cold_serial": run_in_child(1, args.set, serial_dir),
-            "cold_parallel": run_in_child(args.workers, args.set, parallel_dir),
-            "warm": run_in_child(args.workers, args.set, parallel_dir)}
+    runs = {"cold_serial": run_in_child(1, args.set, serial_dir, args.start),
+            "cold_parallel": run_in_child(args.workers, args.set, parallel_dir, args.start),
+            "warm": run_in_child(args.workers, args.set, parallel_dir, args.start)}
     runs["speedup"] = runs["cold_serial"]["seconds"] / runs["cold_parallel"]["seconds"]
-    print(f"{args.set}: {runs['cold_serial']['tasks']} tasks, cold serial "
+    print(f"{args.set} ({runs['cold_parallel']['start']}): "
+          f"{runs['cold_serial']['tasks']} tasks, cold serial "
           f"{runs['cold_serial']['seconds']:.1f} s, cold parallel "
           f"{runs['cold_parallel']['seconds']:.1f} s ({runs['speedup']:.2f}x), warm "
           f"{runs['warm']['seconds']:.1f} s")

@@ -2,13 +2,15 @@
 with N worker processes, so later processes (and this one) load them.
 
 ``cute.compile`` is not thread-safe and holds the GIL, so parallel compiles
-need processes. Workers are forked from a ``multiprocessing`` fork server
-that has imported JAX, the CuTe DSL and cutecall once (plus the modules in
-``preload=`` and those the tasks are defined in), so N workers do not pay N
-interpreter starts and imports. Each worker gets this process's environment
-(``$CUTECALL_CACHE_DIR``, target arch) as it is at the call, and starts no GPU
-client (it compiles, never runs); whatever a task compiles lands in the
-store. Example::
+need processes. Every worker has JAX, the CuTe DSL and cutecall imported
+(plus the modules in ``preload=`` and those the tasks are defined in)
+before it starts, so N workers do not pay N imports: they fork from this
+process when it runs no GPU client yet (``start="auto"``: they inherit what
+it imported, and the call pays no start-up), else from a fork server that
+imports them once (see ``cutecall._warmup_start``). Each worker gets this
+process's environment (``$CUTECALL_CACHE_DIR``, target arch) as it is at
+the call, and starts no GPU client (it compiles, never runs); whatever a
+task compiles lands in the store. Example::
 
     import cutecall
 
@@ -34,13 +36,13 @@ from __future__ import annotations
 import concurrent.futures as cf
 import dataclasses
 import functools
-import multiprocessing
 import os
 import pickle
 import sys
 import time
 from typing import Any, Callable, Sequence
 
+from . import _warmup_start
 from ._driver.log import logger
 
 __all__ = ["warmup", "jax_task", "torch_task", "WarmupReport", "TaskResult"]
@@ -60,13 +62,15 @@ class WarmupReport:
     results: tuple
     seconds: float
     workers: int
+    start: str = ""          # how the workers started: "fork" or "forkserver"
 
     @property
     def failed(self) -> tuple:
         return tuple(r for r in self.results if r.error is not None)
 
     def __str__(self):
-        lines = [f"cutecall warm-up: {len(self.results)} tasks, {self.workers} workers, "
+        how = f" by {self.start}" if self.start else ""
+        lines = [f"cutecall warm-up: {len(self.results)} tasks, {self.workers} workers{how}, "
                  f"{self.seconds:.1f} s, {len(self.failed)} failed"]
         for r in self.results:
             what = f"error: {r.error}" if r.error else \
@@ -114,7 +118,7 @@ def _target(task):
     return task
 
 
-# Imported once by the fork server, before any worker forks from it.
+# Imported once (here or by the fork server), before any worker forks.
 PRELOAD = ("jax", "cutlass", "cutlass.cute", "cutecall", "cutecall.jax")
 
 
@@ -146,14 +150,11 @@ def defining_modules(functions) -> list:
     return modules
 
 
-def _context(tasks, preload: Sequence[str]):
-    """The fork-server context, preloading PRELOAD, `preload` and the
-    modules that define the tasks (a running server keeps its first list)."""
+def _modules(tasks, preload: Sequence[str]) -> list:
+    """PRELOAD, `preload`, then the modules that define the tasks."""
     modules = list(PRELOAD) + list(preload)
-    modules += [m for m in defining_modules(_target(t) for t in tasks) if m not in modules]
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(modules)
-    return ctx
+    return modules + [m for m in defining_modules(_target(t) for t in tasks)
+                      if m not in modules]
 
 
 def _run(task) -> tuple:
@@ -182,11 +183,14 @@ def _progress(total: int):
 
 
 def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
-           preload: Sequence[str] = ()) -> WarmupReport:
+           preload: Sequence[str] = (), start: str = "auto") -> WarmupReport:
     """Runs `tasks` in `workers` processes (default: the CPU count, at most
     the number of tasks); returns a :class:`WarmupReport`. Tasks are handed
     out in order, so put the longest first. `preload`: more modules for the
-    fork server to import once (e.g. ``("flash_attn.cute", "quack")``)."""
+    workers to have imported (e.g. ``("flash_attn.cute", "quack")``).
+    `start`: "auto" (fork this process while it runs no GPU client, else a
+    fork server), "fork" or "forkserver"."""
+    method, why = _warmup_start.choose(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
         raise TypeError(f"cutecall.warmup: preload must be a sequence of module "
@@ -215,8 +219,14 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     # All tasks in one pool. A worker that dies breaks the pool without
     # saying which task it ran: the unfinished tasks then run one per pool,
     # so the one that dies is named.
-    from ._driver.compiler import default_arch
-    setup = (_context(tasks, preload), (dict(os.environ), default_arch()))
+    if method == "fork":
+        arch = _warmup_start.arch_without_a_gpu_client()
+    else:
+        from ._driver.compiler import default_arch
+        arch = default_arch()
+    logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
+    setup = (_warmup_start.context(method, _modules(tasks, preload)),
+             (dict(os.environ), arch))
     unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup)
     for i in unfinished:
         if _run_pool(tasks, [i], 1, done, setup):
@@ -224,20 +234,20 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     if bar is not None:
         bar.close()
     report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
-                          time.perf_counter() - start, workers)
+                          time.perf_counter() - start, workers, method)
     logger.info("%s", str(report).splitlines()[0])
     return report
 
 
 def _run_pool(tasks, indices, workers: int, done, setup) -> list:
-    """Runs tasks[i] for i in `indices` in a pool of workers forked from the
-    fork server (never from this process, where JAX or CUDA may have
-    started); returns the indices left unfinished when a worker died."""
+    """Runs tasks[i] for i in `indices` in a pool of `workers` processes;
+    returns the indices left unfinished when a worker died."""
     ctx, initargs = setup
     finished = set()
     with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                                 initargs=initargs) as pool:
-        futures = {pool.submit(_run, tasks[i]): i for i in indices}
+        with _warmup_start.quiet_fork():    # a fork pool forks on the first submit
+            futures = {pool.submit(_run, tasks[i]): i for i in indices}
         for fut in cf.as_completed(futures):
             i = futures[fut]
             try:
@@ -262,14 +272,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("tasks", help="module:attr, a list of tasks or a function returning one")
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
-                    help="a module for the workers' fork server to import once "
-                         "(repeatable)")
+                    help="a module for the workers to have imported (repeatable)")
+    ap.add_argument("--start", choices=_warmup_start.START_METHODS, default="auto",
+                    help="how workers start (default: auto, see cutecall.warmup)")
     args = ap.parse_args(argv)
     module, _, attr = args.tasks.partition(":")
     if not attr:
         ap.error(f"tasks must be module:attr, got {args.tasks!r}")
     found: Any = getattr(importlib.import_module(module), attr)
     report = warmup(found() if callable(found) else found, workers=args.workers,
-                    preload=[module, *args.preload])
+                    preload=[module, *args.preload], start=args.start)
     print(report)
     return 1 if report.failed else 0

@@ -1,0 +1,134 @@
+"""How warm-up workers start: forked from this process when that is safe,
+else forked from a fork server.
+
+Forking this process is the fast way. The workers inherit every module it
+has imported, so JAX, torch, the CuTe DSL and the kernels' packages are not
+imported a second time (about 10 s for JAX, torch, the DSL, FA4 and QuACK
+on an H100 host). It is safe only while this process runs no GPU client:
+a CUDA context and XLA's threads do not survive ``fork()``. So
+``start="auto"`` forks only on Linux, and only while
+
+- JAX has started no backend here (``jax.devices()`` and the first array
+  start one),
+- torch has not initialized CUDA here, and
+- no one has initialized the CUDA driver here.
+
+Otherwise the workers fork from a ``multiprocessing`` fork server: a clean
+interpreter that imports the modules once, before the first worker forks.
+The choice and its reason are logged (``CUTECALL_LOG=info``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import importlib
+import multiprocessing
+import os
+import subprocess
+import sys
+import warnings
+from typing import Sequence
+
+from ._driver.log import logger
+
+START_METHODS = ("auto", "fork", "forkserver")
+
+
+def fork_blocker() -> str | None:
+    """Why this process must not fork compile workers, or None if it may."""
+    if not sys.platform.startswith("linux"):
+        return f"fork() is unsafe on {sys.platform}"
+    if "jax" in sys.modules:
+        from jax._src import xla_bridge
+        if xla_bridge.backends_are_initialized():
+            return "JAX has started its backends in this process"
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        return "torch has initialized CUDA in this process"
+    if _cuda_driver_initialized():
+        return "the CUDA driver is initialized in this process"
+    return None
+
+
+def _cuda_driver_initialized() -> bool:
+    """Whether libcuda is loaded here and cuInit has run (never loads it)."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
+    except OSError:
+        return False
+    context = ctypes.c_void_p()
+    # CUDA_ERROR_NOT_INITIALIZED (3) until cuInit; anything else means it ran.
+    return cuda.cuCtxGetCurrent(ctypes.byref(context)) != 3
+
+
+def choose(start: str) -> tuple[str, str]:
+    """(method, reason) for ``warmup(start=...)``: "fork" or "forkserver"."""
+    if start not in START_METHODS:
+        raise ValueError(f"cutecall.warmup: start must be one of {START_METHODS}, "
+                         f"got {start!r}")
+    if start != "auto":
+        return start, "asked for"
+    blocker = fork_blocker()
+    return ("forkserver", blocker) if blocker else ("fork", "no GPU client in this process")
+
+
+def context(method: str, modules: Sequence[str]):
+    """The multiprocessing context whose workers have `modules` imported:
+    imported here before forking, or preloaded by the fork server (a
+    running server keeps its first list). A module that fails to import is
+    skipped, as the fork server skips it; the task that needs it reports
+    the error."""
+    if method == "forkserver":
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(list(modules))
+        return ctx
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            logger.info("warm-up: preload %s failed: %s", name, e)
+    return multiprocessing.get_context("fork")
+
+
+@contextlib.contextmanager
+def quiet_fork():
+    """Python warns that forking a process with threads may deadlock. Warm-up
+    forks only when no GPU client runs (:func:`fork_blocker`); the threads
+    left are idle pools (BLAS) that register their own fork handlers."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
+                                category=DeprecationWarning)
+        yield
+
+
+_ARCH_PROBE = """
+import ctypes
+try:
+    cuda = ctypes.CDLL("libcuda.so.1")
+    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
+    assert cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0
+    assert cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) == 0
+    print(f"{major.value}.{minor.value}")
+except Exception:
+    pass
+"""
+
+
+def arch_without_a_gpu_client() -> str:
+    """The arch `default_arch()` would give, found without starting JAX or
+    CUDA here: $CUTECALL_ARCH, else device 0's capability read by a short
+    child process, else sm_90a (as with no GPU)."""
+    from ._driver.compiler import _arch_from_capability, default_arch
+    if os.environ.get("CUTECALL_ARCH"):
+        return default_arch()
+    platforms = os.environ.get("JAX_PLATFORMS", "")
+    if platforms and not any(p in platforms for p in ("cuda", "gpu")):
+        return "sm_90a"             # JAX here will see no CUDA device
+    try:
+        out = subprocess.run([sys.executable, "-c", _ARCH_PROBE], capture_output=True,
+                             text=True, timeout=120).stdout.strip()
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    return _arch_from_capability(out) if out else "sm_90a"
