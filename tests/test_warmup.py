@@ -96,7 +96,7 @@ def cli(tmp_path, *args):
 
 
 @pytest.mark.parametrize("start, how", [
-    ("auto", "by fork (no GPU client in this process)"),
+    ("auto", "by fork (no JAX backend in this process)"),
     ("forkserver", "by forkserver (asked for)")])
 def test_the_cli_runs_a_task_list(tmp_path, start, how):
     # The CLI's process has imported JAX but started no backend: "auto"
@@ -137,7 +137,6 @@ def test_the_arch_for_forked_workers_starts_no_gpu_client(monkeypatch):
     monkeypatch.delenv("CUTECALL_ARCH")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     assert _warmup_start.arch_without_a_gpu_client() == "sm_90a"
-    assert not _warmup_start._cuda_driver_initialized()
 
 
 @pytest.mark.gpu

@@ -5,9 +5,9 @@ with N worker processes, so later processes (and this one) load them.
 need processes. Every worker has JAX, the CuTe DSL and cutecall imported
 (plus the modules in ``preload=`` and those the tasks are defined in)
 before it starts, so N workers do not pay N imports: they fork from this
-process when it runs no GPU client yet (``start="auto"``: they inherit what
-it imported, and the call pays no start-up), else from a fork server that
-imports them once (see ``cutecall._warmup_start``). Each worker gets this
+process while JAX has started no backend in it (``start="auto"``: they
+inherit what it imported, and the call pays no start-up), else from a fork
+server that imports them once (see ``cutecall._warmup_start``). Each worker gets this
 process's environment (``$CUTECALL_CACHE_DIR``, target arch) as it is at
 the call, and starts no GPU client (it compiles, never runs); whatever a
 task compiles lands in the store. Example::
@@ -188,8 +188,8 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     the number of tasks); returns a :class:`WarmupReport`. Tasks are handed
     out in order, so put the longest first. `preload`: more modules for the
     workers to have imported (e.g. ``("flash_attn.cute", "quack")``).
-    `start`: "auto" (fork this process while it runs no GPU client, else a
-    fork server), "fork" or "forkserver"."""
+    `start`: "auto" (fork this process while JAX has started no backend in
+    it, else a fork server), "fork" or "forkserver"."""
     method, why = _warmup_start.choose(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):

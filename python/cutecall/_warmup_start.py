@@ -4,14 +4,15 @@ else forked from a fork server.
 Forking this process is the fast way. The workers inherit every module it
 has imported, so JAX, torch, the CuTe DSL and the kernels' packages are not
 imported a second time (about 10 s for JAX, torch, the DSL, FA4 and QuACK
-on an H100 host). It is safe only while this process runs no GPU client:
-a CUDA context and XLA's threads do not survive ``fork()``. So
-``start="auto"`` forks only on Linux, and only while
+on an H100 host). So ``start="auto"`` forks, on Linux, unless JAX has
+started a backend here (``jax.devices()`` and the first array start one):
+XLA's clients and their threads do not survive ``fork()``, and a worker's
+lowering would reach them.
 
-- JAX has started no backend here (``jax.devices()`` and the first array
-  start one),
-- torch has not initialized CUDA here, and
-- no one has initialized the CUDA driver here.
+A CUDA context here does not stop it (importing FA4 or QuACK initializes
+CUDA through torch): workers never call CUDA. They compile for an arch
+given to them and run JAX on its CPU backend; a worker that touched CUDA
+anyway would get an error (torch raises in a forked child), not a hang.
 
 Otherwise the workers fork from a ``multiprocessing`` fork server: a clean
 interpreter that imports the modules once, before the first worker forks.
@@ -21,7 +22,6 @@ The choice and its reason are logged (``CUTECALL_LOG=info``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import importlib
 import multiprocessing
 import os
@@ -43,23 +43,7 @@ def fork_blocker() -> str | None:
         from jax._src import xla_bridge
         if xla_bridge.backends_are_initialized():
             return "JAX has started its backends in this process"
-    torch = sys.modules.get("torch")
-    if torch is not None and torch.cuda.is_initialized():
-        return "torch has initialized CUDA in this process"
-    if _cuda_driver_initialized():
-        return "the CUDA driver is initialized in this process"
     return None
-
-
-def _cuda_driver_initialized() -> bool:
-    """Whether libcuda is loaded here and cuInit has run (never loads it)."""
-    try:
-        cuda = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | ctypes.RTLD_GLOBAL)
-    except OSError:
-        return False
-    context = ctypes.c_void_p()
-    # CUDA_ERROR_NOT_INITIALIZED (3) until cuInit; anything else means it ran.
-    return cuda.cuCtxGetCurrent(ctypes.byref(context)) != 3
 
 
 def choose(start: str) -> tuple[str, str]:
@@ -70,7 +54,7 @@ def choose(start: str) -> tuple[str, str]:
     if start != "auto":
         return start, "asked for"
     blocker = fork_blocker()
-    return ("forkserver", blocker) if blocker else ("fork", "no GPU client in this process")
+    return ("forkserver", blocker) if blocker else ("fork", "no JAX backend in this process")
 
 
 def context(method: str, modules: Sequence[str]):
@@ -94,8 +78,9 @@ def context(method: str, modules: Sequence[str]):
 @contextlib.contextmanager
 def quiet_fork():
     """Python warns that forking a process with threads may deadlock. Warm-up
-    forks only when no GPU client runs (:func:`fork_blocker`); the threads
-    left are idle pools (BLAS) that register their own fork handlers."""
+    forks only while JAX runs no backend here (:func:`fork_blocker`); the
+    threads left are idle pools (BLAS) with their own fork handlers, and
+    CUDA's, which no worker calls."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                 category=DeprecationWarning)

@@ -49,7 +49,8 @@ def test_a_tile_lowers_once_for_every_shape(tile):
 
 def test_mismatched_k_is_refused_naming_both_operands():
     with pytest.raises(ValueError,
-                       match=r"mB dim 1 = 128 must equal mA dim 1 = 64 \(tied dim 'k'\)"):
+                       match=r"operand 'mB' dim 1 = 128 must equal operand 'mA' dim 1 = 64 "
+                             r"\(tied dim 'k'\)"):
         lowered(quack_gemm.Tile(128, 192, 2, 1, pingpong=True),
                 S((256, 64), jnp.bfloat16), S((256, 128), jnp.bfloat16))
 
@@ -66,7 +67,7 @@ def test_n_or_k_off_16_byte_rows_is_refused_before_launch():
     # TMA moves 16-byte rows: a bf16 N of 1500 would compute garbage, so the
     # wrapper declares N and K multiples of 8 and cutecall checks them.
     tile = quack_gemm.Tile(128, 192, 2, 1, pingpong=True)
-    with pytest.raises(ValueError, match=r"mB: dim 0 = 1500 is not divisible by 8"):
+    with pytest.raises(ValueError, match=r"input 'mB': dim 0 = 1500 is not divisible by 8"):
         lowered(tile, S((1000, 512), jnp.bfloat16), S((1500, 512), jnp.bfloat16))
-    with pytest.raises(ValueError, match=r"mA: dim 1 = 500 is not divisible by 8"):
+    with pytest.raises(ValueError, match=r"input 'mA': dim 1 = 500 is not divisible by 8"):
         lowered(tile, S((1000, 500), jnp.bfloat16), S((1504, 500), jnp.bfloat16))

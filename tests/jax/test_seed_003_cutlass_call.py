@@ -302,7 +302,8 @@ def test_per_dim_static_and_divisibility():
     plan = int_attr(line, "plan")
     assert plan[5 + 6:5 + 6 + 3] == [1, 0, 6]  # dim 0 static = 6
     assert plan_dyn_entries(plan)[0] == [(1, 8, -1)]
-    with pytest.raises(ValueError, match="dim 0 = 6 is not divisible by 4"):
+    with pytest.raises(ValueError, match="kernel 'copy2d', input 'x': dim 0 = 6 is not "
+                                         "divisible by 4"):
         cutecall.cutlass_call(layouts.copy2d, output_shape_dtype=like_first,
                               input_spec=TensorSpec(static=True, divisibility=4)
                               ).lower(f32(6, 64))
@@ -315,7 +316,7 @@ def test_tied_dims_share_one_symbol():
     line = custom_call(call.lower(f32(100), f32(100)))
     assert plan_dyn_entries(int_attr(line, "plan")) == [[(0, 4, 0)]] * 3
     assert '"n"' in re.search(r'symbols = ("[^"]*")', line).group(1)
-    with pytest.raises(ValueError, match=r"b dim 0 = 101 must equal a dim 0 = 100 \(tied dim 'n'\)"):
+    with pytest.raises(ValueError, match=r"operand 'b' dim 0 = 101 must equal operand 'a' dim 0 = 100 \(tied dim 'n'\)"):
         call.lower(f32(100), f32(101))
 
 
@@ -363,5 +364,6 @@ def test_layout_and_mode_must_be_permutations():
     for spec, msg in ((TensorSpec(layout=(0, 0)), "layout"), (TensorSpec(mode=(2, 0)), "mode")):
         call = cutecall.cutlass_call(layouts.copy2d, output_shape_dtype=like_first,
                                      input_spec=spec)
-        with pytest.raises(ValueError, match=f"x: {msg} .* is not a permutation"):
+        with pytest.raises(ValueError, match=f"kernel 'copy2d', input 'x': {msg} .* is not "
+                                             f"a permutation"):
             call.lower(f32(4, 4))

@@ -281,7 +281,7 @@ def test_dims_tie_extents_into_one_runtime_value_checked_before_launch():
 
 def test_dims_mismatch_names_both_tensors_dims_and_values():
     k = ct.kernel(kernels.vector_add, dims={"a": ("n",), "b": ("n",)})
-    with pytest.raises(ValueError, match=r"b dim 0 = 10 must equal a dim 0 = 1024 "
+    with pytest.raises(ValueError, match=r"operand 'b' dim 0 = 10 must equal operand 'a' dim 0 = 1024 "
                                          r"\(tied dim 'n'\)"):
         k.compile(*_descs(1024, 10, 1024))
 

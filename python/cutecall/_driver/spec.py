@@ -124,7 +124,7 @@ def _per_dim(value, rank: int, what: str, default):
         return (value,) * rank
     value = tuple(value)
     if len(value) != rank:
-        raise ValueError(f"cutecall: {what} has {len(value)} entries for a "
+        raise ValueError(f"{what} has {len(value)} entries for a "
                          f"rank-{rank} operand: {value!r}")
     return value
 
@@ -141,61 +141,69 @@ def with_static(spec: TensorSpec | None, mask: tuple) -> TensorSpec:
         spec, static=tuple(a or b for a, b in zip(given, mask)))
 
 
+def _who(kernel: str | None, source: int, name: str) -> str:
+    """How errors name an operand, as the launch-time checks do."""
+    side = "input" if source == SOURCE_ARG else "output"
+    return f"cutecall: kernel '{kernel}', {side} '{name}'" if kernel else f"cutecall: {name}"
+
+
 def make_operand(name: str, source: int, index: int, shape, dtype,
-                 spec: TensorSpec | None, static_default: bool = False
-                 ) -> OperandSpec:
+                 spec: TensorSpec | None, static_default: bool = False,
+                 kernel: str | None = None) -> OperandSpec:
+    """One operand's spec; errors name the operand (and `kernel`)."""
+    who = _who(kernel, source, name)
     spec = spec or TensorSpec(static=static_default or None)
     if not isinstance(spec, TensorSpec):
-        raise TypeError(f"cutecall: spec for {name} must be a cutecall."
+        raise TypeError(f"{who}: its spec must be a cutecall."
                         f"TensorSpec, got {type(spec).__name__}: {spec!r}")
     shape = tuple(shape)
     rank = len(shape)
     if rank == 0:
-        raise ValueError(f"cutecall: {name} is rank 0; pass a shape-(1,) array "
+        raise ValueError(f"{who} is rank 0; pass a shape-(1,) array "
                          "(rank-0 tensors are not supported)")
     if rank > MAX_RANK:
-        raise ValueError(f"cutecall: {name} has rank {rank} > {MAX_RANK}")
+        raise ValueError(f"{who} has rank {rank} > {MAX_RANK}")
     ct, nbytes = cutlass_dtype(dtype, name)
     static = _per_dim(static_default if spec.static is None else spec.static,
-                      rank, f"{name}: static", False)
+                      rank, f"{who}: static", False)
     dims = (None,) * rank if spec.dims is None else \
         () if isinstance(spec.dims, str) else tuple(spec.dims)
     if len(dims) != rank or \
             any(d is not None and not isinstance(d, str) for d in dims):
-        raise ValueError(f"cutecall: {name}: dims must be a name (str) or None "
+        raise ValueError(f"{who}: dims must be a name (str) or None "
                          f"per dim of the rank-{rank} operand, got {spec.dims!r}")
     if spec.divisibility is None:
         div = _layout.extent_classes(
             shape, static, _layout.class_cap(_layout.element_bits(ct, nbytes)))
     else:
         div = tuple(int(d) for d in _per_dim(spec.divisibility, rank,
-                                             f"{name}: divisibility", 1))
+                                             f"{who}: divisibility", 1))
     for d, v in enumerate(div):
         if v < 1:
-            raise ValueError(f"cutecall: {name}: divisibility of dim {d} must "
+            raise ValueError(f"{who}: divisibility of dim {d} must "
                              f"be >= 1, got {v}")
     order = tuple(range(rank - 1, -1, -1)) if spec.layout is None \
         else tuple(int(x) for x in spec.layout)
     if sorted(order) != list(range(rank)):
-        raise ValueError(f"cutecall: {name}: layout {spec.layout!r} is not a "
+        raise ValueError(f"{who}: layout {spec.layout!r} is not a "
                          f"permutation of 0..{rank - 1}")
     if spec.mode is not None and sorted(spec.mode) != list(range(rank)):
-        raise ValueError(f"cutecall: {name}: mode {spec.mode!r} is not a "
+        raise ValueError(f"{who}: mode {spec.mode!r} is not a "
                          f"permutation of 0..{rank - 1}")
     align = int(spec.ptr_assumed_align)
     if align < 1 or align & (align - 1):
-        raise ValueError(f"cutecall: {name}: ptr_assumed_align must be a power "
+        raise ValueError(f"{who}: ptr_assumed_align must be a power "
                          f"of two, got {align}")
     static_shape = []
     for d in range(rank):
         # A known extent off its declared divisibility fails here, at trace
         # time, not at the first launch.
         if isinstance(shape[d], (int, np.integer)) and shape[d] % div[d]:
-            raise ValueError(f"cutecall: {name}: dim {d} = {shape[d]} is "
+            raise ValueError(f"{who}: dim {d} = {shape[d]} is "
                              f"not divisible by {div[d]}")
         if static[d]:
             if not isinstance(shape[d], (int, np.integer)):
-                raise ValueError(f"cutecall: {name}: dim {d} is symbolic "
+                raise ValueError(f"{who}: dim {d} is symbolic "
                                  f"({shape[d]}) and cannot be static")
             static_shape.append(int(shape[d]))
         else:
@@ -208,14 +216,18 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
                        align=align, dims=tuple(dims), tie=(-1,) * rank)
 
 
-def tie_dims(operands, shapes) -> tuple[list[OperandSpec], tuple[str, ...]]:
+def tie_dims(operands, shapes, kernel: str | None = None) -> tuple[list[OperandSpec], tuple[str, ...]]:
     """Resolves ``TensorSpec.dims`` names across operands.
 
     A name whose extent is static anywhere becomes static everywhere; a name
     on two or more dynamic dims becomes a symbol: one runtime value, checked
     equal before every launch. Extents known at trace time are checked here.
     Returns the operands with ``tie`` set and the symbol names (index order).
+    Errors name `kernel` and the operand, as the launch-time checks do.
     """
+    def where_(op) -> str:
+        return _who(kernel, op.source, op.name)
+
     groups: dict[str, list[tuple[int, int]]] = {}
     for i, op in enumerate(operands):
         for d, nm in enumerate(op.dims):
@@ -232,16 +244,17 @@ def tie_dims(operands, shapes) -> tuple[list[OperandSpec], tuple[str, ...]]:
             if isinstance(v, (int, np.integer)) and \
                     isinstance(first, (int, np.integer)) and v != first:
                 raise ValueError(
-                    f"cutecall: {operands[i].name} dim {d} = {v} must equal "
-                    f"{operands[i0].name} dim {d0} = {first} (tied dim {nm!r})")
+                    f"cutecall: kernel '{kernel}': operand '{operands[i].name}' dim {d} = "
+                    f"{v} must equal operand '{operands[i0].name}' dim {d0} = {first} "
+                    f"(tied dim {nm!r})")
         if any(static[i][d] is not None for i, d in where):
             for i, d in where:
                 if not isinstance(shapes[i][d], (int, np.integer)):
-                    raise ValueError(f"cutecall: dim {nm!r} is static in one "
-                                     f"operand but symbolic in {operands[i].name}")
+                    raise ValueError(f"{where_(operands[i])}: dim {nm!r} is static in "
+                                     f"another operand but symbolic here")
                 if shapes[i][d] % operands[i].divisibility[d]:
                     raise ValueError(
-                        f"cutecall: {operands[i].name}: dim {d} = {shapes[i][d]} "
+                        f"{where_(operands[i])}: dim {d} = {shapes[i][d]} "
                         f"is not divisible by {operands[i].divisibility[d]}")
                 static[i][d] = int(shapes[i][d])
         elif len(where) > 1:

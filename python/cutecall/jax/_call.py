@@ -224,11 +224,11 @@ class CutlassCall:
                 nm, source, index, shape, dtype,
                 _spec.with_static(spec, _fallback.static_mask(
                     rung, k, len(shape))) if rung else spec,
-                self.use_static_tensors)
+                self.use_static_tensors, kernel=self.name)
                 for k, (nm, source, index, shape, dtype, spec)
                 in enumerate(described)]
             operands, symbols = _spec.tie_dims(
-                operands, [tuple(row[3]) for row in described])
+                operands, [tuple(row[3]) for row in described], self.name)
             scalar_types = tuple(s.scalar_type for s in binding.scalars)
             key = _spec.specialization_key(
                 self.fingerprint, operands, str(in_tree), str(out_tree),

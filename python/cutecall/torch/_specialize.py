@@ -244,7 +244,7 @@ def _tied(kernel, operands, shapes):
             raise ValueError(f"cutecall: '{kernel.name}': dims[{op.name!r}] names "
                              f"{len(per_dim)} dims, but the tensor has rank {op.rank}")
         named.append(op if per_dim is None else dataclasses.replace(op, dims=per_dim))
-    operands, symbols = _spec.tie_dims(named, shapes)
+    operands, symbols = _spec.tie_dims(named, shapes, kernel.name)
     return operands, tuple(symbols)
 
 
