@@ -262,13 +262,16 @@ def _concrete_jax(args) -> tuple:
         return tuple(concrete(x) for x in args)
 
 
+TRIALS = 5   # timed runs of each chain
+
+
 def _time_jax(fn, args, warmup: int, rep: int) -> float:
     """µs per call of `fn` on concrete random inputs shaped like `args`
     (tracers under jit): the wall-time difference of one jit running `fn`
     `rep` times in sequence and one running it ``rep // 4`` times, over the
     difference in calls. Each run pays JAX's dispatch once, so it cancels;
-    what is left is the GPU's time whenever the GPU is the bottleneck. Best
-    of three; `warmup` untimed runs of each first."""
+    what is left is the GPU's time whenever the GPU is the bottleneck. Each
+    chain's fastest of TRIALS runs; `warmup` untimed runs of each first."""
     import jax
     # Tuning runs while the caller's jit traces: without this, the chains
     # below would be traced into the caller's program, never run, and the
@@ -309,15 +312,16 @@ def _time_jax_chains(fn, inputs, warmup: int, rep: int) -> float:
     short, long = chain(short_k), chain(long_k)
     for _ in range(max(1, warmup)):
         short(), long()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        short()
-        t1 = time.perf_counter()
-        long()
-        t2 = time.perf_counter()
-        best = min(best, ((t2 - t1) - (t1 - t0)) / (long_k - short_k))
-    return max(best, 0.0) * 1e6
+    # The fastest run of each chain, then their difference. (The fastest
+    # difference instead would reward a run whose short chain was slowed by
+    # a stall: one such run made a config look 25% faster than it is.)
+    fastest = {short: float("inf"), long: float("inf")}
+    for _ in range(TRIALS):
+        for run in (short, long):
+            t0 = time.perf_counter()
+            run()
+            fastest[run] = min(fastest[run], time.perf_counter() - t0)
+    return max(fastest[long] - fastest[short], 0.0) / (long_k - short_k) * 1e6
 
 
 def autotune(build: Callable, *, configs: Sequence[dict], key: Callable,
