@@ -5,8 +5,12 @@
 # (XLA_PYTHON_CLIENT_ALLOCATOR=platform, PYTORCH_NO_CUDA_MEMORY_CACHING=1),
 # so an access past a buffer's end is past an allocation, which memcheck
 # sees; a pooling allocator would hide it inside the pool.
-# The tests that fault on purpose (tests/driver/test_launch_blocking.py's
-# out-of-bounds kernel) are left out: their errors are the point.
+# The tests that fault on purpose are left out: their errors are the point
+# (tests/driver/test_launch_blocking.py's out-of-bounds kernel, and
+# tests/torch/test_gpu_torch.py's invalid launch configuration).
+# The 16-thread test makes 20 calls per thread instead of 200.
+# The summary separates memory-access errors (the point of memcheck) from
+# CUDA API calls that returned an error, counted by call.
 #   MEMCHECK_TESTS="tests/driver tests/jax" bash tools/gpu/memcheck.sh
 # Writes $OUT/memcheck.log (the sanitizer's report, every process) and
 # $OUT/memcheck_pytest.log; prints the error summary lines.
@@ -18,15 +22,19 @@ SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/com
 [ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
 "$SAN" --version | tail -1
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
 timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all \
   --leak-check no --print-limit 50 --log-file "$OUT/memcheck.%p.log" \
   python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -q -rfs -p no:cacheprovider \
     --deselect tests/driver/test_launch_blocking.py::test_an_out_of_bounds_write_raises_naming_its_kernel \
+    --deselect tests/torch/test_gpu_torch.py::test_failing_launch_is_an_error_with_kernel_name \
     > "$OUT/memcheck_pytest.log" 2>&1
 rc=$?
 cat "$OUT"/memcheck.*.log > "$OUT/memcheck.log" 2>/dev/null; rm -f "$OUT"/memcheck.*[0-9].log
 echo "pytest under memcheck: exit $rc"; tail -5 "$OUT/memcheck_pytest.log"
 echo "processes checked: $(grep -c 'ERROR SUMMARY' "$OUT/memcheck.log")"
 grep "ERROR SUMMARY" "$OUT/memcheck.log" | sort | uniq -c
+echo "memory-access errors: $(grep -cE '^========= (Invalid|Out-of-range|Misaligned|Malloc|Hardware exception)' "$OUT/memcheck.log")"
+echo "CUDA API calls that returned an error, by call:"
+grep -oE 'on CUDA API call to [A-Za-z_0-9]+' "$OUT/memcheck.log" | sort | uniq -c
 exit $rc
