@@ -18,8 +18,10 @@ LAYERS = {
     "cutecall._core": 0, "cutecall._version": 0,    # C++ extension, version
     "cutecall._driver": 1,                           # the compile driver
     "cutecall.jax": 2, "cutecall.torch": 2,          # the two fronts
+    "cutecall._warmup_start": 2,                     # how warm-up workers start
     "cutecall.bundle": 3, "cutecall.compat": 3,      # built on the fronts
     "cutecall._warmup": 3,                           # compiles in workers
+    "cutecall._autotune_timing": 3,                  # times a candidate
     "cutecall._autotune": 4,                         # picks configs per key
     "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
