@@ -108,6 +108,15 @@ def test_the_cli_runs_a_task_list(tmp_path, start, how):
     assert f"2 workers {how}, for sm_90a" in out.stderr, out.stderr
 
 
+def test_a_module_import_that_starts_jax_means_a_fork_server(tmp_path):
+    out = cli(tmp_path, "test_warmup:TASKS", "--workers", "2",
+              "--preload", "starts_jax_on_import")
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert ("2 workers by forkserver (JAX has started its backends in this process, "
+            "after importing the tasks' modules)") in out.stderr, out.stderr
+    assert out.stdout.count("1 compiled, 0 from the store") == 2
+
+
 def test_forked_workers_report_a_failing_task_and_a_dead_worker(tmp_path):
     out = cli(tmp_path, "test_warmup:WITH_FAILURES", "--workers", "2")
     assert out.returncode == 1, out.stdout + out.stderr
@@ -122,9 +131,9 @@ def test_a_process_with_a_jax_backend_does_not_fork_its_workers():
     from cutecall import _warmup_start
     jnp.ones(1).block_until_ready()                  # JAX's CPU client is up
     assert _warmup_start.fork_blocker() == "JAX has started its backends in this process"
-    assert _warmup_start.choose("auto") == (
+    assert _warmup_start.choose("auto", ["json"]) == (
         "forkserver", "JAX has started its backends in this process")
-    assert _warmup_start.choose("fork") == ("fork", "asked for")
+    assert _warmup_start.choose("fork", ["json"]) == ("fork", "asked for")
     with pytest.raises(ValueError, match=r"start must be one of \('auto', 'fork', "
                                          r"'forkserver'\), got 'spawn'"):
         cutecall.warmup([fails], start="spawn")

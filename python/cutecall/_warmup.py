@@ -190,7 +190,7 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     workers to have imported (e.g. ``("flash_attn.cute", "quack")``).
     `start`: "auto" (fork this process while JAX has started no backend in
     it, else a fork server), "fork" or "forkserver"."""
-    method, why = _warmup_start.choose(start)
+    _warmup_start.check_start(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
         raise TypeError(f"cutecall.warmup: preload must be a sequence of module "
@@ -208,7 +208,7 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
                             f"to a worker process ({e}); use module-level functions "
                             f"or functools.partial of them") from e
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks) or 1))
-    start, results, bar = time.perf_counter(), {}, _progress(len(tasks))
+    began, results, bar = time.perf_counter(), {}, _progress(len(tasks))
 
     def done(i, result):
         results[i] = result
@@ -216,17 +216,19 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
         if bar is not None:
             bar.update(1)
 
-    # All tasks in one pool. A worker that dies breaks the pool without
-    # saying which task it ran: the unfinished tasks then run one per pool,
-    # so the one that dies is named.
+    modules = _modules(tasks, preload)
+    method, why = _warmup_start.choose(start, modules)
     if method == "fork":
         arch = _warmup_start.arch_without_a_gpu_client()
     else:
         from ._driver.compiler import default_arch
         arch = default_arch()
     logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
-    setup = (_warmup_start.context(method, _modules(tasks, preload)),
+    setup = (_warmup_start.context(method, modules),
              (dict(os.environ), arch))
+    # All tasks in one pool. A worker that dies breaks the pool without
+    # saying which task it ran: the unfinished tasks then run one per pool,
+    # so the one that dies is named.
     unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup)
     for i in unfinished:
         if _run_pool(tasks, [i], 1, done, setup):
@@ -234,7 +236,7 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     if bar is not None:
         bar.close()
     report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
-                          time.perf_counter() - start, workers, method)
+                          time.perf_counter() - began, workers, method)
     logger.info("%s", str(report).splitlines()[0])
     return report
 

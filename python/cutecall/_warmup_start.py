@@ -46,32 +46,40 @@ def fork_blocker() -> str | None:
     return None
 
 
-def choose(start: str) -> tuple[str, str]:
-    """(method, reason) for ``warmup(start=...)``: "fork" or "forkserver"."""
+def check_start(start: str) -> None:
     if start not in START_METHODS:
         raise ValueError(f"cutecall.warmup: start must be one of {START_METHODS}, "
                          f"got {start!r}")
-    if start != "auto":
+
+
+def choose(start: str, modules: Sequence[str]) -> tuple[str, str]:
+    """(method, reason) for ``warmup(start=...)``: "fork" or "forkserver".
+    Before forking, `modules` are imported here (the workers inherit them);
+    as an import may start JAX, "auto" looks again after."""
+    check_start(start)
+    if start == "forkserver":
         return start, "asked for"
-    blocker = fork_blocker()
-    return ("forkserver", blocker) if blocker else ("fork", "no JAX backend in this process")
+    blocker = fork_blocker() if start == "auto" else None
+    if blocker:
+        return "forkserver", blocker
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as e:  # as the fork server does; the task reports it
+            logger.info("warm-up: preload %s failed: %s", name, e)
+    blocker = fork_blocker() if start == "auto" else None
+    if blocker:
+        return "forkserver", f"{blocker}, after importing the tasks' modules"
+    return "fork", "asked for" if start == "fork" else "no JAX backend in this process"
 
 
 def context(method: str, modules: Sequence[str]):
-    """The multiprocessing context whose workers have `modules` imported:
-    imported here before forking, or preloaded by the fork server (a
-    running server keeps its first list). A module that fails to import is
-    skipped, as the fork server skips it; the task that needs it reports
-    the error."""
+    """The multiprocessing context for `method`: "fork", or a fork server
+    that preloads `modules` (a running server keeps its first list)."""
     if method == "forkserver":
         ctx = multiprocessing.get_context("forkserver")
         ctx.set_forkserver_preload(list(modules))
         return ctx
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except ImportError as e:
-            logger.info("warm-up: preload %s failed: %s", name, e)
     return multiprocessing.get_context("fork")
 
 
