@@ -3,7 +3,7 @@ else forked from a fork server.
 
 Forking this process is the fast way. The workers inherit every module it
 has imported, so JAX, torch, the CuTe DSL and the kernels' packages are not
-imported a second time (about 10 s for JAX, torch, the DSL, FA4 and QuACK
+imported a second time (10–17 s for JAX, torch, the DSL, FA4 and QuACK
 on an H100 host). So ``start="auto"`` forks, on Linux, unless JAX has
 started a backend here (``jax.devices()`` and the first array start one):
 XLA's clients and their threads do not survive ``fork()``, and a worker's
@@ -96,16 +96,14 @@ def quiet_fork():
 
 
 _ARCH_PROBE = """
-import ctypes
-try:
-    cuda = ctypes.CDLL("libcuda.so.1")
-    dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    assert cuda.cuInit(0) == 0 and cuda.cuDeviceGet(ctypes.byref(dev), 0) == 0
-    assert cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev) == 0
-    assert cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev) == 0
-    print(f"{major.value}.{minor.value}")
-except Exception:
-    pass
+import ctypes, sys
+cuda = ctypes.CDLL("libcuda.so.1")
+dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(dev), 0)
+        or cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)     # major
+        or cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)):   # minor
+    sys.exit(1)
+print(f"{major.value}.{minor.value}")
 """
 
 
@@ -120,8 +118,9 @@ def arch_without_a_gpu_client() -> str:
     if platforms and not any(p in platforms for p in ("cuda", "gpu")):
         return "sm_90a"             # JAX here will see no CUDA device
     try:
-        out = subprocess.run([sys.executable, "-c", _ARCH_PROBE], capture_output=True,
-                             text=True, timeout=120).stdout.strip()
+        probe = subprocess.run([sys.executable, "-c", _ARCH_PROBE], capture_output=True,
+                               text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
-        out = ""
-    return _arch_from_capability(out) if out else "sm_90a"
+        return "sm_90a"
+    out = probe.stdout.strip()
+    return _arch_from_capability(out) if probe.returncode == 0 and out else "sm_90a"
