@@ -7,10 +7,10 @@ need processes. Every worker has JAX, the CuTe DSL and cutecall imported
 before it starts, so N workers do not pay N imports: they fork from this
 process while JAX has started no backend in it (``start="auto"``: they
 inherit what it imported, and the call pays no start-up), else from a fork
-server that imports them once (see ``cutecall._warmup_start``). Each worker gets this
-process's environment (``$CUTECALL_CACHE_DIR``, target arch) as it is at
-the call, and starts no GPU client (it compiles, never runs); whatever a
-task compiles lands in the store. Example::
+server that imports them once (see ``cutecall._warmup_start``). Each worker
+gets this process's environment (``$CUTECALL_CACHE_DIR``, target arch) as it
+is at the call, and starts no GPU client (it compiles, never runs); whatever
+a task compiles lands in the store. Example::
 
     import cutecall
 
