@@ -47,7 +47,8 @@ ENV_OFF, ENV_FORCE = "CUTECALL_AUTOTUNE", "CUTECALL_AUTOTUNE_CONFIG"
 @dataclasses.dataclass(frozen=True)
 class TuningResult:
     """How a key was decided: the winner's index, each candidate's time in
-    µs (None for a failed one), errors, and where the decision came from
+    µs (None for a failed one; the mean of two for those timed again, as
+    close to the fastest), errors, and where the decision came from
     ("tuned", "store", "forced" or "off")."""
 
     winner: int
@@ -182,11 +183,37 @@ class Autotuned:
             raise RuntimeError(f"cutecall.autotune '{self.name}': every config failed: "
                                + "; ".join(f"{self.configs[i]}: {e}"
                                            for i, e in enumerate(errors)))
+        runs += self._look_again(timer, args, times)
         winner = min(ok, key=lambda i: times[i])
         logger.info("autotune '%s': config %d %s wins (%.1f us; %s)", self.name, winner,
                     self.configs[winner], times[winner],
                     ", ".join("failed" if t is None else f"{t:.1f}" for t in times))
         return TuningResult(winner, tuple(times), tuple(errors), "tuned", runs)
+
+
+    def _look_again(self, timer, args, times: list) -> int:
+        """Times each candidate within CLOSE of the fastest once more, and
+        keeps the mean of its two times, so that one noisy measurement does
+        not pick the winner among close ones. Returns the timing runs made."""
+        timed = [t for t in times if t is not None]
+        close = [i for i, t in enumerate(times)
+                 if t is not None and t <= min(timed) * (1 + CLOSE)]
+        if len(close) < 2:
+            return 0
+        runs = 0
+        for i in close:
+            try:
+                again = float(timer(self.candidate(i), args, self.warmup, self.rep))
+            except Exception as e:  # noqa: BLE001 (the first time stands)
+                logger.info("autotune '%s': config %d timed again failed: %s",
+                            self.name, i, e)
+                continue
+            times[i] = (times[i] + again) / 2
+            runs += 1
+        return runs
+
+
+CLOSE = 0.03   # candidates this close to the fastest are timed twice
 
 
 def _compile_candidate(build, config, specs):
