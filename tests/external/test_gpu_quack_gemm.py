@@ -53,7 +53,8 @@ def test_autotuned_tunes_once_then_a_second_tuner_takes_the_stored_winner(tmp_pa
     first = quack_gemm.autotuned(tiles=TILES, warmup=2, rep=5)
     d = jax.jit(first)(a, b)
     result = first.report(a, b)
-    assert result.source == "tuned" and result.timing_runs == len(TILES)
+    # every tile timed; those within 3% of the fastest timed a second time
+    assert result.source == "tuned" and len(TILES) <= result.timing_runs <= 2 * len(TILES)
     assert all(t is not None and t > 0 for t in result.times_us)
     np.testing.assert_allclose(np.asarray(d, np.float32), np.asarray(reference(a, b)),
                                atol=0.25, rtol=2e-2)
