@@ -195,9 +195,8 @@ class Autotuned:
         """Times each candidate within CLOSE of the fastest once more, and
         keeps the mean of its two times, so that one noisy measurement does
         not pick the winner among close ones. Returns the timing runs made."""
-        timed = [t for t in times if t is not None]
-        close = [i for i, t in enumerate(times)
-                 if t is not None and t <= min(timed) * (1 + CLOSE)]
+        bound = min(t for t in times if t is not None) * (1 + CLOSE)
+        close = [i for i, t in enumerate(times) if t is not None and t <= bound]
         if len(close) < 2:
             return 0
         runs = 0

@@ -216,7 +216,8 @@ def make_operand(name: str, source: int, index: int, shape, dtype,
                        align=align, dims=tuple(dims), tie=(-1,) * rank)
 
 
-def tie_dims(operands, shapes, kernel: str | None = None) -> tuple[list[OperandSpec], tuple[str, ...]]:
+def tie_dims(operands, shapes, kernel: str | None = None
+             ) -> tuple[list[OperandSpec], tuple[str, ...]]:
     """Resolves ``TensorSpec.dims`` names across operands.
 
     A name whose extent is static anywhere becomes static everywhere; a name
@@ -225,9 +226,6 @@ def tie_dims(operands, shapes, kernel: str | None = None) -> tuple[list[OperandS
     Returns the operands with ``tie`` set and the symbol names (index order).
     Errors name `kernel` and the operand, as the launch-time checks do.
     """
-    def where_(op) -> str:
-        return _who(kernel, op.source, op.name)
-
     groups: dict[str, list[tuple[int, int]]] = {}
     for i, op in enumerate(operands):
         for d, nm in enumerate(op.dims):
@@ -249,13 +247,13 @@ def tie_dims(operands, shapes, kernel: str | None = None) -> tuple[list[OperandS
                     f"(tied dim {nm!r})")
         if any(static[i][d] is not None for i, d in where):
             for i, d in where:
+                op = operands[i]
                 if not isinstance(shapes[i][d], (int, np.integer)):
-                    raise ValueError(f"{where_(operands[i])}: dim {nm!r} is static in "
-                                     f"another operand but symbolic here")
-                if shapes[i][d] % operands[i].divisibility[d]:
-                    raise ValueError(
-                        f"{where_(operands[i])}: dim {d} = {shapes[i][d]} "
-                        f"is not divisible by {operands[i].divisibility[d]}")
+                    raise ValueError(f"{_who(kernel, op.source, op.name)}: dim {nm!r} is "
+                                     f"static in another operand but symbolic here")
+                if shapes[i][d] % op.divisibility[d]:
+                    raise ValueError(f"{_who(kernel, op.source, op.name)}: dim {d} = "
+                                     f"{shapes[i][d]} is not divisible by {op.divisibility[d]}")
                 static[i][d] = int(shapes[i][d])
         elif len(where) > 1:
             for i, d in where:
