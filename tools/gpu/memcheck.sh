@@ -12,6 +12,11 @@
 # The summary separates memory-access errors (the point of memcheck) from
 # CUDA API calls that returned an error, counted by call.
 #   MEMCHECK_TESTS="tests/driver tests/jax" bash tools/gpu/memcheck.sh
+# Several may run at once on one GPU, each with its own OUT and
+# MEMCHECK_PORT: every sanitizer talks to its target over a TCP port
+# (--port, default 49152), and three run at once on the default crashed.
+# A test running past MEMCHECK_HANG_S seconds gets every thread's Python
+# stack dumped into the pytest log (pytest's faulthandler_timeout).
 # Writes $OUT/memcheck.log (the sanitizer's report, every process) and
 # $OUT/memcheck_pytest.log; prints the error summary lines.
 set -uo pipefail
@@ -32,9 +37,14 @@ echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c '
 rm -f "$OUT"/probe.*.log
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
-timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all \
+port=()
+if [ -n "${MEMCHECK_PORT:-}" ]; then
+  "$SAN" --help | grep -q -- '--port' && port=(--port "$MEMCHECK_PORT") \
+    || echo "this compute-sanitizer has no --port option"
+fi
+timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all "${port[@]}" \
   --leak-check no --print-limit 50 --log-file "$OUT/memcheck.%p.log" \
-  python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -q -rfs -p no:cacheprovider \
+  python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -v -rfs -p no:cacheprovider -o faulthandler_timeout="${MEMCHECK_HANG_S:-0}" \
     --deselect tests/driver/test_launch_blocking.py::test_an_out_of_bounds_write_raises_naming_its_kernel \
     --deselect tests/torch/test_gpu_torch.py::test_failing_launch_is_an_error_with_kernel_name \
     > "$OUT/memcheck_pytest.log" 2>&1
