@@ -26,9 +26,14 @@ export PATH="$PATH:/usr/local/cuda/bin"
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
 [ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
 "$SAN" --version | tail -1
+port=()
+if [ -n "${MEMCHECK_PORT:-}" ]; then
+  "$SAN" --help | grep -q -- '--port' && port=(--port "$MEMCHECK_PORT") \
+    || echo "this compute-sanitizer has no --port option"
+fi
 # Does the sanitizer follow child processes (the bundle tests start some)?
 # A parent and a child that each initialize CUDA: two summaries expected.
-"$SAN" --tool memcheck --target-processes all --log-file "$OUT/probe.%p.log" python3 -c '
+"$SAN" --tool memcheck --target-processes all "${port[@]}" --log-file "$OUT/probe.%p.log" python3 -c '
 import ctypes, subprocess, sys
 init = "import ctypes; ctypes.CDLL(\"libcuda.so.1\").cuInit(0)"
 exec(init)
@@ -37,11 +42,6 @@ echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c '
 rm -f "$OUT"/probe.*.log
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
-port=()
-if [ -n "${MEMCHECK_PORT:-}" ]; then
-  "$SAN" --help | grep -q -- '--port' && port=(--port "$MEMCHECK_PORT") \
-    || echo "this compute-sanitizer has no --port option"
-fi
 timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all "${port[@]}" \
   --leak-check no --print-limit 50 --log-file "$OUT/memcheck.%p.log" \
   python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -v -rfs -p no:cacheprovider -o faulthandler_timeout="${MEMCHECK_HANG_S:-0}" \
