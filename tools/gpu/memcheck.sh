@@ -15,6 +15,7 @@
 # Several may run at once on one GPU, each with its own OUT and
 # MEMCHECK_PORT: every sanitizer talks to its target over a TCP port
 # (--port, default 49152), and three run at once on the default crashed.
+# MEMCHECK_K selects tests (pytest -k).
 # A test running past MEMCHECK_HANG_S seconds gets every thread's Python
 # stack dumped into the pytest log (pytest's faulthandler_timeout).
 # Writes $OUT/memcheck.log (the sanitizer's report, every process) and
@@ -47,7 +48,7 @@ timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all
   python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -v -rfs -p no:cacheprovider -o faulthandler_timeout="${MEMCHECK_HANG_S:-0}" \
     --deselect tests/driver/test_launch_blocking.py::test_an_out_of_bounds_write_raises_naming_its_kernel \
     --deselect tests/torch/test_gpu_torch.py::test_failing_launch_is_an_error_with_kernel_name \
-    > "$OUT/memcheck_pytest.log" 2>&1
+    ${MEMCHECK_K:+-k "$MEMCHECK_K"} > "$OUT/memcheck_pytest.log" 2>&1
 rc=$?
 cat "$OUT"/memcheck.*.log > "$OUT/memcheck.log" 2>/dev/null; rm -f "$OUT"/memcheck.*[0-9].log
 echo "pytest under memcheck: exit $rc"; tail -5 "$OUT/memcheck_pytest.log"
