@@ -26,7 +26,7 @@ OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
 export PATH="$PATH:/usr/local/cuda/bin"
 SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
 [ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
-"$SAN" --version | tail -1
+"$SAN" --version | tail -1; echo "XLA_FLAGS=${XLA_FLAGS:-}"
 port=()
 if [ -n "${MEMCHECK_PORT:-}" ]; then
   "$SAN" --help | grep -q -- '--port' && port=(--port "$MEMCHECK_PORT") \
