@@ -241,3 +241,34 @@ def test_close_candidates_are_timed_again_and_one_noisy_time_does_not_win():
     r = t.report(jnp.ones(4))
     assert runs == [1, 2, 3, 1, 2]
     assert (r.winner, r.times_us, r.timing_runs) == (1, (11.0, 8.2, 30.0), 5)
+
+
+def test_torch_tensors_tune_on_the_first_call_of_a_key_on_its_own_tensors():
+    torch = pytest.importorskip("torch")
+    from cutecall._autotune_timing import _time_torch, default_timer
+    seen = []
+
+    class OwnTensors(Timer):
+        def __call__(self, fn, args, warmup, rep):
+            seen.append(args)
+            return super().__call__(fn, args, warmup, rep)
+
+    def key(x):
+        return tuple(x.shape), str(x.dtype)
+    timer = OwnTensors()
+    t = cutecall.autotune(build_scale, configs=[{"k": 1}, {"k": 2}, {"k": 3}],
+                          timer=timer, key=key, name="scale_torch")
+    x = torch.arange(4.0)
+    assert torch.equal(t(x), x * 2)
+    assert len(seen) == 3 and all(args[0] is x for args in seen)  # not random stand-ins
+    assert t.report(x).source == "tuned" and timer.runs == [1, 2, 3]
+    t(torch.ones(4))
+    assert timer.runs == [1, 2, 3]              # the same key: decided
+    t(torch.ones(8))
+    assert timer.runs == [1, 2, 3] * 2          # a new key tunes on its first call
+    later = Timer()
+    again = cutecall.autotune(build_scale, configs=[{"k": 1}, {"k": 2}, {"k": 3}],
+                              timer=later, key=key, name="scale_torch")
+    assert torch.equal(again(x), x * 2)
+    assert again.report(x).source == "store" and later.runs == []
+    assert default_timer((x,)) is _time_torch   # CUDA events for torch tensors

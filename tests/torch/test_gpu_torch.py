@@ -236,3 +236,36 @@ def test_dims_mismatch_at_launch_raises_naming_both_tensors(compiles):
         k(a, b, out)
     assert compiles() == n
     torch.cuda.synchronize()              # nothing was launched: the stream is healthy
+
+
+def test_autotune_picks_a_block_size_on_the_first_call_and_a_second_tuner_loads_it(
+        tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path))
+
+    def build(block):
+        def add(x, y, out):
+            n = x.numel()
+            ct.default_cute_launcher(tk.helion_add_kernel, ((n + block - 1) // block,),
+                                     x, y, out, n, 2.0, block=(block, 1, 1))
+            return out
+        return add
+
+    configs = [dict(block=b) for b in (64, 128, 256, 512)]
+
+    def tuner():
+        return cutecall.autotune(build, configs=configs, name="helion_add_blocks",
+                                 key=lambda x, y, out: (x.numel(), str(x.dtype)))
+    n = 1 << 22
+    x, y = rand(n), rand(n)
+    first, out = tuner(), torch.full((n,), float("nan"), device=DEV)
+    first(x, y, out)
+    torch.testing.assert_close(out, x + 2.0 * y)
+    r = first.report(x, y, out)
+    assert r.source == "tuned" and r.errors == (None,) * len(configs)
+    assert all(t > 0 for t in r.times_us)       # CUDA-event times of real launches
+    assert len(configs) <= r.timing_runs <= 2 * len(configs)
+    second, out2 = tuner(), torch.full((n,), float("nan"), device=DEV)
+    second(x, y, out2)
+    torch.testing.assert_close(out2, x + 2.0 * y)
+    r2 = second.report(x, y, out2)
+    assert (r2.source, r2.winner, r2.timing_runs) == ("store", r.winner, 0)
