@@ -38,14 +38,7 @@ struct Seed {
 
 std::vector<Seed> Plans() {
   std::vector<Seed> out;
-  PlanSpec saxpy;  // out = f(x, y, alpha)
-  saxpy.num_args = 2;
-  saxpy.num_rets = 1;
-  saxpy.num_scalars = 1;
-  saxpy.operands = {DynamicOperand(Source::kArg, 0, 1),
-                    DynamicOperand(Source::kArg, 1, 1),
-                    DynamicOperand(Source::kRet, 0, 1)};
-  out.push_back({"saxpy_v3", saxpy, "x,y,out", ""});
+  out.push_back({"saxpy_v3", cutecall_test::SaxpySpec(), "x,y,out", ""});
 
   PlanSpec mat;  // rank 2, aligned, divisible
   mat.num_args = 1;

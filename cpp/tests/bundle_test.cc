@@ -36,16 +36,7 @@ std::string Join(const std::vector<int64_t>& v) {
 }
 
 // saxpy: out = f(x, y, alpha): three rank-1 dynamic operands + one scalar.
-std::vector<int64_t> SaxpyPlan() {
-  PlanSpec p;
-  p.num_args = 2;
-  p.num_rets = 1;
-  p.num_scalars = 1;
-  p.operands = {DynamicOperand(Source::kArg, 0, 1),
-                DynamicOperand(Source::kArg, 1, 1),
-                DynamicOperand(Source::kRet, 0, 1)};
-  return Encode(p);
-}
+std::vector<int64_t> SaxpyPlan() { return Encode(cutecall_test::SaxpySpec()); }
 
 // mat: out = f(x), rank 2, both dims dynamic, row-major.
 std::vector<int64_t> MatPlan() {

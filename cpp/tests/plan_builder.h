@@ -86,6 +86,19 @@ inline OperandSpec DynamicOperand(cutecall::abi::Source source, int64_t index,
   return op;
 }
 
+// saxpy, out = f(x, y, alpha): two rank-1 dynamic inputs, a rank-1 dynamic
+// output and one runtime scalar (the bundle tests' and the fuzz corpus' plan).
+inline PlanSpec SaxpySpec() {
+  PlanSpec p;
+  p.num_args = 2;
+  p.num_rets = 1;
+  p.num_scalars = 1;
+  p.operands = {DynamicOperand(cutecall::abi::Source::kArg, 0, 1),
+                DynamicOperand(cutecall::abi::Source::kArg, 1, 1),
+                DynamicOperand(cutecall::abi::Source::kRet, 0, 1)};
+  return p;
+}
+
 }  // namespace cutecall_test
 
 #endif  // CUTECALL_TESTS_PLAN_BUILDER_H_
