@@ -33,14 +33,26 @@ if [ -n "${MEMCHECK_PORT:-}" ]; then
     || echo "this compute-sanitizer has no --port option"
 fi
 # Does the sanitizer follow child processes (the bundle tests start some)?
-# A parent and a child that each initialize CUDA: two summaries expected.
+# A parent and a child that each make a context and allocate: two
+# summaries expected. (A process that only calls cuInit may leave none.)
 "$SAN" --tool memcheck --target-processes all "${port[@]}" --log-file "$OUT/probe.%p.log" python3 -c '
-import ctypes, subprocess, sys
-init = "import ctypes; ctypes.CDLL(\"libcuda.so.1\").cuInit(0)"
-exec(init)
-subprocess.run([sys.executable, "-c", init], check=True)' >/dev/null 2>&1
-echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c 'ERROR SUMMARY') of 2 processes left a summary"
-rm -f "$OUT"/probe.*.log
+import subprocess, sys
+use = """
+import ctypes
+cu = ctypes.CDLL("libcuda.so.1")
+dev, ctx, ptr = ctypes.c_int(), ctypes.c_void_p(), ctypes.c_uint64()
+for status in (cu.cuInit(0), cu.cuDeviceGet(ctypes.byref(dev), 0),
+               cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), dev),
+               cu.cuCtxSetCurrent(ctx), cu.cuMemAlloc_v2(ctypes.byref(ptr), 256),
+               cu.cuMemFree_v2(ptr)):
+    if status:
+        raise SystemExit(f"CUDA driver call failed: {status}")
+"""
+exec(use)
+subprocess.run([sys.executable, "-c", use], check=True)' > "$OUT/probe.out" 2>&1
+probe_rc=$?
+echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c 'ERROR SUMMARY') of 2 processes left a summary (probe exit $probe_rc)"
+cat "$OUT"/probe.*.log > "$OUT/probe.log" 2>/dev/null; rm -f "$OUT"/probe.*[0-9].log
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
 timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all "${port[@]}" \
