@@ -15,6 +15,11 @@
 # are the same inside a CUDA graph or not; the tests that run these
 # programs with command buffers on run outside the sanitizer.
 #
+# XLA's autotuning is off in every part (--xla_gpu_autotune_level=0): under
+# the sanitizer each candidate GEMM it tries is instrumented and run, which
+# slows compiles for XLA's reference computations; cutecall's kernels are
+# the same either way.
+#
 # Writes $OUT/<part>/ (memcheck.sh's logs) and $OUT/<part>.summary, then
 # prints one line per part. MEMCHECK_TIMEOUT (s) bounds each part.
 set -uo pipefail
@@ -42,7 +47,7 @@ done
 
 port=50000
 for p in "${parts[@]}"; do
-  flags="${XLA_FLAGS:-}"
+  flags="${XLA_FLAGS:-} --xla_gpu_autotune_level=0"
   [[ "$NO_COMMAND_BUFFERS" == *" $p "* ]] && flags="$flags --xla_gpu_enable_command_buffer="
   ( OUT="$OUT/$p" MEMCHECK_PORT=$port MEMCHECK_TESTS="${TESTS[$p]}" XLA_FLAGS="$flags" \
       MEMCHECK_HANG_S="${MEMCHECK_HANG_S:-240}" bash "$here/memcheck.sh" > "$OUT/$p.summary" 2>&1 ) &
