@@ -7,6 +7,7 @@ sys.path without any directory holding another ``cutecall`` package.
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -60,8 +61,11 @@ def child_env(**extra: str) -> dict:
 
 
 def run_python(code: str, *args: str) -> str:
-    """Runs `code` in a fresh interpreter that imports this cutecall."""
-    r = subprocess.run([sys.executable, "-c", code, *args], env=child_env(),
+    """Runs `code` in a fresh interpreter that imports this cutecall. With
+    CUTECALL_TEST_CHILD_WRAPPER set, the child runs under that command (for
+    example compute-sanitizer: tools/gpu/memcheck_children.sh)."""
+    wrapper = shlex.split(os.environ.get("CUTECALL_TEST_CHILD_WRAPPER", ""))
+    r = subprocess.run([*wrapper, sys.executable, "-c", code, *args], env=child_env(),
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     return r.stdout
