@@ -12,9 +12,9 @@
 # The summary separates memory-access errors (the point of memcheck) from
 # CUDA API calls that returned an error, counted by call.
 #   MEMCHECK_TESTS="tests/driver tests/jax" bash tools/gpu/memcheck.sh
-# Several may run at once on one GPU, each with its own OUT and
-# MEMCHECK_PORT: every sanitizer talks to its target over a TCP port
-# (--port, default 49152), and three run at once on the default crashed.
+# Several may run at once on one GPU, each with its own OUT and, as a
+# precaution, its own MEMCHECK_PORT (the sanitizer's --port, for its link
+# with the target; used only if this sanitizer lists the option).
 # MEMCHECK_K selects tests (pytest -k).
 # A test running past MEMCHECK_HANG_S seconds gets every thread's Python
 # stack dumped into the pytest log (pytest's faulthandler_timeout).

@@ -2,7 +2,8 @@
 # The GPU suite under compute-sanitizer memcheck, in named parts that run at
 # once on the one GPU (device machine, after setup.sh). Each part is one
 # tools/gpu/memcheck.sh run with its own OUT folder and its own sanitizer
-# port (sanitizers sharing the default port crash).
+# sanitizer port (a precaution: several sanitizers on the default port were
+# never shown to work together).
 #
 #   bash tools/gpu/memcheck_parts.sh               # every part
 #   bash tools/gpu/memcheck_parts.sh fa4 attn threads
