@@ -22,11 +22,8 @@
 # $OUT/memcheck_pytest.log; prints the error summary lines.
 set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}"; mkdir -p "$OUT"
-. /tmp/site/env.sh
-export PATH="$PATH:/usr/local/cuda/bin"
-SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
-[ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
-"$SAN" --version | tail -1; echo "XLA_FLAGS=${XLA_FLAGS:-}"
+. "$(dirname "${BASH_SOURCE[0]}")/sanitizer.sh"
+echo "XLA_FLAGS=${XLA_FLAGS:-}"
 port=()
 if [ -n "${MEMCHECK_PORT:-}" ]; then
   "$SAN" --help | grep -q -- '--port' && port=(--port "$MEMCHECK_PORT") \
@@ -66,7 +63,7 @@ cat "$OUT"/memcheck.*.log > "$OUT/memcheck.log" 2>/dev/null; rm -f "$OUT"/memche
 echo "pytest under memcheck: exit $rc"; tail -5 "$OUT/memcheck_pytest.log"
 echo "processes checked: $(grep -c 'ERROR SUMMARY' "$OUT/memcheck.log")"
 grep "ERROR SUMMARY" "$OUT/memcheck.log" | sort | uniq -c
-echo "memory-access errors: $(grep -cE '^========= (Invalid|Out-of-range|Misaligned|Malloc|Hardware exception)' "$OUT/memcheck.log")"
+echo "memory-access errors: $(grep -cE "$MEMORY_ERRORS" "$OUT/memcheck.log")"
 echo "CUDA API calls that returned an error, by call:"
 grep -oE 'on CUDA API call to [A-Za-z_0-9]+' "$OUT/memcheck.log" | sort | uniq -c
 exit $rc

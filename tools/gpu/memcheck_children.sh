@@ -9,10 +9,7 @@
 #   bash tools/gpu/memcheck_children.sh     # writes $OUT/children/
 set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}/children"; mkdir -p "$OUT"
-. /tmp/site/env.sh
-export PATH="$PATH:/usr/local/cuda/bin"
-SAN="$(command -v compute-sanitizer || ls /usr/local/cuda*/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1)"
-[ -n "$SAN" ] || { echo "compute-sanitizer not found"; exit 2; }
+. "$(dirname "${BASH_SOURCE[0]}")/sanitizer.sh"
 export CUTECALL_TEST_CHILD_WRAPPER="$SAN --tool memcheck --leak-check no --print-limit 50 --port ${MEMCHECK_PORT:-60000} --log-file $OUT/child.%p.log"
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTHONUNBUFFERED=1
 timeout "${MEMCHECK_TIMEOUT:-400}" python3 -m pytest tests/bundle -m gpu -v -rfs -p no:cacheprovider \
@@ -22,5 +19,5 @@ cat "$OUT"/child.*.log > "$OUT/memcheck.log" 2>/dev/null
 echo "pytest with sanitized children: exit $rc"; tail -3 "$OUT/pytest.log"
 echo "child processes checked: $(grep -c 'ERROR SUMMARY' "$OUT/memcheck.log")"
 grep "ERROR SUMMARY" "$OUT/memcheck.log" | sort | uniq -c
-echo "memory-access errors: $(grep -cE '^========= (Invalid|Out-of-range|Misaligned|Malloc|Hardware exception)' "$OUT/memcheck.log")"
+echo "memory-access errors: $(grep -cE "$MEMORY_ERRORS" "$OUT/memcheck.log")"
 exit $rc
