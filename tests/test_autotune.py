@@ -2,7 +2,8 @@
 per key; the winner persists in the store (a second tuner picks it with zero
 timing runs and builds only the winner); a version change invalidates it;
 failing candidates are skipped and reported; the override variables; tuning
-at trace time under jit; candidates compiled in worker processes."""
+at trace time under jit; candidates compiled in worker processes; torch
+tensors tuned on a key's first call, on the call's own tensors."""
 
 import jax
 import jax.numpy as jnp

@@ -1,7 +1,8 @@
 """The PyTorch front on a GPU: every launcher feature against PyTorch
 references, views and strides, runtime scalars, CUDA graph capture and
 replay, torch.compile(fullgraph=True), side streams, a non-current device,
-and kernel failures as errors. Marked `gpu`."""
+kernel failures as errors, and cutecall.autotune over torch launches.
+Marked `gpu`."""
 
 import pytest
 
