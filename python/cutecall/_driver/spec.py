@@ -241,8 +241,9 @@ def tie_dims(operands, shapes, kernel: str | None = None
             v = shapes[i][d]
             if isinstance(v, (int, np.integer)) and \
                     isinstance(first, (int, np.integer)) and v != first:
+                prefix = f"cutecall: kernel '{kernel}'" if kernel else "cutecall"
                 raise ValueError(
-                    f"cutecall: kernel '{kernel}': operand '{operands[i].name}' dim {d} = "
+                    f"{prefix}: operand '{operands[i].name}' dim {d} = "
                     f"{v} must equal operand '{operands[i0].name}' dim {d0} = {first} "
                     f"(tied dim {nm!r})")
         if any(static[i][d] is not None for i, d in where):
