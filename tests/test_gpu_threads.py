@@ -1,8 +1,10 @@
 """Launches from 16 Python threads at once on a GPU: one torch launch
 object shared by every thread, each on its own CUDA stream with its own
 tensors and runtime scalar; and one jitted JAX function with a cutecall
-kernel called from every thread on its own arrays. Every result is the
-thread's own (no scalar, pointer or stream crosses threads)."""
+kernel called from every thread on its own arrays, once compiled and once
+with every thread's first call at the same time (tracing and compiling
+concurrently). Every result is the thread's own (no scalar, pointer or
+stream crosses threads)."""
 
 import concurrent.futures as cf
 import os
@@ -13,6 +15,9 @@ pytestmark = pytest.mark.gpu
 THREADS = 16
 # Calls per thread; tools/gpu/memcheck.sh takes fewer (each is checked).
 CALLS = int(os.environ.get("CUTECALL_TEST_THREAD_CALLS", "200"))
+# Threads making their first call at once; tools/gpu/memcheck.sh takes fewer
+# (under the sanitizer 16 of them did not finish in 400 s).
+FIRST_CALL_THREADS = int(os.environ.get("CUTECALL_TEST_FIRST_CALL_THREADS", "16"))
 
 
 def test_a_torch_launch_object_from_16_threads_on_their_own_streams():
@@ -42,7 +47,8 @@ def test_a_torch_launch_object_from_16_threads_on_their_own_streams():
         assert got == [(float(i * t + 1),) * 2 for i in last], f"thread {t}"
 
 
-def test_a_jitted_cutecall_kernel_from_16_threads():
+def _jitted_vector_add():
+    """(f, jnp): a jitted function holding one cutecall kernel, or a skip."""
     import jax
     import jax.numpy as jnp
     if not any(d.platform == "gpu" for d in jax.devices()):
@@ -50,7 +56,12 @@ def test_a_jitted_cutecall_kernel_from_16_threads():
     import cutecall
     from cutecall.examples import kernels
     add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a)
-    f = jax.jit(lambda a, b: add(a, b) * 2)
+    return jax.jit(lambda a, b: add(a, b) * 2), jnp
+
+
+def _call_from_threads(f, jnp, threads: int):
+    """Every thread calls f CALLS times on its own arrays; each result is checked."""
+    import jax
 
     def work(t: int):
         a = jnp.full((4096,), float(t), jnp.float32)
@@ -58,7 +69,22 @@ def test_a_jitted_cutecall_kernel_from_16_threads():
         outs = [f(a, b + i) for i in range(CALLS)]
         return [float(o[7]) for o in jax.block_until_ready(outs)]
 
-    with cf.ThreadPoolExecutor(THREADS) as pool:
-        results = list(pool.map(work, range(THREADS)))
+    with cf.ThreadPoolExecutor(threads) as pool:
+        results = list(pool.map(work, range(threads)))
     for t, got in enumerate(results):
         assert got == [2.0 * (t + 7 + i) for i in range(CALLS)], f"thread {t}"
+
+
+def test_first_calls_from_many_threads_at_once_trace_compile_and_run():
+    # No call before the threads: they trace f and compile its kernel at once
+    # (unless an earlier test of this process compiled vector_add; this test
+    # comes first in its file so that it runs before the next one).
+    f, jnp = _jitted_vector_add()
+    _call_from_threads(f, jnp, FIRST_CALL_THREADS)
+
+
+def test_a_jitted_cutecall_kernel_from_16_threads():
+    f, jnp = _jitted_vector_add()
+    b = jnp.arange(4096, dtype=jnp.float32)
+    f(jnp.ones(4096, jnp.float32), b + 0).block_until_ready()   # compile once
+    _call_from_threads(f, jnp, THREADS)

@@ -4,9 +4,11 @@ compute-sanitizer to tell which path a sanitizer crash comes with:
 
   compute-sanitizer --tool memcheck python3 tools/gpu/attn_case.py --case 3 --path ours
 
-Paths: `ours` (cutecall.examples.flash_attention under jax.jit), `xla`
-(jax.nn.dot_product_attention under jax.jit, the test's reference) and
-`fa4` (FlashAttention-4's own torch path, no cutecall, no JAX).
+Paths: `ours` (cutecall.examples.flash_attention under jax.jit); `xla`
+and `xla32` (jax.nn.dot_product_attention under jax.jit in the inputs'
+dtype and in float32: the test's two references); `fa4` (FlashAttention-4's
+own torch path, no cutecall, no JAX). `all` runs ours, xla32 and xla in one
+process, as the test does.
 """
 import argparse
 import time
@@ -28,6 +30,12 @@ def step(what):
 def run_jax(path, b, sq, sk, h, hkv, d, dtype, causal):
     import jax
     import jax.numpy as jnp
+    if path == "all":
+        for p in ("ours", "xla32", "xla"):
+            run_jax(p, b, sq, sk, h, hkv, d, dtype, causal)
+        return
+    if path == "xla32":
+        dtype = "float32"
     if path == "ours":
         from cutecall.examples.flash_attention import attention
         fn = lambda q, k, v: attention(q, k, v, causal=causal)  # noqa: E731
@@ -41,12 +49,12 @@ def run_jax(path, b, sq, sk, h, hkv, d, dtype, causal):
     def fwd_bwd(q, k, v, do):
         o, vjp = jax.vjp(fn, q, k, v)
         return o, vjp(do)
-    step("inputs ready")
+    step(f"{path}: inputs ready")
     compiled = jax.jit(fwd_bwd).lower(q, k, v, do).compile()
-    step("compiled")
+    step(f"{path}: compiled")
     o, grads = compiled(q, k, v, do)
     jax.block_until_ready((o, grads))
-    step("ran; finite: " + str(all(bool(jnp.isfinite(x.astype(jnp.float32)).all())
+    step(f"{path}: ran; finite: " + str(all(bool(jnp.isfinite(x.astype(jnp.float32)).all())
                                    for x in (o, *grads))))
 
 
@@ -69,7 +77,7 @@ def run_fa4(b, sq, sk, h, hkv, d, dtype, causal):
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", type=int, required=True, help="1-based, as in the test's ids")
-    p.add_argument("--path", choices=("ours", "xla", "fa4"), required=True)
+    p.add_argument("--path", choices=("ours", "xla", "xla32", "all", "fa4"), required=True)
     a = p.parse_args()
     case = CASES[a.case - 1]
     step(f"case {a.case} {case} via {a.path}")

@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
-# The GPU suite under compute-sanitizer memcheck, in named parts that run at
-# once on the one GPU (device machine, after setup.sh). Each part is one
-# tools/gpu/memcheck.sh run with its own OUT folder and its own sanitizer
-# sanitizer port (a precaution: several sanitizers on the default port were
-# never shown to work together).
+# The GPU suite under compute-sanitizer memcheck, in named parts (device
+# machine, after setup.sh). Each part is one tools/gpu/memcheck.sh run with
+# its own OUT folder and its own sanitizer port. The parts run at once on
+# the one GPU, or one after another with MEMCHECK_SERIAL=1: four or five
+# sanitizers at once have made one of them die of SIGSEGV, or stall in
+# XLA's compile, in tests that pass under a sanitizer of their own
+# (bench/results/2026-11-23-h100-memcheck.md, night session).
 #
 #   bash tools/gpu/memcheck_parts.sh               # every part
 #   bash tools/gpu/memcheck_parts.sh fa4 attn threads
+#   MEMCHECK_SERIAL=1 bash tools/gpu/memcheck_parts.sh quackjax attn
 #
 # XLA's command buffers are off in the parts that hold FA4's backward and in
-# the 16-thread JAX test: with them on, the sanitizer itself died of SIGSEGV
+# the JAX thread tests: with them on, the sanitizer itself died of SIGSEGV
 # while XLA compiled a program holding FA4's backward, though the same test
 # passes with 0 errors with them off and from the torch path
 # (bench/results/2026-11-23-h100-memcheck.md). A kernel's memory accesses
@@ -35,11 +38,12 @@ declare -A TESTS=(
   [quackjax]="tests/external/test_gpu_quack_jax.py"
   [fa4]="tests/external/test_gpu_fa4.py"
   [attn]="tests/external/test_gpu_flash_attention.py"
-  [threads]="tests/test_gpu_threads.py"
+  [threads]="tests/test_gpu_threads.py::test_a_torch_launch_object_from_16_threads_on_their_own_streams tests/test_gpu_threads.py::test_a_jitted_cutecall_kernel_from_16_threads"
+  [firstcalls]="tests/test_gpu_threads.py::test_first_calls_from_many_threads_at_once_trace_compile_and_run"
   [warmup]="tests/test_warmup.py"
 )
-NO_COMMAND_BUFFERS=" fa4 attn threads "
-ORDER=(fa4 attn quack core jax torch quackjax threads warmup)  # slowest first
+NO_COMMAND_BUFFERS=" fa4 attn threads firstcalls "
+ORDER=(fa4 attn quack core jax torch quackjax threads firstcalls warmup)  # slowest first
 
 parts=("$@"); [ ${#parts[@]} -gt 0 ] || parts=("${ORDER[@]}")
 for p in "${parts[@]}"; do
@@ -53,7 +57,7 @@ for p in "${parts[@]}"; do
   ( OUT="$OUT/$p" MEMCHECK_PORT=$port MEMCHECK_TESTS="${TESTS[$p]}" XLA_FLAGS="$flags" \
       MEMCHECK_HANG_S="${MEMCHECK_HANG_S:-240}" bash "$here/memcheck.sh" > "$OUT/$p.summary" 2>&1 ) &
   port=$((port + 1000))
-  sleep 2   # the sanitizers start one after another
+  if [ -n "${MEMCHECK_SERIAL:-}" ]; then wait; else sleep 2; fi  # sanitizers start one by one
 done
 wait
 
