@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+
 def is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 

@@ -53,8 +53,8 @@ echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c '
 cat "$OUT"/probe.*.log > "$OUT/probe.log" 2>/dev/null; rm -f "$OUT"/probe.*[0-9].log
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20 CUTECALL_TEST_FIRST_CALL_THREADS=4
-timeout "${MEMCHECK_TIMEOUT:-560}" "$SAN" --tool memcheck --target-processes all "${port[@]}" \
-  --leak-check no --print-limit 50 --log-file "$OUT/memcheck.%p.log" \
+timeout "${MEMCHECK_TIMEOUT:-560}" "${MEMCHECK[@]}" --target-processes all "${port[@]}" \
+  --log-file "$OUT/memcheck.%p.log" \
   python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -v -rfs -p no:cacheprovider -o faulthandler_timeout="${MEMCHECK_HANG_S:-0}" \
     --deselect tests/driver/test_launch_blocking.py::test_an_out_of_bounds_write_raises_naming_its_kernel \
     --deselect tests/torch/test_gpu_torch.py::test_failing_launch_is_an_error_with_kernel_name \

@@ -21,7 +21,7 @@ start=$SECONDS
 for c in "${cases[@]}"; do
   for p in ${ATTN_PATHS:-xla32 all}; do
     log="$OUT/case$c-$p.log"
-    timeout "${MEMCHECK_TIMEOUT:-150}" "$SAN" --tool memcheck --leak-check no --print-limit 50 \
+    timeout "${MEMCHECK_TIMEOUT:-150}" "${MEMCHECK[@]}" \
       python3 "$here/attn_case.py" --case "$c" --path "$p" > "$log" 2>&1
     rc=$?
     echo "case $c $p: exit $rc | $(grep -h ' s  ' "$log" | tail -1 | sed 's/^ *//')" \
