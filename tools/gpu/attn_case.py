@@ -76,7 +76,8 @@ def run_fa4(b, sq, sk, h, hkv, d, dtype, causal):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--case", type=int, required=True, help="1-based, as in the test's ids")
+    p.add_argument("--case", type=int, required=True, choices=range(1, len(CASES) + 1),
+                   help="1-based, in the order of the test's CASES")
     p.add_argument("--path", choices=("ours", "xla", "xla32", "all", "fa4"), required=True)
     a = p.parse_args()
     case = CASES[a.case - 1]
