@@ -6,9 +6,11 @@ compute-sanitizer to tell which path a sanitizer crash comes with:
 
 Paths: `ours` (cutecall.examples.flash_attention under jax.jit); `xla`
 and `xla32` (jax.nn.dot_product_attention under jax.jit in the inputs'
-dtype and in float32: the test's two references); `fa4` (FlashAttention-4's
-own torch path, no cutecall, no JAX). `all` runs ours, xla32 and xla in one
-process, as the test does.
+dtype and in float32: the test's two references); `tiny` (a small jitted
+`jnp` program, no attention); `fa4` (FlashAttention-4's own torch path, no
+cutecall, no JAX). JAX paths joined by commas run in that order in one
+process (`--path xla32,ours`); `all` is `ours,xla32,xla`, as the test runs
+them.
 """
 import argparse
 import time
@@ -20,6 +22,7 @@ CASES = [  # B, Sq, Sk, H, Hkv, D, dtype, causal: as in the test
     (2, 300, 1000, 8, 1, 128, "bfloat16", False),
     (2, 513, 513, 4, 2, 64, "bfloat16", False),
 ]
+JAX_PATHS = ("ours", "xla", "xla32", "tiny")
 t0 = time.perf_counter()
 
 
@@ -30,9 +33,8 @@ def step(what):
 def run_jax(path, b, sq, sk, h, hkv, d, dtype, causal):
     import jax
     import jax.numpy as jnp
-    if path == "all":
-        for p in ("ours", "xla32", "xla"):
-            run_jax(p, b, sq, sk, h, hkv, d, dtype, causal)
+    if path == "tiny":
+        step("tiny: " + str(float(jax.jit(lambda x: (x * 2).sum())(jnp.ones(1024)))))
         return
     if path == "xla32":
         dtype = "float32"
@@ -78,14 +80,20 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--case", type=int, required=True, choices=range(1, len(CASES) + 1),
                    help="1-based, in the order of the test's CASES")
-    p.add_argument("--path", choices=("ours", "xla", "xla32", "all", "fa4"), required=True)
+    p.add_argument("--path", required=True, help="fa4, all, or JAX paths joined by "
+                   "commas: " + ",".join(JAX_PATHS))
     a = p.parse_args()
+    paths = ["ours", "xla32", "xla"] if a.path == "all" else a.path.split(",")
+    if a.path != "fa4" and not set(paths) <= set(JAX_PATHS):
+        p.error(f"argument --path: {a.path!r}: not fa4, all, or JAX paths "
+                f"joined by commas ({', '.join(JAX_PATHS)})")
     case = CASES[a.case - 1]
     step(f"case {a.case} {case} via {a.path}")
     if a.path == "fa4":
         run_fa4(*case)
     else:
-        run_jax(a.path, *case)
+        for path in paths:
+            run_jax(path, *case)
 
 
 if __name__ == "__main__":
