@@ -60,13 +60,20 @@ def _jitted_vector_add():
 
 
 def _call_from_threads(f, jnp, threads: int):
-    """Every thread calls f CALLS times on its own arrays; each result is checked."""
+    """Every thread calls f CALLS times on its own arrays; each result is checked.
+
+    The arrays are made in the main thread: the threads run only f. (Under
+    compute-sanitizer, JAX's eager operations from 8 or 16 threads at once
+    stalled with no cutecall in the process; bench/results/2026-11-23-h100-memcheck.md.)
+    """
     import jax
+    b = jnp.arange(4096, dtype=jnp.float32)
+    args = [(jnp.full((4096,), float(t), jnp.float32), [b + i for i in range(CALLS)])
+            for t in range(threads)]
 
     def work(t: int):
-        a = jnp.full((4096,), float(t), jnp.float32)
-        b = jnp.arange(4096, dtype=jnp.float32)
-        outs = [f(a, b + i) for i in range(CALLS)]
+        a, bs = args[t]
+        outs = [f(a, bi) for bi in bs]
         return [float(o[7]) for o in jax.block_until_ready(outs)]
 
     with cf.ThreadPoolExecutor(threads) as pool:

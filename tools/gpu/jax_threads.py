@@ -8,7 +8,8 @@ compute-sanitizer comes with cutecall's kernel or with JAX itself
 `--fn cutecall`: the test's function, cutecall's vector_add then `* 2`.
 `--fn jnp`: the same arithmetic in plain `jnp`, no cutecall. Either is
 compiled once in the main thread first, as in the test. Each thread makes
-`--calls` calls on its own arrays, as the test does (`b + i`, then `f`).
+`--calls` calls on its own arrays, made (`jnp.full`, `b + i`) in the thread
+or, with `--inputs main`, beforehand in the main thread.
 Past `--hang-s` seconds every thread's Python stack is printed and the
 process exits with status 3.
 """
@@ -45,6 +46,8 @@ def main():
     p.add_argument("--threads", type=int, default=16)
     p.add_argument("--calls", type=int, default=20)
     p.add_argument("--hang-s", type=float, default=60.0)
+    p.add_argument("--inputs", choices=("thread", "main"), default="thread",
+                   help="where each thread's arrays are made (eager jnp operations)")
     a = p.parse_args()
     faulthandler.dump_traceback_later(a.hang_s, exit=True, file=sys.stdout)
     import jax
@@ -54,11 +57,15 @@ def main():
     f(jnp.ones(4096, jnp.float32), b).block_until_ready()
     step(f"{a.fn}: compiled and ran once in the main thread")
 
+    def inputs(t):
+        return jnp.full((4096,), float(t), jnp.float32), [b + i for i in range(a.calls)]
+    made = [inputs(t) for t in range(a.threads)] if a.inputs == "main" else None
+
     def work(t):
-        x = jnp.full((4096,), float(t), jnp.float32)
+        x, bs = made[t] if made else inputs(t)
         outs = []
         for i in range(a.calls):
-            outs.append(f(x, b + i))
+            outs.append(f(x, bs[i]))
             if i in (0, a.calls - 1):
                 step(f"thread {t:2d}: call {i} enqueued")
         got = [float(o[7]) for o in jax.block_until_ready(outs)]

@@ -9,7 +9,8 @@
 # (tests/driver/test_launch_blocking.py's out-of-bounds kernel, and
 # tests/torch/test_gpu_torch.py's invalid launch configuration).
 # The thread tests make 20 calls per thread instead of 200, and the test of
-# first calls from many threads at once uses 4 threads, not 16.
+# first calls from many threads at once uses 4 threads, not 16, unless
+# CUTECALL_TEST_FIRST_CALL_THREADS says otherwise.
 # The summary separates memory-access errors (the point of memcheck) from
 # CUDA API calls that returned an error, counted by call.
 #   MEMCHECK_TESTS="tests/driver tests/jax" bash tools/gpu/memcheck.sh
@@ -52,7 +53,8 @@ probe_rc=$?
 echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c 'ERROR SUMMARY') of 2 processes left a summary (probe exit $probe_rc)"
 cat "$OUT"/probe.*.log > "$OUT/probe.log" 2>/dev/null; rm -f "$OUT"/probe.*[0-9].log
 export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20 CUTECALL_TEST_FIRST_CALL_THREADS=4
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
+export CUTECALL_TEST_FIRST_CALL_THREADS="${CUTECALL_TEST_FIRST_CALL_THREADS:-4}"
 timeout "${MEMCHECK_TIMEOUT:-560}" "${MEMCHECK[@]}" --target-processes all "${port[@]}" \
   --log-file "$OUT/memcheck.%p.log" \
   python3 -m pytest ${MEMCHECK_TESTS:-tests} -m gpu -v -rfs -p no:cacheprovider -o faulthandler_timeout="${MEMCHECK_HANG_S:-0}" \

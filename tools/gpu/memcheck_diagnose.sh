@@ -9,7 +9,9 @@
 #   stack; a crash of the sanitizer's own front end prints none). Then the
 #   test's sequence without the sanitizer, under glibc's heap checks.
 # - the JAX 16-thread test stalled: 16 threads into plain `jnp` (no
-#   cutecall), then into cutecall's function with 16 and 8 threads. A run
+#   cutecall), then into cutecall's function with 16 and 8 threads, each
+#   making its arrays itself (THREAD_RUNS: fn-threads-where, for example
+#   "jnp-16-main cutecall-16-main" has the main thread make them). A run
 #   still going after STALL_S seconds gets its native stacks (gdb, where
 #   the machine has it) and, at HANG_S, its Python stacks.
 #
@@ -66,10 +68,10 @@ attn() {
 }
 
 threads() {
-  for spec in "jnp 16" "cutecall 16" "cutecall 8"; do
-    set -- $spec
-    run "threads-$1-$2" $((HANG_S + 20)) "${MEMCHECK[@]}" python3 "$here/jax_threads.py" \
-      --fn "$1" --threads "$2" --calls 20 --hang-s "$HANG_S"
+  for spec in ${THREAD_RUNS:-jnp-16-thread cutecall-16-thread cutecall-8-thread}; do
+    IFS=- read -r fn n inputs <<< "$spec"
+    run "threads-$spec" $((HANG_S + 20)) "${MEMCHECK[@]}" python3 "$here/jax_threads.py" \
+      --fn "$fn" --threads "$n" --inputs "$inputs" --calls 20 --hang-s "$HANG_S"
   done
 }
 
