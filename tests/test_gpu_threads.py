@@ -62,9 +62,11 @@ def _jitted_vector_add():
 def _call_from_threads(f, jnp, threads: int):
     """Every thread calls f CALLS times on its own arrays; each result is checked.
 
-    The arrays are made in the main thread: the threads run only f. (Under
-    compute-sanitizer, JAX's eager operations from 8 or 16 threads at once
-    stalled with no cutecall in the process; bench/results/2026-11-23-h100-memcheck.md.)
+    The arrays are made in the main thread and the results come back as
+    numpy arrays: the threads run only f. (Under compute-sanitizer, JAX's
+    eager operations, `b + i` or `o[7]`, from 4 to 16 threads at once stalled
+    in their compiles with no cutecall in the process;
+    bench/results/2026-11-23-h100-memcheck.md.)
     """
     import jax
     b = jnp.arange(4096, dtype=jnp.float32)
@@ -74,7 +76,7 @@ def _call_from_threads(f, jnp, threads: int):
     def work(t: int):
         a, bs = args[t]
         outs = [f(a, bi) for bi in bs]
-        return [float(o[7]) for o in jax.block_until_ready(outs)]
+        return [float(o[7]) for o in jax.device_get(outs)]
 
     with cf.ThreadPoolExecutor(threads) as pool:
         results = list(pool.map(work, range(threads)))
