@@ -1,10 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer memcheck over the GPU tests (device machine, after
 # setup.sh). Every process pytest starts is checked (--target-processes all).
-# JAX and torch allocate each buffer with its own cudaMalloc
-# (XLA_PYTHON_CLIENT_ALLOCATOR=platform, PYTORCH_NO_CUDA_MEMORY_CACHING=1),
-# so an access past a buffer's end is past an allocation, which memcheck
-# sees; a pooling allocator would hide it inside the pool.
+# JAX and torch allocate each buffer with its own cudaMalloc (sanitizer.sh).
 # The tests that fault on purpose are left out: their errors are the point
 # (tests/driver/test_launch_blocking.py's out-of-bounds kernel, and
 # tests/torch/test_gpu_torch.py's invalid launch configuration).
@@ -52,8 +49,7 @@ subprocess.run([sys.executable, "-c", use], check=True)' > "$OUT/probe.out" 2>&1
 probe_rc=$?
 echo "child processes followed: $(cat "$OUT"/probe.*.log 2>/dev/null | grep -c 'ERROR SUMMARY') of 2 processes left a summary (probe exit $probe_rc)"
 cat "$OUT"/probe.*.log > "$OUT/probe.log" 2>/dev/null; rm -f "$OUT"/probe.*[0-9].log
-export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 CUTECALL_TEST_THREAD_CALLS=20
+export CUTECALL_TEST_THREAD_CALLS=20
 export CUTECALL_TEST_FIRST_CALL_THREADS="${CUTECALL_TEST_FIRST_CALL_THREADS:-4}"
 timeout "${MEMCHECK_TIMEOUT:-560}" "${MEMCHECK[@]}" --target-processes all "${port[@]}" \
   --log-file "$OUT/memcheck.%p.log" \

@@ -14,9 +14,6 @@ set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}/attn_cases"; mkdir -p "$OUT"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/sanitizer.sh"
-export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1 PYTHONUNBUFFERED=1
-# as memcheck.sh; a crash in the target prints its Python stack
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONFAULTHANDLER=1
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer="
 cases=("$@"); [ ${#cases[@]} -gt 0 ] || cases=(4 5)
 start=$SECONDS

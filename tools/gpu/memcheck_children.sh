@@ -11,7 +11,6 @@ set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}/children"; mkdir -p "$OUT"
 . "$(dirname "${BASH_SOURCE[0]}")/sanitizer.sh"
 export CUTECALL_TEST_CHILD_WRAPPER="${MEMCHECK[*]} --port ${MEMCHECK_PORT:-60000} --log-file $OUT/child.%p.log"
-export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTHONUNBUFFERED=1
 timeout "${MEMCHECK_TIMEOUT:-400}" python3 -m pytest tests/bundle -m gpu -v -rfs -p no:cacheprovider \
   > "$OUT/pytest.log" 2>&1
 rc=$?

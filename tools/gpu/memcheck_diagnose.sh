@@ -23,8 +23,6 @@ set -uo pipefail
 OUT="${OUT:-/tmp/cutecall_out}/diagnose"; mkdir -p "$OUT"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/sanitizer.sh"
-export XLA_PYTHON_CLIENT_ALLOCATOR=platform PYTORCH_NO_CUDA_MEMORY_CACHING=1
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 export XLA_FLAGS="${XLA_FLAGS:-} --xla_gpu_autotune_level=0 --xla_gpu_enable_command_buffer="
 HANG_S="${HANG_S:-60}"; STALL_S="${STALL_S:-45}"
 start=$SECONDS
