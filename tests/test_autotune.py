@@ -209,8 +209,7 @@ def test_the_default_jax_timer_runs_the_calls_while_a_jit_traces():
     # Tuning happens while the caller's jit traces. The timer's chains must
     # run then, not be staged into the caller's program (where the "time"
     # would be tracing time): count the calls that ran before tracing ended.
-    from cutecall import _autotune_timing as _autotune
-    from cutecall._autotune_timing import _time_jax
+    from cutecall._autotune_timing import TRIALS, _time_jax
     ran, ran_while_tracing = [], []
 
     def fn(x):
@@ -225,7 +224,7 @@ def test_the_default_jax_timer_runs_the_calls_while_a_jit_traces():
         return x
     jax.jit(traced)(jnp.ones(8))
     # warm-up: both chains once; then both chains in each timed trial
-    assert ran_while_tracing == [(1 + 4) * (1 + _autotune.TRIALS)]
+    assert ran_while_tracing == [(1 + 4) * (1 + TRIALS)]
 
 
 def test_close_candidates_are_timed_again_and_one_noisy_time_does_not_win():
