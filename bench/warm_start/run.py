@@ -37,7 +37,7 @@ compile of the program too: the best warm start a JAX user can configure.
 it: compiles happen during lowering, so compiles, disk hits and times still
 mean the same, minus XLA's compile and the run.
 
-    python bench/warm_start/run.py --out bench/results/<date>-h100-warm-start.json
+    python bench/warm_start/run.py --out warm_start.json
     python bench/warm_start/run.py --no-run          # CPU-only machine
 """
 
