@@ -13,7 +13,7 @@
 # .whl/dl/ keeps the downloaded wheels themselves (never carried). The split
 # point balances the two parts. part1 holds SHA256SUMS.part1 (for stage1.sh)
 # and part2 holds SHA256SUMS (the whole cu13 wheel, each chunk, each wheel)
-# for setup.sh to check. See tools/gpu/README.md for the device-side sequence.
+# for `gpu setup` to check. See tools/gpu/README.md for the device-side sequence.
 #
 # Idempotent: pip skips wheels already in .whl/dl/, and both parts are rebuilt
 # from scratch on every run. Environment overrides: PIP (pip command),
@@ -40,7 +40,7 @@ SMALL=(
   "nvidia-cutlass-dsl-libs-core==$CUTLASS_VER" # cutlass python package (core)
   "apache-tvm-ffi==0.1.15.post2"               # tvm_ffi, for benchmark path (d)
   "jax-tvm-ffi==0.1.3"                         # jax_tvm_ffi, for path (d)
-  "typing-extensions==4.16.0"                  # tvm-ffi needs >=4.13; setup.sh installs it only if the device's is older
+  "typing-extensions==4.16.0"                  # tvm-ffi needs >=4.13; gpu setup installs it only if the device's is older
   "quack-kernels==0.6.5"                       # the third-party corpus (tests/external, bench/external)
   "flash-attn-4==4.0.0b36"                     # the third-party corpus: module flash_attn.cute
   "torch-c-dlpack-ext==0.1.5"                  # flash-attn-4 and quack import it

@@ -1,50 +1,193 @@
-#!/usr/bin/env bash
-# Device call 2 of 2: install the carried wheels, build cutecall, build the
-# hand-written FFI baseline, print versions.
+# shellcheck shell=bash
+# `gpu setup [--tree DIR|FILE.tar.gz] [--site DIR]`, sourced by tools/gpu/gpu
+# (run directly, it forwards there). Device call 2 of 2:
 #
-#   run(command="bash tools/gpu/setup.sh && . /tmp/site/env.sh && <tests/bench>",
-#       carry=[".whl/part2"])
+#   run(command="bash tools/gpu/gpu setup && bash tools/gpu/gpu test",
+#       carry=[".whl/part2"])      # right after tools/gpu/stage1.sh
 #
-# Needs the first chunk of the cu13 wheel staged by tools/gpu/stage1.sh in the
-# call just before (it lives in /tmp, which survives ~30 s between calls).
-# Everything is installed with `pip install --target /tmp/site`; Python does not
-# read .pth files in a --target dir, so /tmp/site/env.sh sets PYTHONPATH to
-# what the DSL's nvidia_cutlass_dsl_packages.pth would have added:
+# 1. Wheels, into /tmp/site (the wheel site) once: reassemble the cu13 libs
+#    wheel from chunk 0 (staged by stage1.sh in /tmp/cutecall_stage) and
+#    chunk 1 (carried in .whl/part2), check every sha256, `pip install
+#    --no-index --no-deps --target /tmp/site`, compile bytecode. Skipped when
+#    /tmp/site already holds these exact wheels (then no carry is needed).
+# 2. SITE/env.sh: Python does not read .pth files in a --target directory,
+#    so env.sh puts what nvidia_cutlass_dsl_packages.pth would add (the DSL's
+#    dsl_packages) and the site on PYTHONPATH. A site other than the wheel
+#    site gets the wheel site after itself: it holds only its own cutecall
+#    and shares the wheels. Sourcing another site's env.sh replaces the
+#    first one's entries (the PYTHONPATH from before the first is kept in
+#    CUTECALL_BASE_PYTHONPATH).
+# 3. cutecall built from the tree (--tree: default this checkout; a tarball
+#    is unpacked to /tmp/cutecall_tree_<site name>) and installed into the
+#    site; CMake tree /tmp/cutecall_build[_<site name>], log in
+#    /tmp/cutecall_logs/. A build failure is reported at the end (exit 1),
+#    after the handler and the versions.
+# 4. The hand-written XLA FFI handler (bench/overhead/handwritten_ffi.cu) to
+#    /tmp/cutecall_bench/libhandwritten_ffi.so, in parallel with 3; for the
+#    wheel site, or when missing.
+# 5. Versions.
 #
-#   . /tmp/site/env.sh
-#
-# Re-running in a later call on the same (still warm) machine skips the wheel
-# step when /tmp/site already holds these exact wheels.
-#
-# Environment overrides: PYTHON (python3), CUTECALL_SITE (/tmp/site),
-# CUTECALL_STAGE (/tmp/cutecall_stage), CUTECALL_HANDWRITTEN_SO
-# (/tmp/cutecall_bench/libhandwritten_ffi.so), CUTECALL_BUILD_DIR
-# (/tmp/cutecall_build, CMake build tree), SETUP_SKIP_CUTECALL=1,
-# SETUP_SKIP_HANDLER=1.
-set -euo pipefail
+# Environment: PYTHON (python3), CUTECALL_SITE (default --site, /tmp/site),
+# CUTECALL_WHEEL_SITE (/tmp/site), CUTECALL_STAGE (/tmp/cutecall_stage),
+# CUTECALL_HANDWRITTEN_SO, CUTECALL_BUILD_DIR, SETUP_SKIP_CUTECALL=1,
+# SETUP_SKIP_HANDLER=1. Exit 3: stage 1 was lost (redo both calls).
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then exec bash "$(dirname "$0")/gpu" setup "$@"; fi
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-PY="${PYTHON:-python3}"
-SITE="${CUTECALL_SITE:-/tmp/site}"
-STAGE="${CUTECALL_STAGE:-/tmp/cutecall_stage}"
-PART2="$repo/.whl/part2"
-WORK="/tmp/cutecall_wheels"
-HANDLER_SO="${CUTECALL_HANDWRITTEN_SO:-/tmp/cutecall_bench/libhandwritten_ffi.so}"
-LOG_DIR="/tmp/cutecall_logs"
-BUILD_DIR="${CUTECALL_BUILD_DIR:-/tmp/cutecall_build}"
-t_start=$SECONDS
+cmd_setup() (
+  set -euo pipefail
+  # shellcheck disable=SC2153  # SITE, REPO, WHEEL_SITE, PY, OUT: set by tools/gpu/gpu
+  tree="$REPO" site="$SITE"
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      --tree) tree="$2"; shift 2 ;;
+      --site) site="$2"; shift 2 ;;
+      *) die "gpu setup: unknown argument '$1' (usage: gpu setup [--tree DIR|FILE.tar.gz] [--site DIR])" ;;
+    esac
+  done
+  site="$(mkdir -p "$site" && cd "$site" && pwd)"
+  name="$(basename "$site")"
+  suffix=""; [ "$site" = "$WHEEL_SITE" ] || suffix="_$name"
+  stage="${CUTECALL_STAGE:-/tmp/cutecall_stage}"
+  part2="$REPO/.whl/part2"
+  handler_so="${CUTECALL_HANDWRITTEN_SO:-/tmp/cutecall_bench/libhandwritten_ffi.so}"
+  log_dir=/tmp/cutecall_logs
+  build_dir="${CUTECALL_BUILD_DIR:-/tmp/cutecall_build$suffix}"
+  if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+  mkdir -p "$log_dir"
+  if [ -f "$tree" ]; then
+    step "unpacking $tree into /tmp/cutecall_tree$suffix"
+    rm -rf "/tmp/cutecall_tree$suffix" && mkdir -p "/tmp/cutecall_tree$suffix"
+    tar -xf "$tree" -C "/tmp/cutecall_tree$suffix"
+    tree="/tmp/cutecall_tree$suffix"
+  fi
+  [ -f "$tree/pyproject.toml" ] || die "no $tree/pyproject.toml: --tree takes a cutecall checkout or a tarball of one"
 
-step() { printf '\n== [%3ds] %s\n' "$((SECONDS - t_start))" "$*"; }
-die() { printf '\nsetup.sh: ERROR: %s\n' "$*" >&2; exit 1; }
+  # ------------------------------------------------------------ wheels ----
+  if [ "$site" = "$WHEEL_SITE" ]; then
+    if [ -f "$site/.cutecall_wheels.sha256sums" ] && [ -f "$part2/SHA256SUMS" ] &&
+      cmp -s "$site/.cutecall_wheels.sha256sums" "$part2/SHA256SUMS"; then
+      step "wheels already installed in $site (same SHA256SUMS): skipping"
+    elif [ -f "$site/.cutecall_wheels.sha256sums" ] && [ ! -f "$part2/SHA256SUMS" ]; then
+      step "wheels already installed in $site (no .whl/part2 carried): skipping"
+    else
+      install_wheels "$site" "$stage" "$part2"
+    fi
+  else
+    [ -f "$WHEEL_SITE/.cutecall_wheels.sha256sums" ] ||
+      die "the wheel site $WHEEL_SITE has no wheels: run 'bash tools/gpu/gpu setup' (carry .whl/part2) first"
+    step "site $site shares the wheels of $WHEEL_SITE"
+  fi
 
-if ! command -v nvcc >/dev/null 2>&1 && [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH="/usr/local/cuda/bin:$PATH"
+  # ------------------------------------------------------------ env.sh ----
+  dsl_pkgs="$WHEEL_SITE/nvidia_cutlass_dsl/dsl_packages"
+  [ -d "$dsl_pkgs/cutlass" ] || die "$dsl_pkgs/cutlass missing after install"
+  path="$dsl_pkgs:$site"; [ -z "$suffix" ] || path="$path:$WHEEL_SITE"
+  cat >"$site/env.sh" <<EOF
+# Written by tools/gpu/gpu setup (tree $tree). Source it: . $site/env.sh
+# $dsl_pkgs stands in for nvidia_cutlass_dsl_packages.pth, which Python does
+# not process in a --target directory.
+if [ "\${CUTECALL_ENV_SOURCED:-}" != "$site" ]; then
+  export CUTECALL_BASE_PYTHONPATH="\${CUTECALL_BASE_PYTHONPATH-\${PYTHONPATH:-}}"
+  export PYTHONPATH="$path\${CUTECALL_BASE_PYTHONPATH:+:\$CUTECALL_BASE_PYTHONPATH}"
+  export PATH="$site/bin:\$PATH"
+  case ":\$PATH:" in *:/usr/local/cuda/bin:*) ;; *) [ -d /usr/local/cuda/bin ] && export PATH="\$PATH:/usr/local/cuda/bin" ;; esac
+  export CUTECALL_HANDWRITTEN_SO="$handler_so"
+  export CUTECALL_ENV_SOURCED="$site"
 fi
-mkdir -p "$SITE" "$LOG_DIR"
+EOF
+  # shellcheck disable=SC1091
+  . "$site/env.sh"
+  echo
+  echo "export PYTHONPATH=$path\${PYTHONPATH:+:\$PYTHONPATH}"
+  echo "   (or simply:  . $site/env.sh)"
+  step "import check: cutlass DSL"
+  "$PY" -c 'import cutlass, cutlass.cute, cutlass.jax; print("cutlass", cutlass.__file__)' ||
+    die "the CuTe DSL does not import from $site"
 
-# ---------------------------------------------------------------- wheels ----
-device_has_typing_extensions_413() {
-  "$PY" -c '
+  # ------------------------------------- hand-written handler (background) ----
+  handler_pid=""
+  if [ "${SETUP_SKIP_HANDLER:-0}" != 1 ] && { [ -z "$suffix" ] || [ ! -f "$handler_so" ]; }; then
+    step "building the hand-written XLA FFI handler -> $handler_so (background; log: $log_dir/handler_build.log)"
+    PYTHON="$PY" bash "$REPO/bench/overhead/build_handler.sh" "$handler_so" >"$log_dir/handler_build.log" 2>&1 &
+    handler_pid=$!
+  fi
+
+  # ---------------------------------------------------------- cutecall ----
+  cutecall_error=""
+  export CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
+  build_log="$log_dir/cutecall_build$suffix.log"
+  if [ "${SETUP_SKIP_CUTECALL:-0}" != 1 ]; then
+    step "building + installing cutecall from $tree into $site (log: $build_log)"
+    # The CMake build tree goes to $build_dir, not the checkout's build/.
+    if ! (cd "$tree" && "$PY" -m pip install --no-build-isolation --no-deps --no-index \
+      --disable-pip-version-check --upgrade --target "$site" -v \
+      --config-settings=build-dir="$build_dir/{wheel_tag}" .) >"$build_log" 2>&1; then
+      tail -n 80 "$build_log" >&2
+      cp "$build_log" "$OUT/" 2>/dev/null || true
+      cutecall_error="cutecall build failed (log tail above; full log $build_log, copied to \$OUT)"
+      echo "gpu setup: $cutecall_error" >&2
+    else
+      grep -E "Built wheel|Successfully installed|CMake Warning|warning:" "$build_log" | tail -n 10 || true
+      # Import from elsewhere so that no checkout's python/ shadows the site.
+      (cd / && "$PY" -c 'import cutecall, cutecall._core; print("cutecall", cutecall.__version__, cutecall.__file__)') ||
+        cutecall_error="cutecall installed but does not import"
+    fi
+  fi
+  if [ -n "$handler_pid" ]; then
+    step "waiting for the hand-written handler build"
+    wait "$handler_pid" || { cat "$log_dir/handler_build.log" >&2; die "handler build failed"; }
+    tail -n 1 "$log_dir/handler_build.log"
+  fi
+
+  print_versions
+  [ -z "$cutecall_error" ] || die "$cutecall_error"
+  step "setup done: site $site. Later subcommands use it (CUTECALL_SITE=$site), or: . $site/env.sh"
+)
+
+# Device call 2's first half: chunk 0 (stage1.sh) + .whl/part2 -> the site.
+install_wheels() {  # SITE STAGE PART2
+  local site="$1" stage="$2" part2="$3" work=/tmp/cutecall_wheels
+  [ -f "$part2/SHA256SUMS" ] ||
+    die "no $part2/SHA256SUMS: this call must carry .whl/part2 (run tools/gpu/fetch_wheels.sh on the dev machine first)"
+  local sums="$part2/SHA256SUMS" big_name chunk0="" d want got
+  big_name="$(head -n 1 "$sums" | awk '{ print $2 }')"
+  for d in "$stage" "$REPO/.whl/part1"; do
+    if [ -f "$d/$big_name.chunk0" ]; then chunk0="$d/$big_name.chunk0"; break; fi
+  done
+  if [ -z "$chunk0" ]; then
+    cat >&2 <<EOF
+
+gpu setup: ERROR: STAGE 1 WAS LOST.
+  $stage/$big_name.chunk0 is missing: the machine was given back (or restarted)
+  between device call 1 and this call, and /tmp went with it.
+  Redo both calls back to back:
+    1. run(command="bash tools/gpu/stage1.sh", carry=[".whl/part1"])
+    2. within ~30 s: run(command="bash tools/gpu/gpu setup && ...", carry=[".whl/part2"])
+EOF
+    exit 3
+  fi
+
+  step "verifying chunks ($chunk0 + $part2/$big_name.chunk1)"
+  want="$(awk -v n="$big_name.chunk0" '$2 == n { print $1 }' "$sums")"
+  got="$(sha256sum "$chunk0" | cut -d' ' -f1)"
+  [ "$want" = "$got" ] || die "chunk0 checksum mismatch (staged $got, expected $want): redo stage1"
+  (cd "$part2" && tail -n +2 SHA256SUMS | grep -v '\.chunk0$' | sha256sum -c --quiet -) ||
+    die "part2 checksum mismatch: re-run tools/gpu/fetch_wheels.sh and carry .whl/part2 again"
+
+  step "reassembling $big_name"
+  rm -rf "$work" && mkdir -p "$work"
+  cat "$chunk0" "$part2/$big_name.chunk1" >"$work/$big_name"
+  want="$(head -n 1 "$sums" | awk '{ print $1 }')"
+  got="$(sha256sum "$work/$big_name" | cut -d' ' -f1)"
+  [ "$want" = "$got" ] || die "reassembled $big_name has sha256 $got, expected $want"
+  echo "sha256 OK: $got"
+
+  local wheels=("$work/$big_name") f
+  for f in "$part2"/*.whl; do
+    # tvm-ffi needs typing-extensions>=4.13; keep the device's own if new enough.
+    if [[ "$(basename "$f")" == typing_extensions-* ]] && "$PY" -c '
 import sys
 from importlib.metadata import version
 try:
@@ -52,148 +195,30 @@ try:
 except Exception:
     sys.exit(1)
 sys.exit(0 if v >= (4, 13) else 1)
-'
-}
-
-install_wheels() {
-  [ -f "$PART2/SHA256SUMS" ] ||
-    die "no $PART2/SHA256SUMS: this call must carry .whl/part2 (run tools/gpu/fetch_wheels.sh on the dev machine first)"
-
-  local sums="$PART2/SHA256SUMS" big_name chunk0="" d
-  big_name="$(head -n 1 "$sums" | awk '{ print $2 }')"
-  for d in "$STAGE" "$repo/.whl/part1"; do
-    if [ -f "$d/$big_name.chunk0" ]; then chunk0="$d/$big_name.chunk0"; break; fi
-  done
-  if [ -z "$chunk0" ]; then
-    cat >&2 <<EOF
-
-setup.sh: ERROR: STAGE 1 WAS LOST.
-  $STAGE/$big_name.chunk0 is missing: the machine was given back (or restarted)
-  between device call 1 and this call, and /tmp went with it.
-  Redo both calls back to back:
-    1. run(command="bash tools/gpu/stage1.sh", carry=[".whl/part1"])
-    2. within ~30 s: run(command="bash tools/gpu/setup.sh && ...", carry=[".whl/part2"])
-EOF
-    exit 3
-  fi
-
-  step "verifying chunks ($chunk0 + $PART2/$big_name.chunk1)"
-  local want got
-  want="$(awk -v n="$big_name.chunk0" '$2 == n { print $1 }' "$sums")"
-  got="$(sha256sum "$chunk0" | cut -d' ' -f1)"
-  [ "$want" = "$got" ] || die "chunk0 checksum mismatch (staged $got, expected $want): redo stage1"
-  (cd "$PART2" && tail -n +2 SHA256SUMS | grep -v '\.chunk0$' | sha256sum -c --quiet -) ||
-    die "part2 checksum mismatch: re-run tools/gpu/fetch_wheels.sh and carry .whl/part2 again"
-
-  step "reassembling $big_name"
-  rm -rf "$WORK"
-  mkdir -p "$WORK"
-  cat "$chunk0" "$PART2/$big_name.chunk1" >"$WORK/$big_name"
-  want="$(head -n 1 "$sums" | awk '{ print $1 }')"
-  got="$(sha256sum "$WORK/$big_name" | cut -d' ' -f1)"
-  [ "$want" = "$got" ] || die "reassembled $big_name has sha256 $got, expected $want"
-  echo "sha256 OK: $got"
-
-  local wheels=("$WORK/$big_name") f
-  for f in "$PART2"/*.whl; do
-    # tvm-ffi needs typing-extensions>=4.13; keep the device's own if new enough.
-    if [[ "$(basename "$f")" == typing_extensions-* ]] && device_has_typing_extensions_413; then
+'; then
       echo "device typing_extensions is >= 4.13: not installing $(basename "$f")"
       continue
     fi
     wheels+=("$f")
   done
 
-  step "pip install --target $SITE (${#wheels[@]} wheels)"
+  step "pip install --target $site (${#wheels[@]} wheels)"
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-    --disable-pip-version-check --upgrade --target "$SITE" "${wheels[@]}"
-  rm -rf "$WORK"
+    --disable-pip-version-check --upgrade --target "$site" "${wheels[@]}"
+  rm -rf "$work"
   # Bytecode now, as a normal pip install would: the device sets
   # PYTHONDONTWRITEBYTECODE=1, so without it every import compiles every
   # module again (3-4 s more for the DSL, FA4 and QuACK in each process).
-  step "compiling bytecode in $SITE"
-  "$PY" -m compileall -q -j 0 "$SITE" >/dev/null 2>&1 || true
-  cp "$sums" "$SITE/.cutecall_wheels.sha256sums"
+  step "compiling bytecode in $site"
+  "$PY" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+  cp "$sums" "$site/.cutecall_wheels.sha256sums"
 }
 
-if [ -f "$SITE/.cutecall_wheels.sha256sums" ] && [ -f "$PART2/SHA256SUMS" ] &&
-  cmp -s "$SITE/.cutecall_wheels.sha256sums" "$PART2/SHA256SUMS"; then
-  step "wheels already installed in $SITE (same SHA256SUMS): skipping"
-elif [ -f "$SITE/.cutecall_wheels.sha256sums" ] && [ ! -f "$PART2/SHA256SUMS" ]; then
-  step "wheels already installed in $SITE (no .whl/part2 carried): skipping"
-else
-  install_wheels
-fi
-
-# ---------------------------------------------------------------- env.sh ----
-DSL_PKGS="$SITE/nvidia_cutlass_dsl/dsl_packages"
-[ -d "$DSL_PKGS/cutlass" ] || die "$DSL_PKGS/cutlass missing after install"
-cat >"$SITE/env.sh" <<EOF
-# Written by tools/gpu/setup.sh. Source it: . $SITE/env.sh
-# $DSL_PKGS stands in for nvidia_cutlass_dsl_packages.pth, which Python does
-# not process in a --target directory.
-if [ -z "\${CUTECALL_ENV_SOURCED:-}" ]; then
-  export PYTHONPATH="$DSL_PKGS:$SITE\${PYTHONPATH:+:\$PYTHONPATH}"
-  export PATH="$SITE/bin:\$PATH"
-  case ":\$PATH:" in *:/usr/local/cuda/bin:*) ;; *) [ -d /usr/local/cuda/bin ] && export PATH="\$PATH:/usr/local/cuda/bin" ;; esac
-  export CUTECALL_HANDWRITTEN_SO="$HANDLER_SO"
-  export CUTECALL_ENV_SOURCED=1
-fi
-EOF
-# shellcheck disable=SC1091
-. "$SITE/env.sh"
-echo
-echo "export PYTHONPATH=$DSL_PKGS:$SITE\${PYTHONPATH:+:\$PYTHONPATH}"
-echo "   (or simply:  . $SITE/env.sh)"
-
-step "import check: cutlass DSL"
-"$PY" -c 'import cutlass, cutlass.cute, cutlass.jax; print("cutlass", cutlass.__file__)' ||
-  die "the CuTe DSL does not import from $SITE"
-
-# ---------------------------------------------------- hand-written handler ----
-# Built in the background while cutecall builds (nvcc and CMake each take a while).
-handler_pid=""
-if [ "${SETUP_SKIP_HANDLER:-0}" != 1 ]; then
-  step "building the hand-written XLA FFI handler -> $HANDLER_SO (background; log: $LOG_DIR/handler_build.log)"
-  PYTHON="$PY" bash "$repo/bench/overhead/build_handler.sh" "$HANDLER_SO" >"$LOG_DIR/handler_build.log" 2>&1 &
-  handler_pid=$!
-fi
-
-# -------------------------------------------------------------- cutecall ----
-# A failure here is reported at the very end, after the handler and versions.
-cutecall_error=""
-CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}"
-export CMAKE_BUILD_PARALLEL_LEVEL
-if [ "${SETUP_SKIP_CUTECALL:-0}" != 1 ]; then
-  step "building + installing cutecall from $repo (log: $LOG_DIR/cutecall_build.log)"
-  # The CMake build tree goes to $BUILD_DIR, not the checkout's build/.
-  if ! (cd "$repo" && "$PY" -m pip install --no-build-isolation --no-deps --no-index \
-    --disable-pip-version-check --upgrade --target "$SITE" -v \
-    --config-settings=build-dir="$BUILD_DIR/{wheel_tag}" .) \
-    >"$LOG_DIR/cutecall_build.log" 2>&1; then
-    tail -n 80 "$LOG_DIR/cutecall_build.log" >&2
-    if [ -n "${OUT:-}" ]; then cp "$LOG_DIR/cutecall_build.log" "$OUT/" 2>/dev/null || true; fi
-    cutecall_error="cutecall build failed (log tail above; full log $LOG_DIR/cutecall_build.log, copied to \$OUT if set)"
-    echo "setup.sh: $cutecall_error" >&2
-  else
-    grep -E "Built wheel|Successfully installed|CMake Warning|warning:" "$LOG_DIR/cutecall_build.log" | tail -n 10 || true
-    # Import from elsewhere so the checkout's python/ does not shadow /tmp/site.
-    (cd / && "$PY" -c 'import cutecall, cutecall._core; print("cutecall", cutecall.__version__, cutecall.__file__)') ||
-      cutecall_error="cutecall installed but does not import"
-  fi
-fi
-
-if [ -n "$handler_pid" ]; then
-  step "waiting for the hand-written handler build"
-  wait "$handler_pid" || { cat "$LOG_DIR/handler_build.log" >&2; die "handler build failed"; }
-  tail -n 1 "$LOG_DIR/handler_build.log"
-fi
-
-# -------------------------------------------------------------- versions ----
-step "versions"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
-  echo "nvidia-smi: unavailable"
-"$PY" - <<'PYEOF' || true
+print_versions() {
+  step "versions"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
+    echo "nvidia-smi: unavailable"
+  (cd / && "$PY" - <<'EOF') || true
 import importlib.metadata as md
 import sys
 
@@ -212,9 +237,7 @@ try:
     print("jax devices:", jax.devices())
 except Exception as e:  # noqa: BLE001
     print("jax devices: ERROR", e)
-PYEOF
-nvcc --version 2>/dev/null | tail -n 2 || echo "nvcc: unavailable"
-cmake --version 2>/dev/null | head -n 1 || true
-
-[ -z "$cutecall_error" ] || die "$cutecall_error"
-step "setup done. In this same call (or a later one within ~30 s):  . $SITE/env.sh"
+EOF
+  nvcc --version 2>/dev/null | tail -n 2 || echo "nvcc: unavailable"
+  cmake --version 2>/dev/null | head -n 1 || true
+}

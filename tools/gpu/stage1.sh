@@ -5,8 +5,8 @@
 #
 # Copies .whl/part1/* to /tmp/cutecall_stage/ (override: CUTECALL_STAGE) and
 # checks the chunk's sha256. /tmp survives only while the machine stays warm
-# (~30 s after a call returns), so device call 2 (tools/gpu/setup.sh, carrying
-# .whl/part2) must start right after this one. See tools/gpu/README.md.
+# (~30 s after a call returns), so device call 2 (`bash tools/gpu/gpu setup`,
+# carrying .whl/part2) must start right after this one. See tools/gpu/README.md.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -24,4 +24,4 @@ cp -f "$src"/* "$dst"/
 (cd "$dst" && sha256sum -c --quiet SHA256SUMS.part1)
 date +%s >"$dst/STAGED_AT"
 ls -l "$dst"
-echo "stage1: OK, staged in $dst. Start device call 2 (tools/gpu/setup.sh, carry .whl/part2) NOW."
+echo "stage1: OK, staged in $dst. Start device call 2 (bash tools/gpu/gpu setup, carry .whl/part2) NOW."
