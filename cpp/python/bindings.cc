@@ -1,5 +1,7 @@
 // _core: the nanobind module. Bindings only: handler capsules, the state
-// type, and the few core functions Python needs. No logic lives here.
+// type, the codes and types Python shares with C++ (kernel_entry.h,
+// bundle_binding.h, LayoutProps) and the few core functions Python needs.
+// No logic lives here.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -9,12 +11,15 @@
 
 #include "cutecall/abi.h"
 #include "cutecall/call_state.h"
+#include "cutecall/device_context.h"
 #include "cutecall/launch_blocking.h"
 #include "cutecall/launch_plan.h"
 #include "cutecall/module_registry.h"
 #include "cutecall/runtime_table.h"
 #include "cutecall/sha256.h"
 #include "cutecall/xla_ffi.h"
+#include "kernel_entry.h"
+#include "bundle_binding.h"
 #include "raise.h"
 #include "tensor_launcher.h"
 
@@ -23,6 +28,20 @@ namespace nb = nanobind;
 namespace {
 
 nb::capsule Capsule(void* fn) { return nb::capsule(fn); }
+
+// log2 of a divisibility class (a power of two below 2**63).
+uint8_t Log2(int64_t c) {
+  if (c < 1 || c > (int64_t(1) << 62) || (c & (c - 1))) {
+    throw nb::value_error("cutecall: LayoutProps: a class must be a power of two");
+  }
+  return uint8_t(__builtin_ctzll(uint64_t(c)));
+}
+
+nb::tuple Classes(const uint8_t* log2, int32_t rank) {
+  nb::list out;
+  for (int32_t d = 0; d < rank; ++d) out.append(int64_t(1) << log2[d]);
+  return nb::tuple(out);
+}
 
 nb::dict Stages(XLA_FFI_Handler* execute) {
   namespace x = cutecall::xla_ffi;
@@ -41,6 +60,8 @@ NB_MODULE(_core, m) {
   m.attr("STATE_TYPE") = x::kStateType;
   m.attr("PLAN_VERSION") = cutecall::abi::kPlanVersion;
   m.attr("MAX_SLOTS") = cutecall::abi::kMaxSlots;
+  m.attr("MAX_RANK") = cutecall::abi::kMaxRank;
+  m.attr("STATIC_STRIDE_SHIFT") = cutecall::py::kStaticStrideShift;
 
   m.def("handlers", [] {
     nb::dict d;
@@ -66,30 +87,25 @@ NB_MODULE(_core, m) {
         "Path of libcute_dsl_runtime.so used on first load.");
   m.def("runtime_path", &cutecall::RuntimeLibraryPath);
   m.def("runtime_loaded", &cutecall::RuntimeLoaded);
+  m.def("device_arch", [](int ordinal) -> nb::object {
+    auto d = cutecall::Driver();
+    if (!d.ok()) return nb::none();
+    auto arch = cutecall::DeviceArch(*d.value(), ordinal);
+    if (!arch.ok()) return nb::none();
+    return nb::str(arch.value().c_str());
+  }, nb::arg("ordinal") = 0,
+     "The arch cutecall compiles for on CUDA device `ordinal` (\"sm_90a\" on "
+     "an H100), read from the driver; None without a driver or device.");
+  m.def("driver_cuda_version", []() -> nb::object {
+    auto d = cutecall::Driver();
+    int version = 0;
+    if (!d.ok() || d.value()->driver_get_version(&version) != 0) return nb::none();
+    return nb::int_(version);
+  }, "The CUDA version the driver supports (13000 for 13.0); None without "
+     "a driver.");
   m.def("set_launch_blocking", &cutecall::SetLaunchBlocking, nb::arg("on"),
         "Every launch synchronizes its stream (CUTECALL_LAUNCH_BLOCKING).");
   m.def("launch_blocking", &cutecall::LaunchBlocking);
-
-  m.def("check_plan", [](const std::vector<int64_t>& plan,
-                         const std::string& name,
-                         const std::string& operand_names,
-                         const std::string& symbol_names) {
-    auto parsed = cutecall::LaunchPlan::Parse(plan.data(), plan.size(), name,
-                                              operand_names, symbol_names);
-    if (!parsed.ok()) cutecall::py::Raise(parsed.status());
-    return parsed->num_slots();
-  }, nb::arg("plan"), nb::arg("name"), nb::arg("operand_names") = "",
-     nb::arg("symbol_names") = "",
-     "Validates an encoded launch plan (version 1 or 2); returns its number "
-     "of ABI slots, scalar slots included.");
-
-  m.def("check_object", [](nb::bytes data, const std::string& prefix) {
-    cutecall::Status s = cutecall::CheckElfDefines(
-        std::string_view(static_cast<const char*>(data.data()), data.size()),
-        prefix + "_version");
-    if (!s.ok()) cutecall::py::Raise(s);
-  }, nb::arg("data"), nb::arg("prefix"),
-     "Raises unless the object defines the CuTe DSL function `prefix`.");
 
   m.def("registry_stats", [] {
     auto& r = cutecall::ModuleRegistry::Global();
@@ -111,7 +127,72 @@ NB_MODULE(_core, m) {
   m.def("reset_call_stats", &cutecall::ResetCallStats,
         "Sets every call_stats counter to 0.");
 
-  cutecall::py::BindTensorLauncher(m);
+  namespace py = cutecall::py;
+  nb::class_<py::LayoutProps>(
+      m, "LayoutProps",
+      "What a launch object's specialization depends on in one tensor "
+      "(tensor_signature.h): the unit-stride dim (-1: none), the pointer's "
+      "alignment in bytes, whether an extent needs 64 bits, and the "
+      "divisibility class of every extent and stride.")
+      .def("__init__",
+           [](py::LayoutProps* p, int unit_dim, int align, bool wide,
+              const std::vector<int64_t>& extent_classes,
+              const std::vector<int64_t>& stride_classes) {
+             new (p) py::LayoutProps();
+             const size_t rank = extent_classes.size();
+             if (rank == 0 || rank > size_t(cutecall::abi::kMaxRank) ||
+                 stride_classes.size() != rank || unit_dim < -1 ||
+                 unit_dim >= int(rank) || align < 1 || (align & (align - 1))) {
+               throw nb::value_error("cutecall: LayoutProps: bad rank, unit_dim or align");
+             }
+             p->unit_dim = unit_dim;
+             p->align = align;
+             p->wide = wide;
+             p->rank = int32_t(rank);
+             for (size_t d = 0; d < rank; ++d) {
+               p->extent_log2[d] = Log2(extent_classes[d]);
+               p->stride_log2[d] = Log2(stride_classes[d]);
+             }
+           },
+           nb::kw_only(), nb::arg("unit_dim"), nb::arg("align"), nb::arg("wide"),
+           nb::arg("extent_classes"), nb::arg("stride_classes"))
+      .def_ro("unit_dim", &py::LayoutProps::unit_dim)
+      .def_ro("align", &py::LayoutProps::align)
+      .def_ro("wide", &py::LayoutProps::wide)
+      .def_ro("rank", &py::LayoutProps::rank)
+      .def_prop_ro("extent_classes", [](const py::LayoutProps& p) {
+        return Classes(p.extent_log2, p.rank);
+      })
+      .def_prop_ro("stride_classes", [](const py::LayoutProps& p) {
+        return Classes(p.stride_log2, p.rank);
+      })
+      .def("__repr__", [](const py::LayoutProps& p) {
+        return "LayoutProps(unit_dim=" + std::to_string(p.unit_dim) +
+               ", align=" + std::to_string(p.align) +
+               ", wide=" + (p.wide ? "True" : "False") + ", rank=" +
+               std::to_string(p.rank) + ")";
+      });
+  m.def("layout_props",
+      [](const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+         uint64_t address, int bits) {
+        if (shape.empty() || shape.size() > size_t(cutecall::abi::kMaxRank) ||
+            strides.size() != shape.size() || bits < 1 || bits > 255) {
+          throw nb::value_error("cutecall: layout_props: bad shape/strides/bits");
+        }
+        cutecall::dlpack::Tensor t{};
+        t.data = reinterpret_cast<void*>(address);
+        t.ndim = int32_t(shape.size());
+        t.dtype = {2, uint8_t(bits), 1};
+        t.shape = const_cast<int64_t*>(shape.data());
+        t.strides = const_cast<int64_t*>(strides.data());
+        return py::ReadLayout(t);
+      },
+      nb::arg("shape"), nb::arg("strides"), nb::arg("address"), nb::arg("bits"),
+      "The LayoutProps the launcher reads from a tensor.");
+
+  py::BindKernelEntry(m);
+  py::BindBundle(m);
+  py::BindTensorLauncher(m);
   // Launchers live as long as the Python objects that own them, which may
   // be alive at interpreter exit (e.g. referenced from torch's op registry).
   nb::set_leak_warnings(false);

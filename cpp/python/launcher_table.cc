@@ -2,12 +2,9 @@
 // specializations (launcher_table.h).
 #include "launcher_table.h"
 
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/vector.h>
+#include <nanobind/nanobind.h>
 
-#include <algorithm>
 #include <string>
-#include <string_view>
 
 #include "raise.h"
 
@@ -25,53 +22,34 @@ std::vector<std::shared_ptr<LoadedModule>>& PinnedModules() {
 }  // namespace
 
 void LauncherTable::Register(const CallSignature& call,
-                             const nb::tuple& spec) {
-  if (spec.size() != 8) throw nb::value_error("on_miss: expected 8 fields");
-  nb::bytes module = nb::cast<nb::bytes>(spec[0]);
-  std::string key = nb::cast<std::string>(spec[1]);
-  std::string function = nb::cast<std::string>(spec[2]);
-  std::string kernel = nb::cast<std::string>(spec[3]);
-  std::vector<int64_t> plan = nb::cast<std::vector<int64_t>>(spec[4]);
-  std::string names = nb::cast<std::string>(spec[5]);
-  std::string symbols = nb::cast<std::string>(spec[6]);
-  std::vector<int32_t> flat = nb::cast<std::vector<int32_t>>(spec[7]);
-
-  std::vector<int64_t> zeros(plan.size() > 4 ? size_t(std::max<int64_t>(plan[4], 0)) : 0);
-  CallAttributes a;
-  a.module = std::string_view(static_cast<const char*>(module.data()), module.size());
-  a.key = key;
-  a.function = function;
-  a.kernel = kernel;
-  a.plan = plan.data();
-  a.plan_size = plan.size();
-  a.operand_names = names;
-  a.symbol_names = symbols;
-  a.scalars = zeros.data();
-  a.num_scalars = zeros.size();
-  ErrorOr<std::unique_ptr<CallState>> state = CallState::Instantiate(a);
+                             const KernelEntry& spec) {
+  const std::string& kernel = spec.kernel();
+  ErrorOr<std::unique_ptr<CallState>> state =
+      CallState::Instantiate(spec.Attributes());
   if (!state.ok()) Raise(state.status());
   auto entry = std::make_unique<Entry>();
   entry->state = std::move(state).value();
   const LaunchPlan& p = entry->state->plan();
   entry->num_operands = p.operands().size();
-  if (flat.size() != 3 * call.n) {
+  const std::vector<ArgUse>& uses = spec.uses();
+  if (uses.size() != call.n) {
     throw nb::value_error(("cutecall: kernel '" + kernel + "': uses has " +
-                           std::to_string(flat.size()) + " entries for " +
+                           std::to_string(uses.size()) + " entries for " +
                            std::to_string(call.n) + " arguments").c_str());
   }
   std::vector<int> tensor_seen(entry->num_operands, 0);
   std::vector<int> scalar_seen(p.num_scalars(), 0);
   for (size_t i = 0; i < call.n; ++i) {
-    Use u{flat[3 * i], flat[3 * i + 1], flat[3 * i + 2]};
+    const ArgUse& u = uses[i];
+    const size_t at = size_t(u.index);
     const bool is_tensor = call.tag(i) == kTagTensor;
-    const bool tensor_use = u.kind == kUseTensor || u.kind == kUseOutput;
-    entry->has_outputs |= u.kind == kUseOutput;
-    bool ok = u.kind == kUseIgnore ||
+    const bool tensor_use = u.kind == UseKind::kTensor || u.kind == UseKind::kOutput;
+    entry->has_outputs |= u.kind == UseKind::kOutput;
+    bool ok = u.kind == UseKind::kIgnore ||
               (tensor_use && is_tensor && u.index >= 0 &&
-               size_t(u.index) < tensor_seen.size() && !tensor_seen[size_t(u.index)]++) ||
-              (u.kind == kUseScalar && !is_tensor && u.index >= 0 &&
-               size_t(u.index) < scalar_seen.size() && u.type >= 0 &&
-               u.type < kNumScalarTypes && !scalar_seen[size_t(u.index)]++);
+               at < tensor_seen.size() && !tensor_seen[at]++) ||
+              (u.kind == UseKind::kScalar && !is_tensor && u.index >= 0 &&
+               at < scalar_seen.size() && !scalar_seen[at]++);
     if (!ok) {
       throw nb::value_error(("cutecall: kernel '" + kernel +
                              "': bad use for argument " + std::to_string(i))

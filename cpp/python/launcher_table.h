@@ -7,12 +7,10 @@
 // cleared entries stay loaded for the life of the process (a CUDA graph may
 // still launch them).
 // Contract: Find is on the per-call path: no allocation, no Python call.
-// Register checks a specialization from `on_miss` against its plan before
-// adding it; nothing in the table changes otherwise.
+// Register checks a KernelEntry from `on_miss` against the call and its plan
+// before adding it; nothing in the table changes otherwise.
 #ifndef CUTECALL_PYTHON_LAUNCHER_TABLE_H_
 #define CUTECALL_PYTHON_LAUNCHER_TABLE_H_
-
-#include <nanobind/nanobind.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -21,6 +19,7 @@
 #include <vector>
 
 #include "cutecall/call_state.h"
+#include "kernel_entry.h"
 #include "tensor_signature.h"
 
 namespace cutecall::py {
@@ -28,28 +27,10 @@ namespace cutecall::py {
 inline constexpr size_t kMaxArgs = 64;     // arguments of one call
 inline constexpr size_t kMaxEntries = 64;  // specializations of one launcher
 
-// How one call argument is used by a specialization.
-// kUseOutput: a tensor the kernel writes (a launch whose outputs are all
-// empty does nothing).
-enum UseKind : int32_t {
-  kUseTensor = 0, kUseScalar = 1, kUseIgnore = 2, kUseOutput = 3
-};
-// Runtime scalar types, in _signature.SCALAR_TYPES order.
-enum ScalarType : int32_t {
-  kBoolean, kInt8, kInt16, kInt32, kInt64, kUint8, kUint16, kUint32,
-  kUint64, kFloat32, kFloat64, kNumScalarTypes
-};
-
-struct Use {
-  int32_t kind;
-  int32_t index;  // operand (tensor) or scalar slot
-  int32_t type;   // ScalarType for scalars
-};
-
 struct Entry {
   std::vector<int64_t> signature;
   std::unique_ptr<CallState> state;
-  std::vector<Use> uses;
+  std::vector<ArgUse> uses;
   size_t num_operands = 0;
   bool has_outputs = false;
   uint64_t last_used = 0;
@@ -94,11 +75,10 @@ class LauncherTable {
     return hit;
   }
 
-  // Adds the specialization `spec` (what `on_miss` returned) under `call`'s
-  // signature, evicting the least recently used entry when full.
-  // spec = (module, key, function, kernel, plan, operand_names,
-  //         symbol_names, uses) with uses = [kind, index, type] * nargs.
-  void Register(const CallSignature& call, const nanobind::tuple& spec);
+  // Adds `entry` (what `on_miss` returned) under `call`'s signature, after
+  // checking its uses against the call and the plan; evicts the least
+  // recently used entry when full.
+  void Register(const CallSignature& call, const KernelEntry& entry);
 
   size_t size() const { return entries_.size(); }
   // Drops every entry; their modules stay loaded.

@@ -12,10 +12,10 @@
 // specialization; the call is then retried once. Runs under the GIL and makes
 // no Python call between reading the table and launching, so the table
 // cannot change under a launch.
-// Files, by job: tensor_launcher.cc (a call's course, on_miss),
-// launcher_args.cc (reading a call's arguments: its signature, packing,
-// launching), launcher_table.cc (the specializations), launcher_binding.cc
-// (the Python type).
+// Files: tensor_launcher.cc (the class and its Python type),
+// launcher_table.{h,cc} (the specializations), scalar_slot.{h,cc} (scalar
+// arguments into ABI slots), tensor_signature.{h,cc} (what a tensor's
+// specialization depends on), kernel_entry.{h,cc} (what `on_miss` returns).
 #ifndef CUTECALL_PYTHON_TENSOR_LAUNCHER_H_
 #define CUTECALL_PYTHON_TENSOR_LAUNCHER_H_
 
@@ -34,12 +34,8 @@
 
 namespace cutecall::py {
 
-// Registers `_core.TensorLauncher`, `layout_props` and the launcher limits.
+// Registers `_core.TensorLauncher` and the launcher limits.
 void BindTensorLauncher(nanobind::module_& m);
-
-// (unit_dim, align, wide, extent classes, stride classes): what Python
-// needs to compile the specialization a tensor's signature names.
-nanobind::tuple PropsTuple(const LayoutProps& p);
 
 class TensorLauncher {
  public:
@@ -78,17 +74,18 @@ class TensorLauncher {
     bool ok = false;
   };
 
-  // launcher_args.cc: a type's exchange API (cached), or null.
+  // A type's exchange API (cached), or null.
   const dlpack::ExchangeApi* ApiFor(PyTypeObject* type);
-  // launcher_args.cc: fills `call` from the arguments; false when the fast
-  // path cannot take them (Python decides what to do).
+  // Fills `call` from the arguments; false when the fast path cannot take
+  // them (Python decides what to do).
   bool Describe(const nanobind::args& args, CallInfo* call);
-  // launcher_args.cc: packs the arguments into `e`'s plan and launches.
+  // Packs the arguments into `e`'s plan and launches.
   void Run(const Entry& e, const nanobind::args& args, const CallInfo& call);
-  // Asks Python for the specialization of these arguments (or its error).
+  // Asks Python for the specialization of these arguments (a KernelEntry)
+  // or its error, passing each described tensor's LayoutProps.
   void Miss(const nanobind::args& args, CallInfo* call);
 
-  // launcher_binding.cc: the Python type's slots.
+  // The Python type's slots.
   static int Traverse(PyObject* self, visitproc visit, void* arg);
   static int Clear(PyObject* self);
   static PyObject* TpCall(PyObject* self, PyObject* args, PyObject* kwargs);

@@ -83,7 +83,9 @@ size_t AppendTensorSignature(const dlpack::Tensor& t, StaticMask mask,
     }
     for (int d = 0; d < t.ndim; ++d) {
       // A dim of extent <= 1 has no meaningful stride: 0 in the signature.
-      if (mask & (1u << (8 + d))) out[n++] = t.shape[d] > 1 ? strides[d] : 0;
+      if (mask & (1u << (kStaticStrideShift + d))) {
+        out[n++] = t.shape[d] > 1 ? strides[d] : 0;
+      }
     }
   }
   return n;

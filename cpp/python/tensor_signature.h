@@ -47,9 +47,13 @@ int CapLog2(const dlpack::DataType& dtype);
 
 LayoutProps ReadLayout(const dlpack::Tensor& t);
 
-// Which extents (low byte, bit d) and strides (high byte) a kernel compiled
-// in: their exact values join the signature.
+// Which extents (bit d) and strides (bit kStaticStrideShift + d) a kernel
+// compiled in: their exact values join the signature. The one form of
+// "compiled in" in cutecall: the compile driver's masks are these
+// (`_core.STATIC_STRIDE_SHIFT`).
 using StaticMask = uint16_t;
+inline constexpr int kStaticStrideShift = 8;
+static_assert(abi::kMaxRank <= kStaticStrideShift);
 
 // Appends tensor `t`'s words to `out` (room for kMaxArgWords); returns how
 // many were written.

@@ -84,8 +84,10 @@ bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
   return major == dmajor && dminor >= minor;
 }
 
-ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
-                                              const BundleOptions& options) {
+namespace bundle_internal {
+
+ErrorOr<VerifiedBundle> ReadVerifiedBundle(const std::string& path,
+                                           const BundleOptions& options) {
   const std::string who = "cutecall: bundle '" + path + "': ";
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return NotFound(who + "no such directory");
@@ -100,21 +102,14 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
       !s.ok()) {
     return s;
   }
-  ErrorOr<bundle_internal::Manifest> m = bundle_internal::ParseManifest(text, who);
+  ErrorOr<Manifest> m = ParseManifest(text, who);
   if (!m.ok()) return m.status();
   if (!options.expected_digest.empty() &&
       options.expected_digest != m->digest) {
     return InvalidArgument(who + "field 'manifest-sha256' is " + m->digest +
                            ", expected " + options.expected_digest);
   }
-  std::unique_ptr<Bundle> bundle(new Bundle());
-  bundle->path_ = path;
-  bundle->digest_ = m->digest;
-  bundle->cutecall_version_ = m->cutecall_version;
-  bundle->dsl_version_ = m->dsl_version;
-
-  // Verify every entry and object first; load modules only once all pass.
-  std::vector<std::string> objects;
+  VerifiedBundle out;
   for (const ManifestEntry& e : m->entries) {
     const std::string at = who + "entry '" + e.name + "': ";
     if (!options.device_arch.empty() && !ArchRunsOn(e.arch, options.device_arch)) {
@@ -141,27 +136,46 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
     if (Status s = CheckElfDefines(bytes, e.function + "_version"); !s.ok()) {
       return Status(s.code(), at + "field 'function': " + s.message());
     }
-    ErrorOr<LaunchPlan> plan = bundle_internal::ParseEntryPlan(e);
+    ErrorOr<LaunchPlan> plan = ParseEntryPlan(e);
     if (!plan.ok()) {
       return Status(plan.status().code(), at + plan.status().message());
     }
+    out.plans.push_back(std::move(plan).value());
+    out.objects.push_back(std::move(bytes));
+  }
+  out.manifest = std::move(m).value();
+  return out;
+}
+
+}  // namespace bundle_internal
+
+ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
+                                              const BundleOptions& options) {
+  // Verify every entry and object first; load modules only once all pass.
+  ErrorOr<bundle_internal::VerifiedBundle> read =
+      bundle_internal::ReadVerifiedBundle(path, options);
+  if (!read.ok()) return read.status();
+  bundle_internal::VerifiedBundle& v = read.value();
+  std::unique_ptr<Bundle> bundle(new Bundle());
+  bundle->path_ = path;
+  bundle->digest_ = v.manifest.digest;
+  bundle->cutecall_version_ = v.manifest.cutecall_version;
+  bundle->dsl_version_ = v.manifest.dsl_version;
+  for (size_t i = 0; i < v.manifest.entries.size(); ++i) {
+    const ManifestEntry& e = v.manifest.entries[i];
     auto k = std::unique_ptr<BundleKernel>(
-        new BundleKernel(e.name, e.arch, std::move(plan).value()));
+        new BundleKernel(e.name, e.arch, std::move(v.plans[i])));
     k->scalar_types_ = e.scalar_types;
     k->layouts_ = e.layouts;
-    bundle->kernels_.push_back(std::move(k));
-    objects.push_back(std::move(bytes));
-  }
-  for (size_t i = 0; i < m->entries.size(); ++i) {
-    const ManifestEntry& e = m->entries[i];
     ErrorOr<std::shared_ptr<LoadedModule>> module =
-        ModuleRegistry::Global().Acquire(e.sha256, objects[i], e.function,
+        ModuleRegistry::Global().Acquire(e.sha256, v.objects[i], e.function,
                                          e.name);
     if (!module.ok()) {
-      return Status(module.status().code(),
-                    who + "entry '" + e.name + "': " + module.status().message());
+      return Status(module.status().code(), "cutecall: bundle '" + path +
+                    "': entry '" + e.name + "': " + module.status().message());
     }
-    bundle->kernels_[i]->module_ = std::move(module).value();
+    k->module_ = std::move(module).value();
+    bundle->kernels_.push_back(std::move(k));
   }
   return bundle;
 }

@@ -15,9 +15,6 @@ constexpr std::string_view kDigestField = "manifest-sha256";
 const char* const kEntryFields[] = {
     "kernel", "key", "arch", "function", "sha256", "size", "plan-version",
     "plan", "operands", "symbols", "num-slots", "scalars", "layouts"};
-const char* const kScalarTypes[] = {"Boolean", "Int8",   "Int16",  "Int32",
-                                    "Int64",   "Uint8",  "Uint16", "Uint32",
-                                    "Uint64",  "Float32", "Float64"};
 
 bool ParseInt(std::string_view s, int64_t* out) {
   if (s.empty()) return false;
@@ -73,6 +70,7 @@ Status FillEntry(const std::map<std::string, std::string_view>& f,
   e->function = std::string(f.at("function"));
   e->operands = std::string(f.at("operands"));
   e->symbols = std::string(f.at("symbols"));
+  if (auto jax = f.find("jax"); jax != f.end()) e->jax = std::string(jax->second);
   Digest unused;
   if (!FromHex(e->key, &unused)) return bad("key", "must be 64 hex characters");
   if (!FromHex(f.at("sha256"), &e->sha256)) {
@@ -109,12 +107,19 @@ Status FillEntry(const std::map<std::string, std::string_view>& f,
   if (e->plan.size() < abi::kHeaderSize || e->plan[0] != version) {
     return bad("plan", "must start with its version " + std::to_string(version));
   }
+  // "<Type>:<name>" per scalar, or "?" where neither was recorded.
   for (std::string_view s : Split(f.at("scalars"), ',')) {
-    std::string type(s.substr(0, s.find(':')));
-    bool known = type == "?";
-    for (const char* t : kScalarTypes) known = known || type == t;
-    if (!known) return bad("scalars", "has an unknown type '" + type + "'");
+    const size_t colon = s.find(':');
+    std::string type(s.substr(0, colon));
+    std::string name(colon == std::string_view::npos ? std::string_view()
+                                                     : s.substr(colon + 1));
+    abi::ScalarType code;
+    if (type == "?" ? colon != std::string_view::npos
+                    : !abi::ScalarTypeFromName(type, &code)) {
+      return bad("scalars", "has an unknown type '" + type + "'");
+    }
     e->scalar_types.push_back(type);
+    e->scalar_names.push_back(name);
   }
   if (int64_t(e->scalar_types.size()) != e->plan[4]) {
     return bad("scalars", "lists " + std::to_string(e->scalar_types.size()) +

@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cutecall/bundle.h"
 #include "cutecall/launch_plan.h"
 #include "cutecall/sha256.h"
 #include "cutecall/status.h"
@@ -38,6 +39,8 @@ struct ManifestEntry {
   std::string symbols;   // comma-separated names
   size_t num_slots = 0;
   std::vector<std::string> scalar_types;           // "?" where unknown
+  std::vector<std::string> scalar_names;           // "" where unknown
+  std::string jax;  // the JAX call contract (JSON), "" where not recorded
   std::vector<std::vector<int32_t>> layouts;       // empty: unknown
 };
 
@@ -56,6 +59,19 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
 // checked against the entry's 'num-slots' and 'layouts'. Errors are relative
 // to the entry ("field 'plan': ...").
 ErrorOr<LaunchPlan> ParseEntryPlan(const ManifestEntry& e);
+
+// A bundle read and verified as Bundle::Open does, before anything is
+// loaded: the manifest, the digest pin and device arch of `options`, and per
+// entry (manifest order) its object's bytes (size, SHA-256, ELF symbols)
+// and its launch plan. Errors name the bundle path, the entry, the file and
+// the field. `_core.read_bundle` exposes this to Python: the one reader.
+struct VerifiedBundle {
+  Manifest manifest;
+  std::vector<std::string> objects;
+  std::vector<LaunchPlan> plans;
+};
+ErrorOr<VerifiedBundle> ReadVerifiedBundle(const std::string& path,
+                                           const BundleOptions& options);
 
 }  // namespace cutecall::bundle_internal
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace cutecall {
@@ -52,6 +53,9 @@ ErrorOr<const DriverTable*> Driver() {
   Resolve(handle, "cuStreamSynchronize", &t.stream_synchronize, &missing);
   Resolve(handle, "cuStreamIsCapturing", &t.stream_is_capturing, &missing);
   Resolve(handle, "cuGetErrorName", &t.get_error_name, &missing);
+  Resolve(handle, "cuDeviceGet", &t.device_get, &missing);
+  Resolve(handle, "cuDeviceGetAttribute", &t.device_get_attribute, &missing);
+  Resolve(handle, "cuDriverGetVersion", &t.driver_get_version, &missing);
   if (!missing.empty()) {
     dlclose(handle);
     return FailedPrecondition("cutecall: libcuda.so.1 lacks " + missing);
@@ -62,6 +66,23 @@ ErrorOr<const DriverTable*> Driver() {
   l.table = t;
   l.loaded = true;  // the handle stays open for the life of the process
   return &l.table;
+}
+
+ErrorOr<std::string> DeviceArch(const DriverTable& d, int ordinal) {
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
+  constexpr int kMajor = 75, kMinor = 76;
+  int device = 0, major = 0, minor = 0;
+  if (int rc = d.device_get(&device, ordinal); rc != 0) {
+    return internal::DriverError("cuDeviceGet", rc, ordinal);
+  }
+  if (int rc = d.device_get_attribute(&major, kMajor, device); rc != 0) {
+    return internal::DriverError("cuDeviceGetAttribute", rc, ordinal);
+  }
+  if (int rc = d.device_get_attribute(&minor, kMinor, device); rc != 0) {
+    return internal::DriverError("cuDeviceGetAttribute", rc, ordinal);
+  }
+  return "sm_" + std::to_string(major) + std::to_string(minor) +
+         (major >= 9 ? "a" : "");
 }
 
 namespace internal {

@@ -6,6 +6,7 @@
 #include <map>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "test_util.h"
@@ -363,6 +364,39 @@ TEST_F(DeviceContextTest, DeviceOrdinalOutOfRangeIsInvalidArgument) {
   fake_.events.clear();
   EXPECT_TRUE(IsOk(Run(1024)));
   EXPECT_EQ(FnRuns(), 1);
+}
+
+
+// A driver whose device `ordinal` is CUdevice 100 + ordinal, of compute
+// capability `capability` (major, minor); device 3 does not exist.
+int capability[2] = {9, 0};
+int FakeDeviceGet(int* device, int ordinal) {
+  if (ordinal == 3) return 101;  // CUDA_ERROR_INVALID_DEVICE
+  *device = 100 + ordinal;
+  return 0;
+}
+int FakeAttribute(int* value, int attribute, int device) {
+  if (device < 100) return 1;
+  *value = attribute == 75 ? capability[0] : attribute == 76 ? capability[1] : -1;
+  return 0;
+}
+
+TEST(DeviceArchTest, NamesTheComputeCapabilityWithTheArchSuffixFrom9On) {
+  DriverTable t;
+  t.device_get = &FakeDeviceGet;
+  t.device_get_attribute = &FakeAttribute;
+  for (auto [major, minor, arch] : {std::tuple{9, 0, "sm_90a"},
+                                    std::tuple{10, 0, "sm_100a"},
+                                    std::tuple{8, 6, "sm_86"},
+                                    std::tuple{12, 1, "sm_121a"}}) {
+    capability[0] = major;
+    capability[1] = minor;
+    ErrorOr<std::string> got = DeviceArch(t, 1);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(got.value(), arch);
+  }
+  EXPECT_TRUE(IsError(DeviceArch(t, 3).status(), Code::kInternal,
+                      {"cuDeviceGet failed for device 3", "101"}));
 }
 
 }  // namespace

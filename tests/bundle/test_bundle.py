@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall.bundle import _read as _bundle_read, _write as _bundle
+from cutecall import _core
+from cutecall.bundle import _write as _bundle
 from shared import BLOCKER, f32, like_first, run_python
 
 @pytest.fixture(scope="module")
@@ -146,7 +147,7 @@ CASES = {
     "truncated object": (lambda p: next((p / "objects").iterdir()).write_bytes(b"\x7fELF"),
                          ["objects/", "has 4 bytes", "field 'size'"]),
     "missing object": (lambda p: next((p / "objects").iterdir()).unlink(),
-                       ["missing object file 'objects/"]),
+                       ["missing file 'objects/"]),
     "missing manifest": (lambda p: (p / "manifest.txt").unlink(),
                          ["missing file", "manifest.txt"]),
     "tampered manifest": (lambda p: (p / "manifest.txt").write_text(
@@ -184,14 +185,14 @@ def test_pinned_digest_and_arch(bundle_dir, monkeypatch):
     assert cutecall.load_bundle(bundle_dir, digest=b.digest).digest == b.digest
     with pytest.raises(cutecall.BundleError, match="expected 0000"):
         cutecall.load_bundle(bundle_dir, digest="0" * 64)
-    monkeypatch.setattr(_bundle_read, "_device_capability", lambda: (8, 0))
+    monkeypatch.setattr(_core, "device_arch", lambda ordinal=0: "sm_80")
     with pytest.raises(cutecall.BundleError,
-                       match=r"entry 'affine'.*field 'arch' is sm_90a.*8\.0"):
+                       match=r"entry 'affine'.*field 'arch' is sm_90a.*sm_80"):
         cutecall.load_bundle(bundle_dir)
     assert cutecall.load_bundle(bundle_dir, check_arch=False)
-    runs = _bundle_read.arch_runs_on
-    assert runs("sm_90a", 9, 0) and not runs("sm_90a", 10, 0)
-    assert runs("sm_80", 8, 6) and not runs("sm_86", 8, 0)
+    runs = _core.arch_runs_on
+    assert runs("sm_90a", "sm_90") and not runs("sm_90a", "sm_100")
+    assert runs("sm_80", "sm_86") and not runs("sm_86", "sm_80")
 
 
 def test_export_errors_and_atomicity(calls, tmp_path, monkeypatch):

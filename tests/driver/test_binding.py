@@ -170,7 +170,7 @@ def test_torch_none_and_scalars_bind_positionally():
     assert [slot[0] for slot in spec.slots] == \
         ["in", "in", "none", "none", "in", "none", "in", "none", "scalar", "stream"]
     # 0: input tensor, 3: output tensor, 2: None, 1: scalar.
-    assert [u[0] for u in uses] == [0, 0, 2, 2, 3, 2, 3, 2, 1]
+    assert [int(u.kind) for u in uses] == [0, 0, 2, 2, 3, 2, 3, 2, 1]
     assert spec.scalar_types == ("Float32",)
     with pytest.raises(TypeError, match="no binding fits"):
         k.specialize((x, w, None, None, 1e-6, None, rstd, None, 1e-6),

@@ -54,8 +54,9 @@ def test_python_and_cpp_classes_agree():
                    for _ in range(rank)]
         bits = rng.choice([8, 16, 32, 64])
         address = rng.choice([0, 2, 4, 8, 16, 48, 1 << 20]) + 0x7f0000000000
-        unit, align, wide, ext, stride = _core.layout_props(shape, strides,
-                                                            address, bits)
+        p = _core.layout_props(shape, strides, address, bits)
+        align, wide = p.align, p.wide
+        ext, stride = p.extent_classes, p.stride_classes
         cap = _layout.class_cap(bits)
         assert ext == tuple(_layout.divisibility_class(v, cap) for v in shape)
         assert stride == tuple(_layout.divisibility_class(v, cap) for v in strides)

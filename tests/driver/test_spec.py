@@ -77,6 +77,12 @@ def test_column_major_layout_maps_to_xla():
     assert _spec.xla_layout(o) == (0, 1)
 
 
+def entry(plan, name, names=""):
+    """The C++ side's view of a plan: a validated _core.KernelEntry."""
+    return _core.KernelEntry(module=b"", sha256="", function="f", kernel=name,
+                             plan=plan, operand_names=names)
+
+
 def test_plan_round_trips_through_the_cpp_parser():
     ops = [op("a", (7, 5), spec=TensorSpec(divisibility=(1, 5))),
            op("b", (5,), jnp.float16, TensorSpec(static=True), index=1),
@@ -84,17 +90,17 @@ def test_plan_round_trips_through_the_cpp_parser():
     plan = _spec.encode_plan(ops, num_args=2, num_rets=1)
     assert plan.dtype == np.int64 and plan[0] == _core.PLAN_VERSION
     # a: ptr + 2 dims; b: ptr; c: ptr + 2 dims
-    assert _core.check_plan(plan.tolist(), "k", "a,b,c") == 7
+    assert entry(plan.tolist(), "k", "a,b,c").num_slots == 7
 
 
 def test_cpp_parser_rejects_bad_plans_naming_the_kernel():
     with pytest.raises(ValueError, match="kernel 'mykernel'.*version 9"):
-        _core.check_plan([9, 0, 0, 0, 0], "mykernel")
+        entry([9, 0, 0, 0, 0], "mykernel")
     good = _spec.encode_plan([op()], 1, 0).tolist()
     with pytest.raises(ValueError, match="trailing data"):
-        _core.check_plan(good + [0], "k")
+        entry(good + [0], "k")
     with pytest.raises(ValueError, match="truncated"):
-        _core.check_plan(good[:-1], "k")
+        entry(good[:-1], "k")
 
 
 def _key(launcher, ops=None, constexprs=(), options="", arch="sm_90a",

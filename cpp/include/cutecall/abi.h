@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <type_traits>
 
 namespace cutecall::abi {
@@ -50,6 +51,31 @@ static_assert(offsetof(Slot, i32) == 0 && offsetof(Slot, i64) == 0 &&
                   offsetof(Slot, ptr) == 0,
               "every Slot member starts at offset 0");
 static_assert(std::is_trivially_copyable_v<Slot>);
+
+// Runtime scalar types, by code, in this order. Codes and names are shared
+// with Python (`_core.ScalarType`, `_core.SCALAR_TYPES`: the compile driver
+// reads them from here) and names are persisted (bundle manifests): append
+// only, never reorder.
+enum class ScalarType : int32_t {
+  kBoolean = 0, kInt8, kInt16, kInt32, kInt64, kUint8, kUint16, kUint32,
+  kUint64, kFloat32, kFloat64
+};
+inline constexpr int32_t kNumScalarTypes = 11;
+inline constexpr const char* kScalarTypeNames[kNumScalarTypes] = {
+    "Boolean", "Int8",   "Int16",  "Int32",   "Int64",  "Uint8",
+    "Uint16",  "Uint32", "Uint64", "Float32", "Float64"};
+static_assert(int32_t(ScalarType::kFloat64) + 1 == kNumScalarTypes);
+
+// The ScalarType named `name`; false if none is.
+inline bool ScalarTypeFromName(std::string_view name, ScalarType* out) {
+  for (int32_t i = 0; i < kNumScalarTypes; ++i) {
+    if (name == kScalarTypeNames[i]) {
+      *out = ScalarType(i);
+      return true;
+    }
+  }
+  return false;
+}
 
 // Where a kernel tensor operand comes from in an XLA custom call.
 enum class Source : int64_t { kArg = 0, kRet = 1 };

@@ -39,7 +39,7 @@ namespace cutecall {
 inline constexpr int kBundleFormatVersion = 1;
 inline constexpr const char* kBundleManifest = "manifest.txt";
 static_assert(kBundleFormatVersion == 1,
-              "docs/bundles.md and python/cutecall/_bundle_read.py describe "
+              "docs/bundles.md and python/cutecall/bundle/_write.py describe "
               "format 1: update them with the version");
 
 // A read-only view of `size` Ts: from a vector, an initializer list (valid

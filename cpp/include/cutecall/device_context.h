@@ -30,6 +30,10 @@ struct DriverTable {
   int (*stream_synchronize)(void* stream) = nullptr;
   int (*stream_is_capturing)(void* stream, int* capture_status) = nullptr;
   int (*get_error_name)(int code, const char** name) = nullptr;
+  // For DeviceArch and the driver's CUDA version (cutecall doctor).
+  int (*device_get)(int* device, int ordinal) = nullptr;
+  int (*device_get_attribute)(int* value, int attribute, int device) = nullptr;
+  int (*driver_get_version)(int* version) = nullptr;
 };
 
 // The active driver table, loading libcuda.so.1 on first use.
@@ -38,6 +42,10 @@ ErrorOr<const DriverTable*> Driver();
 // Runs `fn` (returning Status) with `device` current on this thread.
 template <typename Fn>
 Status OnDevice(const DriverTable& d, int device, Fn&& fn);
+
+// The arch cutecall compiles for on device `ordinal`: "sm_<major><minor>",
+// with an 'a' suffix from compute capability 9.0 on ("sm_90a" on an H100).
+ErrorOr<std::string> DeviceArch(const DriverTable& d, int ordinal);
 
 // Replaces the driver for the lifetime of the guard (tests). Nests.
 class ScopedDriverOverride {

@@ -275,7 +275,9 @@ def _compile_locked(spec, name, options, arch) -> CompiledKernel:
     names = ",".join(op.name for op in spec.operands)
     symbols = ",".join(spec.symbols)
     from .. import _core
-    num_slots = _core.check_plan(plan.tolist(), name, names, symbols)
+    num_slots = _core.KernelEntry(
+        module=module, sha256="", function=prefix, kernel=name,
+        plan=plan.tolist(), operand_names=names, symbol_names=symbols).num_slots
     _core.check_object(module, prefix)
     return CompiledKernel(
         name=name, key=spec.key, module=module,

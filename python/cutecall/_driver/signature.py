@@ -1,7 +1,7 @@
 """Launcher signatures: which parameter is the stream, which are tensors,
 runtime scalars and constexprs, and how one call binds to them.
 
-Pure Python, no CuTe DSL import. Annotations are read by name (``CUstream``,
+No CuTe DSL import; the scalar type codes come from ``_core``. Annotations are read by name (``CUstream``,
 ``Float32``, ``Constexpr``...) so string annotations and
 ``from __future__ import annotations`` work the same.
 
@@ -21,9 +21,11 @@ import typing
 
 import numpy as np
 
-# CuTe DSL numeric types a launcher can take as a runtime scalar.
-SCALAR_TYPES = ("Boolean", "Int8", "Int16", "Int32", "Int64", "Uint8",
-                "Uint16", "Uint32", "Uint64", "Float32", "Float64")
+from .. import _core
+
+# CuTe DSL numeric types a launcher can take as a runtime scalar, in ABI
+# code order: defined once, in C++ (abi.h), and pinned by a test.
+SCALAR_TYPES = tuple(_core.SCALAR_TYPES)
 _INT_RANGE = {"Int8": (-2**7, 2**7), "Int16": (-2**15, 2**15),
               "Int32": (-2**31, 2**31), "Int64": (-2**63, 2**63),
               "Uint8": (0, 2**8), "Uint16": (0, 2**16), "Uint32": (0, 2**32),

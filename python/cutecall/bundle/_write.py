@@ -6,10 +6,8 @@ A bundle is a directory (format 1, docs/bundles.md)::
     objects/<sha256>.o     one ELF object per distinct kernel object
 
 ``export`` writes one atomically (a temporary sibling directory renamed into
-place); ``load_bundle`` verifies the manifest digest, every object's size and
-SHA-256, every plan and ELF symbol before anything is used, and never imports
-the CuTe DSL compiler (``cutlass``). The C++ reader (``cutecall/bundle.h``)
-reads the same file; the ``jax`` field is for Python only.
+place). The one reader is the C++ one (``cutecall/bundle.h``; ``_read``
+reaches it through ``_core``); the ``jax`` field is for Python only.
 """
 
 from __future__ import annotations
@@ -24,13 +22,11 @@ from typing import Mapping
 
 from .._driver import dsl
 from .._driver import spec as _spec
-from ._read import (DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME, OBJECTS,
-                    Bundle, BundleError, load_bundle, parse_manifest)
-from .._driver.compiler import CompiledKernel
-from ..jax._contract import CompiledCall
+from .._driver.call_record import CallRecord
+from .._driver.compiled import CompiledKernel
+from ._read import DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME, OBJECTS, BundleError
 
-__all__ = ["export", "load_bundle", "parse_manifest", "Bundle", "BundleError",
-           "export_cli"]
+__all__ = ["export", "export_cli"]
 
 
 # -- writing -------------------------------------------------------------------
@@ -43,7 +39,7 @@ def _line(field: str, value) -> str:
     return f"{field} {value}".rstrip(" ") + "\n"
 
 
-def _layouts(call: CompiledCall) -> str:
+def _layouts(call: CallRecord) -> str:
     """Per kernel operand (plan order), its XLA minor-to-major; '-' if
     unknown."""
     c = call.contract
@@ -55,7 +51,7 @@ def _layouts(call: CompiledCall) -> str:
         for op in _spec.decode_plan(call.kernel.plan))
 
 
-def _entry(name: str, call: CompiledCall) -> str:
+def _entry(name: str, call: CallRecord) -> str:
     k = call.kernel
     scalars = ",".join(f"{t}:{n}" for n, t in call.scalars) if \
         call.contract is not None else ",".join("?" for _ in range(k.plan[4]))
@@ -73,16 +69,16 @@ def _entry(name: str, call: CompiledCall) -> str:
     return "".join(lines) + "end\n"
 
 
-def _as_calls(kernels) -> dict[str, CompiledCall]:
-    if isinstance(kernels, (CompiledCall, CompiledKernel)):
+def _as_calls(kernels) -> dict[str, CallRecord]:
+    if isinstance(kernels, (CallRecord, CompiledKernel)):
         kernels = [kernels]
     items = kernels.items() if isinstance(kernels, Mapping) else \
         [(getattr(k, "name", None), k) for k in kernels]
-    out: dict[str, CompiledCall] = {}
+    out: dict[str, CallRecord] = {}
     for name, k in items:
         if isinstance(k, CompiledKernel):
-            k = CompiledCall(k.name, k)
-        if not isinstance(k, CompiledCall):
+            k = CallRecord(k.name, k)
+        if not isinstance(k, CallRecord):
             raise TypeError(f"cutecall: export: kernel {name!r} must be a "
                             "CompiledCall (cutecall.compile) or a "
                             f"CompiledKernel, got {type(k).__name__}: {k!r}")
@@ -229,7 +225,7 @@ def export_cli(argv: list[str]) -> int:
           f"{digest}")
     for name in sorted(kernels):
         k = kernels[name]
-        k = k.kernel if isinstance(k, CompiledCall) else k
+        k = k.kernel if isinstance(k, CallRecord) else k
         print(f"  {name}: {k.arch}, {len(k.module)} bytes, sha256 "
               f"{k.sha256[:16]}")
     return 0

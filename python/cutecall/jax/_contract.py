@@ -23,62 +23,14 @@ import numpy as np
 from .._driver import runtime as _runtime
 from .._driver import signature as _signature
 from .._driver import spec as _spec
-from .._driver.compiler import CompiledKernel
+from .._driver.call_record import CallRecord, JaxContract
 
 __all__ = ["CompiledCall", "JaxContract", "compile", "register",
            "jax_export_checks"]
 
 
 @dataclasses.dataclass(frozen=True)
-class JaxContract:
-    """How a JAX call meets the kernel. JSON-able (bundle field ``jax``).
-
-    ``outputs[j] = (dtype, shape)`` where ``shape`` is None (the caller gives
-    ``output_shape_dtype``) or one entry per dim: an int, or ``(i, d)`` for
-    "dim d of input i"."""
-
-    inputs: tuple          # (dtype name, rank) per flat input array
-    outputs: tuple         # (dtype name, shape rule or None) per flat output
-    single_output: bool    # return outputs[0] rather than a tuple
-    aliases: tuple         # (input, output) flat index pairs
-    in_layouts: tuple      # XLA minor-to-major per input
-    out_layouts: tuple     # XLA minor-to-major per output
-    allow_cuda_graph: bool
-
-    def to_json(self) -> dict:
-        return {
-            "inputs": [list(x) for x in self.inputs],
-            "outputs": [[dt, None if s is None else
-                         [d if isinstance(d, int) else list(d) for d in s]]
-                        for dt, s in self.outputs],
-            "single_output": self.single_output,
-            "aliases": [list(a) for a in self.aliases],
-            "in_layouts": [list(x) for x in self.in_layouts],
-            "out_layouts": [list(x) for x in self.out_layouts],
-            "allow_cuda_graph": self.allow_cuda_graph,
-        }
-
-    @classmethod
-    def from_json(cls, doc: dict) -> "JaxContract":
-        """Raises KeyError/TypeError/ValueError on a malformed document."""
-        def rule(s):
-            if s is None:
-                return None
-            return tuple(int(d) if isinstance(d, int) else
-                         (int(d[0]), int(d[1])) for d in s)
-        return cls(
-            inputs=tuple((str(dt), int(r)) for dt, r in doc["inputs"]),
-            outputs=tuple((str(dt), rule(s)) for dt, s in doc["outputs"]),
-            single_output=bool(doc["single_output"]),
-            aliases=tuple((int(a), int(b)) for a, b in doc["aliases"]),
-            in_layouts=tuple(tuple(int(d) for d in x) for x in doc["in_layouts"]),
-            out_layouts=tuple(tuple(int(d) for d in x)
-                              for x in doc["out_layouts"]),
-            allow_cuda_graph=bool(doc["allow_cuda_graph"]))
-
-
-@dataclasses.dataclass(frozen=True)
-class CompiledCall:
+class CompiledCall(CallRecord):
     """A compiled kernel callable from JAX without the CuTe DSL.
 
     Call it with the flat input arrays (pytree arguments flattened, ``None``
@@ -92,11 +44,6 @@ class CompiledCall:
     and under ``jax.jit``/``jax.export`` (also with symbolic shapes).
     ``contract`` is None for kernels exported without one (C++/PyTorch only).
     """
-
-    name: str
-    kernel: CompiledKernel
-    scalars: tuple = ()                  # (name, CuTe DSL type) per scalar
-    contract: JaxContract | None = None
 
     def __call__(self, *args, output_shape_dtype: Any = None, **scalars):
         c = self.contract
@@ -114,6 +61,7 @@ class CompiledCall:
         shapes = self._output_shapes(arrays, output_shape_dtype)
         self._check_layouts([tuple(x.shape) for x in arrays], shapes)
         from ._primitive import cutecall_p  # the lowering registers with it
+        _runtime.ensure_registered()
         results = cutecall_p.bind(
             *arrays, kernel=self.kernel, scalars=bits,
             out_avals=tuple(jax.core.ShapedArray(s, np.dtype(dt))

@@ -21,11 +21,12 @@ from .._driver import signature as _signature
 from .._driver import spec as _spec
 from .. import _core
 
-SCALAR_CODE = {name: i for i, name in enumerate(_signature.SCALAR_TYPES)}
-# How a call argument reaches the plan (launcher_table.h's UseKind):
-# USE_OUTPUT is a tensor the kernel writes; a launch whose outputs are all
-# empty does nothing.
-USE_TENSOR, USE_SCALAR, USE_IGNORE, USE_OUTPUT = 0, 1, 2, 3
+# How a call argument reaches the plan (kernel_entry.h's UseKind): OUTPUT
+# is a tensor the kernel writes; a launch whose outputs are all empty does
+# nothing.
+USE_TENSOR, USE_SCALAR, USE_IGNORE, USE_OUTPUT = (
+    _core.UseKind.TENSOR, _core.UseKind.SCALAR, _core.UseKind.IGNORE,
+    _core.UseKind.OUTPUT)
 
 
 def dtype_entry(dtype: torch.dtype) -> tuple[str, int] | None:
@@ -45,7 +46,8 @@ def operand(name: str, index: int, t, props, mask: int = 0) -> _spec.OperandSpec
     it) and what `mask` compiles in (bit d: extent d; bit 8+d: stride d;
     the static fallback). `t` is a tensor or anything with ``shape``,
     ``stride()`` and ``dtype``."""
-    unit_dim, align, wide, extent_div, stride_div = props
+    unit_dim, align, wide = props.unit_dim, props.align, props.wide
+    extent_div, stride_div = props.extent_classes, props.stride_classes
     cutlass_name, nbytes = dtype_entry(t.dtype)
     rank = len(t.shape)
     shape, strides = tuple(int(x) for x in t.shape), tuple(t.stride())
@@ -97,15 +99,23 @@ def device_arch(device: torch.device) -> str:
         return _arch[index]
 
 
-def registration(kernel: _compile.CompiledKernel, uses) -> tuple:
-    """The tuple `TensorLauncher` registers: the compiled kernel and, per
-    call argument, (use, index, scalar type code)."""
+def use(kind, index: int = 0, scalar_type: str | None = None) -> "_core.ArgUse":
+    """How one call argument reaches the plan (a `_core.ArgUse`)."""
+    return _core.ArgUse(kind, index, getattr(_core.ScalarType,
+                                             scalar_type or "Boolean"))
+
+
+def registration(kernel: _compile.CompiledKernel, uses) -> "_core.KernelEntry":
+    """The entry `TensorLauncher` registers: the compiled kernel and, per
+    call argument, how it reaches the plan (`uses`, `_core.ArgUse`s)."""
     path = _runtime.find_runtime_library()
     if path and not _core.runtime_path():
         _core.set_runtime_path(path)
-    flat = [int(x) for use in uses for x in use]
-    return (kernel.module, kernel.sha256, kernel.function, kernel.name,
-            list(kernel.plan), kernel.operand_names, kernel.symbol_names, flat)
+    return _core.KernelEntry(
+        module=kernel.module, sha256=kernel.sha256, function=kernel.function,
+        kernel=kernel.name, plan=list(kernel.plan),
+        operand_names=kernel.operand_names, symbol_names=kernel.symbol_names,
+        uses=list(uses))
 
 
 def compile_spec(spec: _compile.KernelSpec, name: str, options: str | None,

@@ -196,26 +196,24 @@ class _HelionLaunch:
         schema = tuple(self.entry(i, a) for i, a in enumerate(values))
         operands, scalar_types, slots = [], ["Int32"] * _GRID, \
             [("stream",)] + [("scalar", i) for i in range(_GRID)]
-        uses = [(_common.USE_SCALAR, i, _common.SCALAR_CODE["Int32"])
-                for i in range(_GRID)]
+        uses = [_common.use(_common.USE_SCALAR, i, "Int32") for i in range(_GRID)]
         for i, entry in enumerate(schema):
             k = _GRID + i
             if entry[0] == "tensor":
                 if props[k] is None:
                     raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
                                        f"{i} could not be read through DLPack")
-                uses.append((_common.USE_TENSOR, len(operands), 0))
+                uses.append(_common.use(_common.USE_TENSOR, len(operands)))
                 slots.append(("in", len(operands)))
                 operands.append(_common.operand(f"arg{i}", len(operands),
                                                 values[i], props[k]))
             elif entry[0] == "scalar":
                 st = _RUNTIME_TYPE[entry[1]]
-                uses.append((_common.USE_SCALAR, len(scalar_types),
-                             _common.SCALAR_CODE[st]))
+                uses.append(_common.use(_common.USE_SCALAR, len(scalar_types), st))
                 slots.append(("scalar", len(scalar_types)))
                 scalar_types.append(st)
             else:
-                uses.append((_common.USE_IGNORE, 0, 0))
+                uses.append(_common.use(_common.USE_IGNORE))
         launch = _make_launch(self.kernel, schema, self.block, self.cluster)
         key = _spec.specialization_key(
             launch, operands, "helion", "", (), self.options, arch,

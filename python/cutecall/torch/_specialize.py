@@ -161,13 +161,12 @@ def build(kernel, args: Sequence[Any], props: Sequence, arch: str,
     for k, arg in enumerate(args):
         if k in operand_of:
             written = k < len(names) and names[k] in outputs
-            uses.append((_common.USE_OUTPUT if written else _common.USE_TENSOR,
-                         operand_of[k], 0))
+            uses.append(_common.use(_common.USE_OUTPUT if written
+                                    else _common.USE_TENSOR, operand_of[k]))
         elif arg is None:
-            uses.append((_common.USE_IGNORE, 0, 0))
+            uses.append(_common.use(_common.USE_IGNORE))
         else:
-            uses.append((_common.USE_SCALAR, s,
-                         _common.SCALAR_CODE[scalar_types[s]]))
+            uses.append(_common.use(_common.USE_SCALAR, s, scalar_types[s]))
             s += 1
     return spec, uses, binding
 

@@ -1,0 +1,74 @@
+"""What a compiled kernel records about how it is called, beyond its object
+and plan: :class:`CallRecord` (a kernel with its name, runtime scalars and,
+for JAX, its :class:`JaxContract`). Plain data, JSON-able, no framework
+imported: bundles write and read these records in any process; the JAX
+front's ``CompiledCall`` is a ``CallRecord`` that JAX can call."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from .compiled import CompiledKernel
+
+__all__ = ["CallRecord", "JaxContract"]
+
+
+@dataclasses.dataclass(frozen=True)
+class JaxContract:
+    """How a JAX call meets the kernel. JSON-able (bundle field ``jax``).
+
+    ``outputs[j] = (dtype, shape)`` where ``shape`` is None (the caller gives
+    ``output_shape_dtype``) or one entry per dim: an int, or ``(i, d)`` for
+    "dim d of input i"."""
+
+    inputs: tuple          # (dtype name, rank) per flat input array
+    outputs: tuple         # (dtype name, shape rule or None) per flat output
+    single_output: bool    # return outputs[0] rather than a tuple
+    aliases: tuple         # (input, output) flat index pairs
+    in_layouts: tuple      # XLA minor-to-major per input
+    out_layouts: tuple     # XLA minor-to-major per output
+    allow_cuda_graph: bool
+
+    def to_json(self) -> dict:
+        return {
+            "inputs": [list(x) for x in self.inputs],
+            "outputs": [[dt, None if s is None else
+                         [d if isinstance(d, int) else list(d) for d in s]]
+                        for dt, s in self.outputs],
+            "single_output": self.single_output,
+            "aliases": [list(a) for a in self.aliases],
+            "in_layouts": [list(x) for x in self.in_layouts],
+            "out_layouts": [list(x) for x in self.out_layouts],
+            "allow_cuda_graph": self.allow_cuda_graph,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "JaxContract":
+        """Raises KeyError/TypeError/ValueError on a malformed document."""
+        def rule(s):
+            if s is None:
+                return None
+            return tuple(int(d) if isinstance(d, int) else
+                         (int(d[0]), int(d[1])) for d in s)
+        return cls(
+            inputs=tuple((str(dt), int(r)) for dt, r in doc["inputs"]),
+            outputs=tuple((str(dt), rule(s)) for dt, s in doc["outputs"]),
+            single_output=bool(doc["single_output"]),
+            aliases=tuple((int(a), int(b)) for a, b in doc["aliases"]),
+            in_layouts=tuple(tuple(int(d) for d in x) for x in doc["in_layouts"]),
+            out_layouts=tuple(tuple(int(d) for d in x)
+                              for x in doc["out_layouts"]),
+            allow_cuda_graph=bool(doc["allow_cuda_graph"]))
+
+
+@dataclasses.dataclass(frozen=True)
+class CallRecord:
+    """A compiled kernel as a bundle records it: its exported name, the
+    :class:`CompiledKernel`, its runtime scalars (``(name, CuTe DSL type)``
+    each) and its JAX call contract (None: callable from C++ and PyTorch
+    only)."""
+
+    name: str
+    kernel: CompiledKernel
+    scalars: tuple = ()
+    contract: JaxContract | None = None
