@@ -49,6 +49,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from report import versions  # noqa: E402
 from timing import (jax_trace_us, jax_wall_us, split_arrays,  # noqa: E402
                     torch_device_us, torch_host_us)
 
@@ -217,22 +218,14 @@ def main():
         "device": torch.cuda.get_device_name(0),
         "python": platform.python_version(), "jax": jax.__version__,
         "torch": torch.__version__, "cutecall": cutecall.__version__,
-        "versions": {m: _version(m) for m in (
+        "versions": versions((
             "nvidia-cutlass-dsl", "quack-kernels", "flash-attn-4",
-            "apache-tvm-ffi", "jax-tvm-ffi", "jaxlib")},
+            "apache-tvm-ffi", "jax-tvm-ffi", "jaxlib")),
         "args": vars(args)}
     with open(args.out, "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
     print(table(results))
     return 0
-
-
-def _version(name):
-    import importlib.metadata
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
 
 
 if __name__ == "__main__":

@@ -42,11 +42,15 @@ import argparse
 import ctypes
 import datetime
 import json
+import os
 import platform
 import sys
 import time
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from report import versions as dist_versions  # noqa: E402
 
 N = 1024
 THREADS = 128
@@ -188,15 +192,10 @@ def measure(paths, launches: int, trials: int) -> dict:
 
 
 def versions() -> dict:
-    from importlib.metadata import PackageNotFoundError, version
     out = {"python": platform.python_version(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda}
-    for p in ["nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13", "cuda-bindings",
-              "apache-tvm-ffi", "jax", "cutecall"]:
-        try:
-            out[p] = version(p)
-        except PackageNotFoundError:
-            out[p] = None
+    out.update(dist_versions(["nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13",
+                              "cuda-bindings", "apache-tvm-ffi", "jax", "cutecall"]))
     return out
 
 

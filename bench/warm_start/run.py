@@ -53,6 +53,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from report import nvidia_smi, versions  # noqa: E402
+
 KERNELS = 10
 
 
@@ -161,21 +164,9 @@ def run_process(mode: str, cache: str, jax_cache: str | None) -> dict:
 
 
 def environment() -> dict:
-    from importlib import metadata
-
-    def version(name):
-        try:
-            return metadata.version(name)
-        except metadata.PackageNotFoundError:
-            return None
-    env = {n: version(n) for n in ("jax", "jaxlib", "nvidia-cutlass-dsl", "cuda-bindings",
-                                   "nvidia-cutlass-dsl-libs-cu13")}
-    try:
-        gpu = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=30).stdout.strip().splitlines()
-    except (OSError, subprocess.SubprocessError):
-        gpu = []
+    env = versions(("jax", "jaxlib", "nvidia-cutlass-dsl", "cuda-bindings",
+                    "nvidia-cutlass-dsl-libs-cu13"))
+    gpu = (nvidia_smi("name,driver_version") or "").splitlines()
     env.update(python=platform.python_version(), host=platform.node(),
                device=gpu[0] if gpu else "no GPU",
                date=time.strftime("%Y-%m-%d %H:%M:%S %Z"))
