@@ -1,24 +1,21 @@
 """Shared fixtures. GPU tests carry @pytest.mark.gpu and skip cleanly when
-JAX sees no CUDA device."""
+the CUDA driver reports no device. Imports no framework: the torch front's
+tests run where JAX is not installed (make test-torch-only)."""
 
-import jax
+
+import sys
+
 import pytest
 
+from cutecall import _core
 
-def _has_gpu() -> bool:
-    try:
-        return bool(jax.devices("cuda"))
-    except RuntimeError:
-        return False
-
-
-HAS_GPU = _has_gpu()
+HAS_GPU = _core.device_arch(0) is not None
 
 
 def pytest_collection_modifyitems(config, items):
     if HAS_GPU:
         return
-    skip = pytest.mark.skip(reason="needs a CUDA GPU (none visible to JAX)")
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (the driver reports none)")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
@@ -34,9 +31,29 @@ def _cutecall_cache_dir(tmp_path_factory):
     patch.undo()
 
 
+def _clear_in_process_caches():
+    import cutecall
+    cutecall.clear_cache()
+    if "jax" in sys.modules:  # traces of call sites earlier tests made
+        sys.modules["jax"].clear_caches()
+
+
 @pytest.fixture
-def compiles():
-    """Counts DSL compiles inside the test: compiles() -> number so far."""
+def fresh_key_space(tmp_path, monkeypatch):
+    """A test that counts compiles sees none of the kernels earlier tests
+    compiled: empty in-process caches (cutecall's and JAX's traces) and an
+    empty artifact store of its own (the session's store is back
+    afterwards)."""
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cutecall-cache"))
+    _clear_in_process_caches()
+    yield
+    _clear_in_process_caches()
+
+
+@pytest.fixture
+def compiles(fresh_key_space):
+    """Counts DSL compiles inside the test, in a fresh key space:
+    compiles() -> number so far."""
     import cutecall
     start = cutecall.compile_stats()["compiles"]
     return lambda: cutecall.compile_stats()["compiles"] - start
@@ -46,6 +63,7 @@ def compiles():
 def x64():
     """64-bit dtypes (int64, uint64, float64) for the test: jax_enable_x64,
     restored afterwards."""
+    import jax
     previous = jax.config.jax_enable_x64
     jax.config.update("jax_enable_x64", True)
     yield

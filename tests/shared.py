@@ -12,9 +12,6 @@ import subprocess
 import sys
 import textwrap
 
-import jax
-import jax.numpy as jnp
-
 import cutecall
 
 INSTALLED = os.path.dirname(os.path.abspath(cutecall.__file__))
@@ -32,14 +29,18 @@ BLOCKER = textwrap.dedent("""
 
 
 def f32(*shape):
+    import jax
+    import jax.numpy as jnp
     return jax.ShapeDtypeStruct(shape, jnp.float32)
 
 
 def like_first(x, *rest):
+    import jax
     return jax.ShapeDtypeStruct(x.shape, x.dtype)
 
 
 def lowered_text(fn, *specs) -> str:
+    import jax
     return jax.jit(fn).trace(*specs).lower(
         lowering_platforms=("cuda",)).as_text(debug_info=True)
 
@@ -63,7 +64,7 @@ def child_env(**extra: str) -> dict:
 def run_python(code: str, *args: str) -> str:
     """Runs `code` in a fresh interpreter that imports this cutecall. With
     CUTECALL_TEST_CHILD_WRAPPER set, the child runs under that command (for
-    example compute-sanitizer: tools/gpu/memcheck_children.sh)."""
+    example compute-sanitizer: tools/gpu/gpu memcheck children)."""
     wrapper = shlex.split(os.environ.get("CUTECALL_TEST_CHILD_WRAPPER", ""))
     r = subprocess.run([*wrapper, sys.executable, "-c", code, *args], env=child_env(),
                        capture_output=True, text=True, timeout=300)

@@ -209,7 +209,7 @@ def test_the_default_jax_timer_runs_the_calls_while_a_jit_traces():
     # Tuning happens while the caller's jit traces. The timer's chains must
     # run then, not be staged into the caller's program (where the "time"
     # would be tracing time): count the calls that ran before tracing ended.
-    from cutecall._autotune_timing import TRIALS, _time_jax
+    from cutecall.services.timing import TRIALS, _time_jax
     ran, ran_while_tracing = [], []
 
     def fn(x):
@@ -245,7 +245,7 @@ def test_close_candidates_are_timed_again_and_one_noisy_time_does_not_win():
 
 def test_torch_tensors_tune_on_the_first_call_of_a_key_on_its_own_tensors():
     torch = pytest.importorskip("torch")
-    from cutecall._autotune_timing import _time_torch, default_timer
+    from cutecall.services.timing import _time_torch, default_timer
     seen = []
 
     class OwnTensors(Timer):

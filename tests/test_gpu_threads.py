@@ -13,9 +13,9 @@ import pytest
 
 pytestmark = pytest.mark.gpu
 THREADS = 16
-# Calls per thread; tools/gpu/memcheck.sh takes fewer (each is checked).
+# Calls per thread; tools/gpu/gpu memcheck takes fewer (each is checked).
 CALLS = int(os.environ.get("CUTECALL_TEST_THREAD_CALLS", "200"))
-# Threads making their first call at once; tools/gpu/memcheck.sh takes fewer
+# Threads making their first call at once; tools/gpu/gpu memcheck takes fewer
 # (4 have passed under the sanitizer; 16 have not been run there since the
 # threads stopped running eager operations, which stalled them).
 FIRST_CALL_THREADS = int(os.environ.get("CUTECALL_TEST_FIRST_CALL_THREADS", "16"))
@@ -67,7 +67,7 @@ def _call_from_threads(f, jnp, threads: int):
     numpy arrays: the threads run only f. (Under compute-sanitizer, JAX's
     eager operations, `b + i` or `o[7]`, from 4 to 16 threads at once stalled
     in their compiles with no cutecall in the process;
-    bench/results/2026-11-23-h100-memcheck.md.)
+    bench/results/memcheck.md.)
     """
     import jax
     b = jnp.arange(4096, dtype=jnp.float32)

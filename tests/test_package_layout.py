@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from shared import INSTALLED, ROOT
+from shared import INSTALLED, ROOT, run_python
 
 MAX_LINES = 400
 
@@ -16,18 +16,16 @@ MAX_LINES = 400
 # of lower layers (the longest matching prefix names a module's part).
 LAYERS = {
     "cutecall._core": 0, "cutecall._version": 0,    # C++ extension, version
-    "cutecall._driver": 1,                           # the compile driver
+    "cutecall._driver": 1,                           # the one pipeline
     "cutecall.jax": 2, "cutecall.torch": 2,          # the two fronts
-    "cutecall._warmup_start": 2,                     # how warm-up workers start
     "cutecall.bundle": 3, "cutecall.compat": 3,      # built on the fronts
-    "cutecall._warmup": 3,                           # compiles in workers
-    "cutecall._autotune_timing": 3,                  # times a candidate
-    "cutecall._autotune": 4,                         # picks configs per key
+    "cutecall.services": 3,                          # warm-up, autotuning
     "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
     "cutecall.__main__": 6, "cutecall.examples": 6,  # users of the API
     "cutecall.demo": 7,
 }
+FRAMEWORKS = ("jax", "jaxlib", "torch")
 
 
 def layer(module: str) -> tuple[str, int]:
@@ -84,11 +82,11 @@ def graph() -> dict[str, set[str]]:
 
 
 def test_the_walk_sees_the_whole_package(graph):
-    for m in ("cutecall._driver.compiler", "cutecall.jax._primitive",
+    for m in ("cutecall._driver.pipeline", "cutecall.jax._primitive",
               "cutecall.torch._kernel", "cutecall.bundle._read",
-              "cutecall.compat._ejkernel_ffi", "cutecall._core"):
+              "cutecall.services.warmup", "cutecall._core"):
         assert m in graph, m
-    assert "cutecall._driver.kernel_cache" in graph["cutecall._driver.compiler"]
+    assert "cutecall._driver.kernel_cache" in graph["cutecall._driver.compile_cache"]
 
 
 def test_no_module_imports_one_that_imports_it_back(graph):
@@ -132,20 +130,44 @@ def test_data_flows_one_way(graph):
     assert not wrong, "\n".join(sorted(wrong))
 
 
-def test_the_driver_imports_neither_front_end_framework():
-    """Module-level imports of the driver: no JAX, no torch (a torch user's
-    compile path does not need JAX's import, and the reverse)."""
-    for name, path in modules().items():
-        if not name.startswith("cutecall._driver") or not path:
-            continue
-        tree = ast.parse(open(path).read(), path)
-        for node in tree.body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                roots = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""])
-                for r in roots:
-                    assert r.split(".")[0] not in ("jax", "jaxlib", "torch"), \
-                        f"{name} imports {r} at module level"
+def framework_imports(path: str) -> list[str]:
+    """Every import of a framework in a source file, at module level or
+    inside a function."""
+    found = []
+    for node in ast.walk(ast.parse(open(path).read(), path)):
+        roots = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level \
+            else []
+        found += [f"line {node.lineno}: {r}" for r in roots
+                  if r.split(".")[0] in FRAMEWORKS]
+    return found
+
+
+def test_the_driver_imports_no_framework_anywhere():
+    """The driver imports neither JAX nor torch, in a function either: it
+    serves both fronts (and the next one) and each front needs only its own
+    framework. The parts below it (`_core`) never do either."""
+    wrong = {name: framework_imports(path) for name, path in modules().items()
+             if path and layer(name)[1] <= 1}
+    assert not any(wrong.values()), {k: v for k, v in wrong.items() if v}
+
+
+def test_a_front_never_imports_the_other_framework():
+    for front, other in (("cutecall.torch", ("jax", "jaxlib")),
+                         ("cutecall.jax", ("torch",))):
+        for name, path in modules().items():
+            if name.startswith(front):
+                bad = [f for f in framework_imports(path)
+                       if f.split(": ")[1].split(".")[0] in other]
+                assert not bad, (name, bad)
+
+
+def test_importing_the_package_or_the_driver_imports_no_framework():
+    code = ("import sys, importlib, pkgutil, cutecall, cutecall._driver as d\n"
+            "for m in pkgutil.iter_modules(d.__path__):\n"
+            "    importlib.import_module('cutecall._driver.' + m.name)\n"
+            "print(sorted(m for m in %r if m in sys.modules))" % (FRAMEWORKS,))
+    assert run_python(code).strip() == "[]"
 
 
 def test_no_source_file_is_over_400_lines():

@@ -128,7 +128,7 @@ def test_forked_workers_report_a_failing_task_and_a_dead_worker(tmp_path):
 
 
 def test_a_process_with_a_jax_backend_does_not_fork_its_workers():
-    from cutecall import _warmup_start
+    from cutecall.services import workers as _warmup_start
     jnp.ones(1).block_until_ready()                  # JAX's CPU client is up
     assert _warmup_start.fork_blocker() == "JAX has started its backends in this process"
     assert _warmup_start.choose("auto", ["json"]) == (
@@ -139,22 +139,18 @@ def test_a_process_with_a_jax_backend_does_not_fork_its_workers():
         cutecall.warmup([fails], start="spawn")
 
 
-def test_the_arch_for_forked_workers_starts_no_gpu_client(monkeypatch):
-    from cutecall import _warmup_start
-    monkeypatch.setenv("CUTECALL_ARCH", "sm_100a")
-    assert _warmup_start.arch_without_a_gpu_client() == "sm_100a"
-    monkeypatch.delenv("CUTECALL_ARCH")
-    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    assert _warmup_start.arch_without_a_gpu_client() == "sm_90a"
-
-
-@pytest.mark.gpu
-def test_on_a_gpu_forked_workers_target_the_arch_jax_would(monkeypatch):
-    from cutecall import _warmup_start
-    from cutecall._driver.compiler import default_arch
+@pytest.mark.parametrize("start", ["auto", "forkserver"])
+def test_workers_compile_for_the_callers_arch(tmp_path, monkeypatch, start):
+    from cutecall._driver import target
     monkeypatch.delenv("CUTECALL_ARCH", raising=False)
-    monkeypatch.delenv("JAX_PLATFORMS", raising=False)
-    assert _warmup_start.arch_without_a_gpu_client() == default_arch()
+    for arch in (None, "sm_100a"):
+        if arch:
+            monkeypatch.setenv("CUTECALL_ARCH", arch)
+        out = tmp_path / f"{start}-{arch}"
+        report = cutecall.warmup([functools.partial(write_env, str(out), "CUTECALL_ARCH")],
+                                 workers=1, start=start)
+        assert not report.failed, str(report)
+        assert out.read_text() == (arch or target.default_arch())
 
 
 def write_env(path, name):
@@ -183,7 +179,7 @@ def test_task_names_show_the_function_and_its_keywords():
                              workers=1)
     assert [r.name for r in report.results] == [
         "write_env", "scale_bias"]
-    assert cutecall._warmup._name(functools.partial(write_env, path="p")) == \
+    assert cutecall.services.warmup._name(functools.partial(write_env, path="p")) == \
         "write_env(path='p')"
 
 

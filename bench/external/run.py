@@ -57,14 +57,14 @@ from timing import (jax_trace_us, jax_wall_us, split_arrays,  # noqa: E402
 def describe_jax(call, args) -> dict:
     import jax
     from cutecall.jax import _contract
-    from cutecall._driver import spec as _spec
+    from cutecall._driver.plan import decode_plan
     arrays, rebuild = split_arrays(args)
     eqn = _contract._find_call(
         jax.make_jaxpr(lambda *a: call(*rebuild(a)))(*arrays).jaxpr)
     kernel = eqn.params["kernel"]
-    ops = _spec.decode_plan(kernel.plan)
+    ops = decode_plan(kernel.plan)
     return {"kernel_sha256": kernel.sha256[:12],
-            "fallback_rung": call._fallback_level,
+            "fallback_rung": call.launcher.level,
             "operands": [{"name": n, "static": op["static"],
                           "dynamic": [(d, div) for d, div, _ in op["dynamic"]]}
                          for n, op in zip(kernel.operand_names.split(","), ops)]}

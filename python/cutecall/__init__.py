@@ -5,92 +5,73 @@ C++, through one C++ runtime.
     call = cutecall.cutlass_call(launcher, output_shape_dtype=...)
     y = call(x)
 
+``import cutecall`` imports neither JAX nor torch: every public name below
+loads its module on first use, so a PyTorch user (``cutecall.torch``) never
+imports JAX and a JAX user never imports torch.
+
 Where things live (``docs/architecture.md`` has the whole map):
 ``cutecall.jax`` (the JAX front), ``cutecall.torch`` (the PyTorch front),
-``cutecall._driver`` (the compile driver both share), ``cutecall.bundle``
-(kernels on disk for C++ and DSL-free processes), ``cutecall.compat`` (other
-bridges' APIs: ``cutecall.ejkernel``, NVIDIA's ``cutlass.jax`` names),
-``cutecall.cli`` (the ``cutecall`` command), ``cutecall.examples``.
+``cutecall._driver`` (the one pipeline both share), ``cutecall.bundle``
+(kernels on disk for C++ and DSL-free processes), ``cutecall.services``
+(warm-up and autotuning), ``cutecall.compat`` (other bridges' APIs:
+``cutecall.ejkernel``, NVIDIA's ``cutlass.jax`` names), ``cutecall.cli``
+(the ``cutecall`` command), ``cutecall.examples``.
 """
 
-from ._version import __version__
-from ._driver.compile_error import StaticFallbackWarning
-from ._driver.compiler import (CompileError, CompiledKernel, clear_cache,
-                               compile_stats)
-from ._driver.runtime import launch_blocking, set_launch_blocking
-from ._driver.spec import TensorSpec
-from .jax import (BatchModes, CompiledCall, CutlassCall, Differentiable,
-                  DifferentiationError, VmapFallbackWarning, compile,
-                  cutlass_call, differentiable, jax_export_checks, register)
-from .bundle import Bundle, BundleError, export, load_bundle
-from .ejkernel import build_cute_ffi_call, cute_call, has_cute_ffi_support
-from ._autotune import Autotuned, TuningResult, autotune
-from ._warmup import WarmupReport, jax_task as jax_warmup_task, \
-    torch_task as torch_warmup_task, warmup
-from . import testing  # NVIDIA's cutlass.jax.testing, read on first use
-from .compat._nvidia_names import (  # the rest of cutlass.jax's names
-    CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION,
-    CUTE_DSL_MIN_SUPPORTED_JAX_VERSION, JaxArray, TensorMode,
-    cutlass_to_jax_dtype, cutlass_to_jax_layout_order,
-    disable_automatic_ffi_registration, find_cute_dsl_runtime_library,
-    from_dlpack, get_cutlass_call_ffi_name, get_cutlass_call_ffi_version,
-    get_export_disabled_safety_checks, is_available, is_ffi_registered,
-    jax_to_cutlass_dtype, jax_to_cutlass_layout_order, register_ffi,
-    release_compile_cache, set_ffi_call_targets)
+from __future__ import annotations
 
-__all__ = [
-    "cutlass_call",
-    "CutlassCall",
-    "TensorSpec",
-    "BatchModes",
-    "VmapFallbackWarning",
-    "differentiable",
-    "Differentiable",
-    "DifferentiationError",
-    "CompileError",
-    "StaticFallbackWarning",
-    "CompiledKernel",
-    "CompiledCall",
-    "compile",
-    "export",
-    "load_bundle",
-    "Bundle",
-    "BundleError",
-    "register",
-    "jax_export_checks",
-    "compile_stats",
-    "clear_cache",
-    "autotune",
-    "Autotuned",
-    "TuningResult",
-    "set_launch_blocking",
-    "launch_blocking",
-    "warmup",
-    "jax_warmup_task",
-    "torch_warmup_task",
-    "WarmupReport",
-    "cute_call",
-    "build_cute_ffi_call",
-    "has_cute_ffi_support",
-    # NVIDIA's cutlass.jax names (cutlass_call and TensorSpec are above)
-    "CUTE_DSL_MIN_SUPPORTED_JAX_VERSION",
-    "CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION",
-    "jax_to_cutlass_dtype",
-    "cutlass_to_jax_dtype",
-    "jax_to_cutlass_layout_order",
-    "cutlass_to_jax_layout_order",
-    "from_dlpack",
-    "JaxArray",
-    "TensorMode",
-    "release_compile_cache",
-    "get_export_disabled_safety_checks",
-    "find_cute_dsl_runtime_library",
-    "is_ffi_registered",
-    "register_ffi",
-    "set_ffi_call_targets",
-    "disable_automatic_ffi_registration",
-    "get_cutlass_call_ffi_name",
-    "get_cutlass_call_ffi_version",
-    "is_available",
-    "testing",
-]
+import importlib
+
+from ._version import __version__
+
+# Public name -> the module that defines it (imported on first use).
+_NAMES = {
+    "StaticFallbackWarning": "._driver.compile_error",
+    "CompileError": "._driver.compile_error",
+    "CompiledKernel": "._driver.compiled",
+    "compile_stats": "._driver.compile_cache",
+    "clear_cache": "._driver.compile_cache",
+    "launch_blocking": "._driver.runtime",
+    "set_launch_blocking": "._driver.runtime",
+    "TensorSpec": "._driver.tensor_spec",
+    **dict.fromkeys(
+        ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",
+         "differentiable", "Differentiable", "DifferentiationError",
+         "CompiledCall", "compile", "register", "jax_export_checks"), ".jax"),
+    **dict.fromkeys(("export", "load_bundle", "Bundle", "BundleError"), ".bundle"),
+    **dict.fromkeys(("autotune", "Autotuned", "TuningResult"), ".services.autotune"),
+    **dict.fromkeys(("warmup", "WarmupReport", "jax_warmup_task", "torch_warmup_task"),
+                    ".services.warmup"),
+    **dict.fromkeys(("cute_call", "build_cute_ffi_call", "has_cute_ffi_support"),
+                    ".ejkernel"),
+    # the rest of NVIDIA's cutlass.jax names (cutlass_call and TensorSpec above)
+    **dict.fromkeys(
+        ("CUTE_DSL_MIN_SUPPORTED_JAX_VERSION",
+         "CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION", "jax_to_cutlass_dtype",
+         "cutlass_to_jax_dtype", "jax_to_cutlass_layout_order",
+         "cutlass_to_jax_layout_order", "from_dlpack", "JaxArray", "TensorMode",
+         "release_compile_cache", "get_export_disabled_safety_checks",
+         "find_cute_dsl_runtime_library", "is_ffi_registered", "register_ffi",
+         "set_ffi_call_targets", "disable_automatic_ffi_registration",
+         "get_cutlass_call_ffi_name", "get_cutlass_call_ffi_version",
+         "is_available"), ".compat._nvidia_names"),
+}
+# Submodules reached as attributes (``cutecall.testing``, NVIDIA's helpers).
+_MODULES = {"testing": ".testing"}
+
+__all__ = list(_NAMES) + list(_MODULES)
+
+
+def __getattr__(name: str):
+    if name in _MODULES:
+        value = importlib.import_module(_MODULES[name], __name__)
+    elif name in _NAMES:
+        value = getattr(importlib.import_module(_NAMES[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -217,8 +217,8 @@ def _runtime_library():
 
 
 def _target_arch():
-    from ._driver import compiler as _compile
-    return _compile.default_arch()
+    from ._driver import target
+    return target.default_arch()
 
 
 def doctor(args) -> int:
@@ -288,8 +288,8 @@ def main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "export":
         return export(argv[1:])
     if argv and argv[0] == "warmup":
-        from . import _warmup  # imports JAX in the workers only
-        return _warmup.main(argv[1:])
+        from .services import warmup  # imports JAX in the workers only
+        return warmup.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

@@ -20,15 +20,14 @@ module behaves better; ``docs/migrate/ejkernel.md`` lists every difference:
   documented, after a check of every leaf whose errors name the leaf (by
   key path), what was expected and what came back.
 
-The code lives in ``cutecall.compat``: ``_ejkernel_ffi`` (build_cute_ffi_call),
-``_ejkernel_cute_call`` (cute_call), ``_ejkernel_named_calls`` (its one cache,
-a bounded LRU) and ``_ejkernel_support`` (has_cute_ffi_support).
+The code lives in ``cutecall.compat``: ``_ejkernel_ffi`` (build_cute_ffi_call,
+has_cute_ffi_support) and ``_ejkernel_cute_call`` (cute_call, its one
+cache -- a bounded LRU -- and its output contract).
 """
 
+from .compat import _ejkernel_ffi
 from .compat._ejkernel_cute_call import cute_call
-from .compat._ejkernel_ffi import CuteFFICall, build_cute_ffi_call
-from .compat import _ejkernel_support
-from .compat._ejkernel_support import has_cute_ffi_support
+from .compat._ejkernel_ffi import CuteFFICall, build_cute_ffi_call, has_cute_ffi_support
 
 __all__ = ["cute_call", "build_cute_ffi_call", "has_cute_ffi_support",
            "CuteFFICall"]
@@ -37,5 +36,5 @@ __all__ = ["cute_call", "build_cute_ffi_call", "has_cute_ffi_support",
 def __getattr__(name: str):
     # ejkernel's module flags, computed on first use.
     if name in ("CAN_USE_CUTE", "CAN_USE_CUTE_PRIMITIVE"):
-        return _ejkernel_support._dsl_import_error() is None
+        return _ejkernel_ffi._dsl_import_error() is None
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

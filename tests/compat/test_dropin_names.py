@@ -18,7 +18,6 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall._driver import compiler as _compile
 from shared import BLOCKER, ROOT, f32, like_first, run_python
 
 # cutlass.jax.__all__ in nvidia-cutlass-dsl 4.8.1 (for machines without it),
@@ -271,7 +270,7 @@ def test_testing_forwards_to_nvidia(nv):
 
 def test_release_compile_cache_drops_kernels_and_keeps_the_store(nv):
     from cutecall import ejkernel
-    from cutecall.compat import _ejkernel_named_calls
+    from cutecall.compat import _ejkernel_cute_call
     from cutecall.examples import kernels
 
     def lower():  # a fresh call object: no trace cache of its own
@@ -280,10 +279,10 @@ def test_release_compile_cache_drops_kernels_and_keeps_the_store(nv):
 
     lower()
     ejkernel.cute_call(jnp.ones(2), call=lambda x: x, out_shape=f32(2), name="r")
-    assert cutecall.compile_stats()["entries"] >= 1 and _ejkernel_named_calls._NAMED_CALLS.entries
+    assert cutecall.compile_stats()["entries"] >= 1 and _ejkernel_cute_call._NAMED_CALLS.entries
     cutecall.release_compile_cache()
     assert cutecall.compile_stats()["entries"] == 0
-    assert not _ejkernel_named_calls._NAMED_CALLS.entries
+    assert not _ejkernel_cute_call._NAMED_CALLS.entries
     before = cutecall.compile_stats()
     lower()
     after = cutecall.compile_stats()

@@ -14,7 +14,7 @@ import cutecall
 import cutecall.torch as ct
 import cutlass
 import cutlass.cute as cute
-from cutecall._driver import binding as _binding, signature as _signature
+from cutecall._driver import placement, signature as _signature
 from cutecall.examples import signatures
 
 f32 = jnp.float32
@@ -25,8 +25,11 @@ def s(*shape):
 
 
 def slots(call, *args, **kwargs):
+    """{parameter: (slot kind, index)} ((kind,) for stream, None, default)."""
     binding, _, _ = call._bind(args, kwargs)
-    return dict(zip([p.name for p in call.sig.params], binding.slots)), binding
+    view = [(s.kind.value, s.index) if s.kind.value in ("in", "out", "scalar")
+            else (s.kind.value,) for s in binding.slots]
+    return dict(zip([p.name for p in call.launcher.sig.params], view)), binding
 
 
 # Signatures of real third-party launchers (bodies never run here).
@@ -68,7 +71,7 @@ def test_quack_rmsnorm_signature_with_none_optionals():
     bound, _ = slots(call, s(4, 8), s(8), None, None, 1e-6)
     assert bound["mO"] == ("out", 0) and bound["mResO"] == ("out", 1)
     assert bound["mRstd"] == ("out", 2) and bound["mMean"] == ("out", 3)
-    assert bound["mB"] == ("in", 2) and bound["eps"] == ("scalar", 0)
+    assert bound["mB"] == ("none",) and bound["eps"] == ("scalar", 0)
 
 
 def test_fa4_signature_scalar_and_trailing_optionals():
@@ -108,7 +111,7 @@ def test_equally_good_bindings_are_ambiguous():
     sig = _signature.analyze(launcher)
     with pytest.raises(TypeError, match=r"binds to its parameters \(x, o1, o2\) "
                                         r"in more than one way .*Annotate"):
-        _binding.place_outputs(sig, [0, 1, 2], [_binding.ARRAY], 2,
+        placement.place_outputs(sig, [0, 1, 2], [placement.ARRAY], 2,
                                "inputs_first", [s(4)])
 
 
@@ -164,10 +167,10 @@ def test_torch_none_and_scalars_bind_positionally():
     x, w, o = torch.ones(4, 8), torch.ones(8), torch.ones(4, 8)
     rstd = torch.ones(4)
     args = (x, w, None, None, o, None, rstd, None, 1e-6)
-    props = [ct._common.tensor_props(a) if isinstance(a, torch.Tensor) else None
+    props = [ct._describe.tensor_props(a) if isinstance(a, torch.Tensor) else None
              for a in args]
     spec, uses = k.specialize(args, props, "sm_90a")
-    assert [slot[0] for slot in spec.slots] == \
+    assert [slot.kind.value for slot in spec.slots] == \
         ["in", "in", "none", "none", "in", "none", "in", "none", "scalar", "stream"]
     # 0: input tensor, 3: output tensor, 2: None, 1: scalar.
     assert [int(u.kind) for u in uses] == [0, 0, 2, 2, 3, 2, 3, 2, 1]
@@ -190,7 +193,7 @@ def test_output_params_name_outputs_that_sit_between_inputs():
                                  output_params=("mdX",))
     bound, _ = slots(call, s(4, 8), s(4), s(4), s(4), None, -100)
     assert bound["mdX"] == ("out", 0) and bound["mLSE"] == ("in", 3)
-    assert bound["mWeight"] == ("in", 4) and bound["ignore_index"] == ("scalar", 0)
+    assert bound["mWeight"] == ("none",) and bound["ignore_index"] == ("scalar", 0)
     for bad, match in [(("nope",), "names 'nope'"), (("mdX", "mdX"), "distinct"),
                        (("mX", "mdX"), "must name 1")]:
         c = cutecall.cutlass_call(cross_entropy_bwd_like, output_shape_dtype=s(4, 8),

@@ -30,8 +30,9 @@ def test_env_override_wins(monkeypatch):
 def test_targets_are_versioned_and_registration_is_idempotent():
     assert _core.TARGET == "cutecall_call_v1"
     assert _core.TARGET_NO_GRAPH == "cutecall_call_no_graph_v1"
-    _runtime.ensure_registered()
-    _runtime.ensure_registered()
+    from cutecall.jax import _targets
+    _targets.ensure_registered()
+    _targets.ensure_registered()
     stages = _core.handlers()[_core.TARGET]
     # No prepare stage: XLA would call it on every execution (graph replays
     # included); the module loads at instantiate.
@@ -41,15 +42,13 @@ def test_targets_are_versioned_and_registration_is_idempotent():
 def test_check_object_rejects_non_elf_and_missing_function():
     with pytest.raises(ValueError, match="not an ELF"):
         _core.check_object(b"hello", "cc_x")
-    from cutecall._driver import compiler as _compile
     from cutecall.examples import kernels
     import jax, jax.numpy as jnp
     add = cutecall.cutlass_call(
         kernels.vector_add,
         output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(a.shape, a.dtype))
-    add.lower(jax.ShapeDtypeStruct((8,), jnp.float32),
-              jax.ShapeDtypeStruct((8,), jnp.float32))
-    k = next(iter(_compile._cache.entries.values()))
+    k = cutecall.compile(add, jax.ShapeDtypeStruct((8,), jnp.float32),
+                         jax.ShapeDtypeStruct((8,), jnp.float32)).kernel
     _core.check_object(k.module, k.function)
     with pytest.raises(RuntimeError, match="no symbol 'other_version'"):
         _core.check_object(k.module, "other")
@@ -72,7 +71,7 @@ def test_the_codes_shared_with_cpp_are_pinned():
 
 
 def test_a_kernel_entry_is_typed_and_validated():
-    from cutecall._driver import spec as _spec
+    from cutecall._driver.plan import decode_plan
     plan = [3, 1, 0, 1, 1, 0, 0, 1, 4, 16, 0, 0, 1, 0, 4, -1, 0, 0]
     e = _core.KernelEntry(module=b"x", sha256="ab" * 32, function="cc_f",
                           kernel="k", plan=plan, operand_names="a",
@@ -83,7 +82,7 @@ def test_a_kernel_entry_is_typed_and_validated():
     assert [(u.kind, u.index, u.scalar_type) for u in e.uses] == [
         (_core.UseKind.TENSOR, 0, _core.ScalarType.Boolean),
         (_core.UseKind.SCALAR, 0, _core.ScalarType.Float32)]
-    assert _spec.decode_plan(e.plan)[0]["dynamic"] == [(0, 4, -1)]
+    assert decode_plan(e.plan)[0]["dynamic"] == [(0, 4, -1)]
     with pytest.raises(ValueError, match="kernel 'bad'.*version 9"):
         _core.KernelEntry(module=b"x", sha256="", function="f", kernel="bad",
                           plan=[9, 0, 0, 0, 0])

@@ -15,7 +15,8 @@ import torch
 import cutecall
 import cutecall.torch as ct
 from cutecall import TensorSpec, _core
-from cutecall._driver import layout as _layout, spec as _spec
+from cutecall._driver import layout as _layout
+from cutecall._driver.plan import decode_plan
 from cutecall.examples import layouts
 from cutecall.examples import specialization as sp
 
@@ -38,7 +39,7 @@ def dyn(call, *args):
     """Per operand, the plan's (dim, divisibility, symbol) entries."""
     text = call.lower(*args).as_text()
     body = re.search(r"plan = dense<([^>]*)>", text).group(1).strip("[]")
-    return [op["dynamic"] for op in _spec.decode_plan(
+    return [op["dynamic"] for op in decode_plan(
         [int(v) for v in body.split(",")])]
 
 
@@ -115,10 +116,10 @@ def test_pointer_alignment_is_a_torch_specialization(compiles):
     a4 = ct.TensorDesc((64, 64), torch.float32, align=4)
     k16, k4 = k.compile(a16, a16), k.compile(a4, a16)
     assert k16.key != k4.key
-    spec16, _ = k.specialize((a16, a16), [ct._common.tensor_props(a16)] * 2,
+    spec16, _ = k.specialize((a16, a16), [ct._describe.tensor_props(a16)] * 2,
                              "sm_90a")
-    spec4, _ = k.specialize((a4, a16), [ct._common.tensor_props(a4),
-                                        ct._common.tensor_props(a16)], "sm_90a")
+    spec4, _ = k.specialize((a4, a16), [ct._describe.tensor_props(a4),
+                                        ct._describe.tensor_props(a16)], "sm_90a")
     assert spec16.operands[0].align == 16 and spec4.operands[0].align == 4
 
 

@@ -81,7 +81,7 @@ def test_shard_map_over_heads_lowers_per_shard_and_exports():
         import re, jax, jax.numpy as jnp
         from jax.sharding import NamedSharding, PartitionSpec as P
         from cutecall.examples.flash_attention import attention
-        from cutecall._driver import runtime
+        from cutecall.jax import _targets as runtime
         mesh = jax.make_mesh((2,), ("h",))
         spec = P(None, None, "h", None)
         loss = lambda q, k, v: attention(q, k, v, causal=True).astype(jnp.float32).sum()

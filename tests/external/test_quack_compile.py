@@ -82,7 +82,7 @@ def test_cases_sizes():
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_jax_lowers_with_default_specs(kernel):
+def test_jax_lowers_with_default_specs(kernel, fresh_key_space):
     m, n = SHAPES[kernel]
     case = quack_corpus.case(kernel, m, n)
     call, args = case.jax(False, 0)
@@ -112,7 +112,7 @@ def test_jax_lowers_with_default_specs(kernel):
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
-def test_torch_compiles_for_meta_tensors(kernel):
+def test_torch_compiles_for_meta_tensors(kernel, fresh_key_space):
     m, n = SHAPES[kernel]
     case = quack_corpus.case(kernel, m, n)
     k, args = case.torch("meta", 0)

@@ -34,7 +34,7 @@ def test_the_tile_space_is_quack_sm90_space_without_swap_ab():
 
 @pytest.mark.parametrize("tile", [quack_gemm.Tile(128, 192, 2, 1, pingpong=True),
                                   quack_gemm.Tile(256, 128, 1, 2)], ids=str)
-def test_a_tile_lowers_once_for_every_shape(tile):
+def test_a_tile_lowers_once_for_every_shape(tile, fresh_key_space):
     before = cutecall.compile_stats()["compiles"]
     text = lowered(tile, S((4096, 4096), jnp.bfloat16), S((8192, 4096), jnp.bfloat16))
     assert re.search(r'kernel = "quack_gemm_\d+x\d+_c\dx\d_(pp|coop)_bfloat16"', text)

@@ -11,7 +11,9 @@ import pytest
 
 import cutecall
 from cutecall import TensorSpec
-from cutecall._driver import compiler as _compile, spec as _spec
+from cutecall._driver import compile_cache
+from cutecall._driver.pipeline import Launcher
+from cutecall._driver.plan import PLAN_VERSION
 from cutecall.examples import kernels, layouts
 
 
@@ -55,8 +57,8 @@ def test_one_compile_per_divisibility_class(compiles):
 def test_repeated_calls_do_not_retrace(monkeypatch):
     add = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=same_as_first)
     calls = []
-    real = _compile.compile_ladder
-    monkeypatch.setattr(_compile, "compile_ladder",
+    real = Launcher.specialize
+    monkeypatch.setattr(Launcher, "specialize",
                         lambda *a, **k: calls.append(1) or real(*a, **k))
     for _ in range(3):
         add.lower(f32(64), f32(64))
@@ -86,9 +88,9 @@ def test_lowered_hlo_carries_target_and_attributes():
     key = attr(line, "key").strip('"')
     assert re.fullmatch(r"[0-9a-f]{64}", key)
     plan = [int(v) for v in re.findall(r"-?\d+", attr(line, "plan").split(">")[0][6:])]
-    assert plan[:5] == [_spec.PLAN_VERSION, 2, 1, 3, 0]
-    assert any(k.sha256 == key for k in _compile._cache.entries.values())
-    for k in _compile._cache.entries.values():
+    assert plan[:5] == [PLAN_VERSION, 2, 1, 3, 0]
+    assert any(k.sha256 == key for k in compile_cache._entries.values())
+    for k in compile_cache._entries.values():
         assert hashlib.sha256(k.module).hexdigest() == k.sha256
         assert k.module[:4] == b"\x7fELF"
     assert "mhlo.backend_config = {" in line  # typed FFI attributes

@@ -405,7 +405,7 @@ import jax, jax.numpy as jnp
 from jax.sharding import PartitionSpec as P
 import cutecall
 from cutecall import ejkernel
-from cutecall._driver import runtime as _runtime
+from cutecall.jax import _targets as _runtime
 from cutecall.compat import _ejkernel_cute_call
 from cutecall.examples import kernels
 assert jax.device_count() == 2, jax.devices()

@@ -9,10 +9,11 @@ torch = pytest.importorskip("torch")
 import cutecall
 import cutecall._core as core
 import cutecall.torch as ct
-from cutecall._driver import spec as _spec
+from cutecall._driver.plan import encode_plan
 from cutecall.examples import kernels
 from cutecall.examples import torch_kernels as tk
-from cutecall.torch import _common, _helion
+from cutecall._driver import compile_cache, dtypes
+from cutecall.torch import _helion
 
 ARCH = "sm_90a"
 
@@ -161,7 +162,8 @@ def test_kernel_call_errors_name_the_argument():
 def test_kernel_checks_device_before_dtype():
     k = ct.kernel(tk.add3)
     with pytest.raises(ValueError, match="argument 'a' of 'add3' is on cpu"):
-        k._check_tensor(torch.ones(2, dtype=torch.complex64), "argument 'a'", None)
+        ct._describe.check_tensor(torch.ones(2, dtype=torch.complex64),
+                                  f"argument 'a' of '{k.name}'", None)
 
 
 def test_kernel_specialization_one_compile_for_all_shapes(compiles):
@@ -171,7 +173,7 @@ def test_kernel_specialization_one_compile_for_all_shapes(compiles):
         x = torch.ones(shape)
         spec, uses = k.specialize((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
         keys.add(spec.key)
-        _common.compile_spec(spec, k.name, None, ARCH)
+        compile_cache.get_or_compile(spec, k.name, f"--gpu-arch {ARCH}", ARCH)
     assert len(keys) == 1 and compiles() <= 1
     assert [(u.kind, u.index, u.scalar_type) for u in uses] == \
         [(0, 0, 0), (0, 1, 0), (3, 2, 0), (1, 0, 9)]  # 3: output
@@ -184,7 +186,7 @@ def test_kernel_specialization_layouts():
     # Strided operands: every stride a runtime value but the unit one.
     op = base.operands[0]
     assert op.strided and op.static_stride == (None, 1) and op.align == 16
-    plan = _spec.encode_plan(base.operands, 3, 0, 1).tolist()
+    plan = encode_plan(base.operands, 3, 0, 1).tolist()
     assert core.KernelEntry(module=b"", sha256="", function="f", kernel="axpby_2d",
                             plan=plan).num_slots == 3 * 4 + 1
     transposed = [like(x, 0, 16, False)] + props(x, x)[0:2] + [None]
@@ -259,10 +261,10 @@ def test_launcher_miss_returning_nothing_is_an_error():
 
 
 def test_dtype_table_matches_dsl_names():
-    assert _common.dtype_entry(torch.bool) == ("Uint8", 1)
-    assert _common.dtype_entry(torch.bfloat16) == ("BFloat16", 2)
-    assert _common.dtype_entry(torch.float8_e4m3fn) == ("Float8E4M3FN", 1)
-    assert _common.dtype_entry(torch.complex64) is None
+    assert dtypes.lookup(torch.bool) == ("Uint8", 1)
+    assert dtypes.lookup(torch.bfloat16) == ("BFloat16", 2)
+    assert dtypes.lookup(torch.float8_e4m3fn) == ("Float8E4M3FN", 1)
+    assert dtypes.lookup(torch.complex64) is None
     assert core.MAX_LAUNCHER_ARGS == 64
 
 

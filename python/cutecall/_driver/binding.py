@@ -1,41 +1,47 @@
-"""Binding one call to a launcher's parameters.
-
-The rule, the same in the JAX and the torch fronts: the call's positional
-arguments fill the launcher's parameters that are neither the stream nor
-outputs, in the launcher's order, wherever the outputs sit. Where the
-outputs sit is read from the launcher's signature and the call:
-
-* outputs are tensor parameters (never one annotated as a runtime scalar)
-  and, where possible, ones without a default and not ``Optional``;
-* they follow the last array argument (``operand_order="inputs_first"``,
-  the convention of QuACK, FA4 and CUTLASS: inputs, outputs, then scalars)
-  or precede the first (``"outputs_first"``);
-* runtime scalars bind after the outputs unless an annotation
-  (``eps: cutlass.Float32``) places them before.
-
-A scalar never lands in a parameter annotated as a tensor, nor an array in
-one annotated as a scalar. When the rule leaves two bindings equally good,
-the call is ambiguous: a ``TypeError`` before compiling names the
-parameters and values, and says how to disambiguate (annotate, or pass by
-keyword).
-
-Pure Python, no CuTe DSL import.
+"""Binding one call to a launcher's parameters: the call's positional
+arguments fill the parameters that are neither the stream nor outputs, in
+the launcher's order, wherever the outputs sit (``placement``); keyword
+arguments carry runtime scalars; ``None`` is an absent optional. The result,
+a :class:`Binding`, names what fills each parameter with a typed
+:class:`Slot`. Pure Python, no CuTe DSL import.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from typing import Any, Mapping, Sequence
+import enum
+from typing import Any, Callable, Mapping, Sequence
 
+from .placement import arg_kind, named_outputs, place_outputs
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
-                        ScalarArg, concrete_scalar, encode_scalar,
-                        infer_scalar_type, is_scalar_value, python_value)
+                        concrete_scalar, encode_scalar, infer_scalar_type,
+                        is_scalar_value, python_value)
 
-# A call argument's kind, for placing outputs.
-ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
-# Placements tried before giving up (C(20, 10) would be 184,756).
-_MAX_PLACEMENTS = 20000
+
+class SlotKind(enum.Enum):
+    """What fills one positional parameter of the launcher."""
+
+    STREAM = "stream"    # the caller's stream
+    INPUT = "in"         # array argument ``index`` (Binding.arrays)
+    OUTPUT = "out"       # kernel output ``index``
+    SCALAR = "scalar"    # runtime scalar ``index`` (Binding.scalars)
+    NONE = "none"        # an absent (None) argument, passed as None
+    DEFAULT = "default"  # left to the parameter's default
+
+
+@dataclasses.dataclass(frozen=True)
+class Slot:
+    kind: SlotKind
+    index: int = 0
+
+    def __str__(self):
+        return self.kind.value if self.kind in (SlotKind.STREAM, SlotKind.NONE,
+                                                SlotKind.DEFAULT) \
+            else f"{self.kind.value} {self.index}"
+
+
+STREAM_SLOT, NONE_SLOT, DEFAULT_SLOT = (Slot(SlotKind.STREAM), Slot(SlotKind.NONE),
+                                        Slot(SlotKind.DEFAULT))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,165 +50,53 @@ class Binding:
     is a static argument of the traced call (scalar values included, so each
     distinct value lowers its own custom call; the DSL compile is shared).
 
-    ``slots[i]`` for positional parameter ``i``: ``("stream",)``,
-    ``("in", k)`` (the call's k-th positional array argument),
-    ``("out", j)`` (the j-th kernel output), ``("scalar", s)``,
-    ``("none",)`` (``None``, passed as is) or ``("default",)`` (left to its
-    default value). ``arrays[k]`` is the call's positional index of array
-    argument k.
+    ``slots[i]`` is the :class:`Slot` of positional parameter ``i``.
+    ``arrays[k]`` is the call's positional index of array argument k (the
+    ``INPUT`` slots' indices), ``absent`` those of its ``None`` arguments.
     """
 
     slots: tuple
     arrays: tuple
     scalars: tuple          # ScalarArg, in slot order
     keyword_scalars: tuple  # (param name, scalar index) for keyword-only
+    absent: tuple = ()
 
-
-def arg_kind(x) -> str:
-    """A 0-d array counts as a scalar (cutecall has no rank-0 tensors: a
-    runtime scalar parameter takes it, or says why a traced one cannot)."""
-    if x is None:
-        return NONE_ARG
-    if is_scalar_value(x) or tuple(getattr(x, "shape", (1,))) == ():
-        return SCALAR_ARG
-    return ARRAY
-
-
-def _fits(p: Param, kind: str) -> bool:
-    if kind == SCALAR_ARG:
-        return p.kind == SCALAR or (p.kind == TENSOR and not p.annotated)
-    if kind == ARRAY:
-        return p.kind != SCALAR
-    return True  # None: an absent Optional of any kind
-
-
-def score(order: str, outs, rest, kinds, params) -> tuple:
-    """Lower is better. Outputs without defaults first; then the
-    convention: arrays before (inputs_first) or after (outputs_first) the
-    outputs; then outputs not annotated ``Optional``; then scalars after
-    the outputs."""
-    defaults = sum(params[i].has_default for i in outs)
-    optional = sum(params[i].optional for i in outs)
-    placed = list(zip(rest, kinds))
-    first, last = min(outs), max(outs)
-    if order == "inputs_first":
-        misplaced = sum(k != SCALAR_ARG and i > first for i, k in placed)
-    else:
-        misplaced = sum(k != SCALAR_ARG and i < last for i, k in placed)
-    scalars = sum(k == SCALAR_ARG and i < last for i, k in placed)
-    return defaults, misplaced, optional, scalars
-
-
-def placements(sig: LauncherSignature, open_params: Sequence[int],
-               kinds: Sequence[str] | None, num_outputs: int, order: str):
-    """Yields ``(score, outputs)`` for every placement of `num_outputs`
-    outputs among the open parameters that the call fits (lower scores are
-    better; at most ``_MAX_PLACEMENTS`` are tried). `kinds` are the kinds of
-    the call's positional arguments; ``None`` means every parameter left
-    receives a value of its own annotated kind (a launch object's outputs,
-    placed before any call)."""
-    params = sig.params
-    candidates = [i for i in open_params if params[i].kind == TENSOR]
-    for count, outs in enumerate(itertools.combinations(candidates, num_outputs)):
-        if count >= _MAX_PLACEMENTS:
-            return
-        rest = [i for i in open_params if i not in outs]
-        given = kinds if kinds is not None else [
-            SCALAR_ARG if params[i].kind == SCALAR else ARRAY for i in rest]
-        n = len(given)
-        if n > len(rest) or any(not params[i].has_default for i in rest[n:]):
-            continue
-        if not all(_fits(params[i], k) for i, k in zip(rest, given)):
-            continue
-        yield (score(order, outs, rest, given, params) if outs else (0,)), outs
-
-
-def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
-                  kinds: Sequence[str], num_outputs: int, order: str,
-                  values: Sequence[Any] = ()) -> tuple[int, ...]:
-    """The positions (indices into ``sig.params``) of the outputs, given the
-    open parameters (those the call fills), the kinds of the call's
-    positional arguments and the number of outputs. Raises ``TypeError``
-    when no binding fits or two fit equally well."""
-    params = sig.params
-    candidates = [i for i in open_params if params[i].kind == TENSOR]
-    n = len(kinds)
-    best, best_score, ties = None, None, []
-    for score_, outs in placements(sig, open_params, kinds, num_outputs, order):
-        if best_score is None or score_ < best_score:
-            best, best_score, ties = outs, score_, []
-        elif score_ == best_score:
-            ties.append(outs)
-    names = [params[i].name for i in open_params]
-    shown = ", ".join(_show(v) for v in values) if values else f"{n} argument(s)"
-    required = sum(not params[i].has_default for i in open_params)
-    if best is None and n + num_outputs < required:
-        # Too few arguments: name the first parameter left without one.
-        for outs in itertools.combinations(candidates, num_outputs):
-            rest = [i for i in open_params if i not in outs]
-            if all(_fits(params[i], k) for i, k in zip(rest, kinds)):
-                missing = next(params[i].name for i in rest[n:]
-                               if not params[i].has_default)
-                raise TypeError(
-                    f"cutecall: launcher '{sig.name}' parameter {missing!r} "
-                    f"receives no value: the call passes {n} positional "
-                    f"argument(s) ({shown}) and {num_outputs} output(s) for "
-                    f"parameters ({', '.join(names)})")
-    if best is None:
-        raise TypeError(
-            f"cutecall: launcher '{sig.name}' has {len(names)} parameters for "
-            f"arrays and runtime scalars ({', '.join(names) or 'none'}), "
-            f"{num_outputs} of them output(s), but the call passes {n} "
-            f"positional argument(s) ({shown}) that no binding fits: a "
-            "scalar cannot fill a parameter annotated as a tensor, nor an "
-            "array one annotated as a scalar, and parameters without "
-            "defaults need a value.")
-    if ties:
-        options = "; ".join(
-            "outputs " + ", ".join(params[i].name for i in o)
-            for o in [best] + ties[:3])
-        raise TypeError(
-            f"cutecall: the call ({shown}) of launcher '{sig.name}' binds to "
-            f"its parameters ({', '.join(names)}) in more than one way "
-            f"({options}). Annotate the launcher's runtime scalars "
-            "(e.g. `eps: cutlass.Float32`) and tensors (`cute.Tensor`), or "
-            "pass the scalars by keyword.")
-    return best
-
-
-def _show(v) -> str:
-    if v is None or is_scalar_value(v):
-        return repr(v)
-    shape = getattr(v, "shape", None)
-    dtype = getattr(v, "dtype", None)
-    return f"{dtype}{list(shape)}" if shape is not None else type(v).__name__
+    def parameter_of(self, sig: LauncherSignature) -> dict:
+        """{Slot: launcher parameter name} for inspected launchers."""
+        if not sig.inspected:
+            return {}
+        return {slot: p.name for p, slot in zip(sig.params, self.slots)}
 
 
 def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
          num_outputs: int, order: str, constexpr_names,
-         output_names: Sequence[str] | None = None) -> tuple[Binding, list]:
-    """Binds a call's arguments; returns the binding and the array arguments
-    (pytrees, None allowed) in launcher order. `output_names` names the
-    output parameters (in output order) instead of placing them."""
-    scalars: list[ScalarArg] = []
+         output_names: Sequence[str] | None = None,
+         scalar_value: Callable[[Any, str], Any] = concrete_scalar) -> Binding:
+    """Binds a call's arguments. `output_names` names the output parameters
+    (in output order) instead of placing them. `scalar_value(x, what)` is
+    the front's reading of a runtime scalar argument as a host value (it
+    raises, naming `what`, for values that have none, e.g. traced ones)."""
+    scalars: list = []  # ScalarArg
     if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
         if kwargs:
             raise TypeError(f"cutecall: launcher '{sig.name}' takes *args, so "
                             f"call-time keyword arguments {sorted(kwargs)} cannot "
                             "be bound; pass them positionally")
-        slots, arrays, array_args = [("stream",)], [], []
+        slots, arrays, absent = [STREAM_SLOT], [], []
         for i, a in enumerate(args):
-            if is_scalar_value(a):
+            if a is None:
+                slots.append(NONE_SLOT)
+                absent.append(i)
+            elif is_scalar_value(a):
                 v = python_value(a, f"argument {i}")
                 scalars.append(encode_scalar(f"arg{i}", infer_scalar_type(v), v))
-                slots.append(("scalar", len(scalars) - 1))
+                slots.append(Slot(SlotKind.SCALAR, len(scalars) - 1))
             else:
-                slots.append(("in", len(arrays)))
+                slots.append(Slot(SlotKind.INPUT, len(arrays)))
                 arrays.append(i)
-                array_args.append(a)
-        slots += [("out", j) for j in range(num_outputs)]
-        return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                       ()), array_args
+        slots += [Slot(SlotKind.OUTPUT, j) for j in range(num_outputs)]
+        return Binding(tuple(slots), tuple(arrays), tuple(scalars), (),
+                       tuple(absent))
 
     by_name = {p.name: p for p in sig.params + sig.keyword_only}
     for k in kwargs:
@@ -223,31 +117,33 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
         out_pos = place_outputs(sig, open_params, kinds, num_outputs, order,
                                 args)
     else:
-        out_pos = _named_outputs(sig, open_params, output_names, num_outputs)
+        out_pos = named_outputs(sig, open_params, output_names, num_outputs)
     in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
     slots: list = [None] * len(sig.params)
-    arrays, array_args = [], []
+    arrays, absent = [], []
     for i, p in enumerate(sig.params):
         if p.kind == STREAM:
-            slots[i] = ("stream",)
+            slots[i] = STREAM_SLOT
     for j, i in enumerate(out_pos):
-        slots[i] = ("out", j)
+        slots[i] = Slot(SlotKind.OUTPUT, j)
 
-    def scalar(p: Param, value, what) -> tuple:
-        v = concrete_scalar(value, what)
+    def scalar(p: Param, value, what) -> Slot:
+        v = scalar_value(value, what)
         st = p.scalar_type or infer_scalar_type(v)
         scalars.append(encode_scalar(p.name, st, v))
-        return ("scalar", len(scalars) - 1)
+        return Slot(SlotKind.SCALAR, len(scalars) - 1)
 
     for k, i in enumerate(in_pos):
         p, a = sig.params[i], args[k]
-        if a is not None and (p.kind == SCALAR or is_scalar_value(a)):
+        if a is None:
+            slots[i] = NONE_SLOT
+            absent.append(k)
+        elif p.kind == SCALAR or is_scalar_value(a):
             slots[i] = scalar(p, a, f"argument {p.name!r} of '{sig.name}'")
         else:
-            slots[i] = ("in", len(arrays))
+            slots[i] = Slot(SlotKind.INPUT, len(arrays))
             arrays.append(k)
-            array_args.append(a)
     keyword_scalars = []
     for k, v in kwargs.items():
         p = by_name[k]
@@ -261,13 +157,13 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                             "cannot fill it")
         s = scalar(p, v, f"argument {k!r} of '{sig.name}'")
         if p.keyword_only:
-            keyword_scalars.append((k, s[1]))
+            keyword_scalars.append((k, s.index))
         else:
             slots[sig.params.index(p)] = s
     for i, p in enumerate(sig.params):
         if slots[i] is None:
             if p.name in constexpr_names or p.has_default:
-                slots[i] = ("default",)
+                slots[i] = DEFAULT_SLOT
             else:
                 raise TypeError(f"cutecall: launcher '{sig.name}' parameter "
                                 f"{p.name!r} receives no value")
@@ -278,22 +174,7 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                             f"argument {p.name!r} (a constexpr to cutlass_call, "
                             "or a runtime scalar at call time)")
     return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                   tuple(keyword_scalars)), array_args
-
-
-def _named_outputs(sig, open_params, names, num_outputs) -> tuple[int, ...]:
-    tensors = {sig.params[i].name: i for i in open_params
-               if sig.params[i].kind == TENSOR}
-    for n in names:
-        if n not in tensors:
-            raise TypeError(f"cutecall: output_params names {n!r}, which is not "
-                            f"a tensor parameter of '{sig.name}' the call "
-                            f"fills; those are {', '.join(tensors) or 'none'}")
-    if len(set(names)) != len(names) or len(names) != num_outputs:
-        raise TypeError(f"cutecall: output_params {tuple(names)} of "
-                        f"'{sig.name}' must name {num_outputs} distinct "
-                        f"parameter(s), one per output")
-    return tuple(tensors[n] for n in names)
+                   tuple(keyword_scalars), tuple(absent))
 
 
 def describe(sig: LauncherSignature, binding: Binding) -> str:
@@ -301,14 +182,14 @@ def describe(sig: LauncherSignature, binding: Binding) -> str:
     eps=scalar Float32``."""
     if not sig.inspected:
         return ""
+    names = {SlotKind.INPUT: "input", SlotKind.OUTPUT: "output",
+             SlotKind.NONE: "None"}
     parts = []
     for p, slot in zip(sig.params, binding.slots):
-        what = {"stream": "stream", "in": "input", "out": "output",
-                "scalar": "scalar", "none": "None",
-                "default": "default"}[slot[0]]
-        if slot[0] in ("in", "out"):
-            what += f" {slot[1]}"
-        elif slot[0] == "scalar":
-            what += f" {binding.scalars[slot[1]].scalar_type}"
+        what = names.get(slot.kind, slot.kind.value)
+        if slot.kind in (SlotKind.INPUT, SlotKind.OUTPUT):
+            what += f" {slot.index}"
+        elif slot.kind == SlotKind.SCALAR:
+            what += f" {binding.scalars[slot.index].scalar_type}"
         parts.append(f"{p.name}={what}")
     return ", ".join(parts)

@@ -1,6 +1,7 @@
-"""The C++ core: finding the DSL runtime library and registering the XLA
-FFI targets. Registration happens once, on first use, never at import;
-``disable_automatic()`` leaves it to explicit calls (``cutecall.register``)."""
+"""The C++ core's runtime settings: where the DSL runtime library is
+(``libcute_dsl_runtime.so``, found without importing the DSL compiler) and
+whether launches block. Front-neutral: the JAX front registers its XLA FFI
+targets itself (``cutecall.jax._targets``)."""
 
 from __future__ import annotations
 
@@ -11,14 +12,7 @@ import threading
 
 from .. import _core
 
-TARGET = _core.TARGET
-TARGET_NO_GRAPH = _core.TARGET_NO_GRAPH
-STATE_TYPE = _core.STATE_TYPE
-NAMES = (TARGET, TARGET_NO_GRAPH, STATE_TYPE)  # what registration registers
-
 _lock = threading.Lock()
-_registered = False
-_automatic = True  # whether first use (not only an explicit call) registers
 
 
 def find_runtime_library() -> str | None:
@@ -37,39 +31,15 @@ def find_runtime_library() -> str | None:
     return None
 
 
-def ensure_registered(*, explicit: bool = False) -> None:
-    """Registers cutecall's FFI targets and state type with JAX (CUDA).
-    Front ends call it on first use; after :func:`disable_automatic` only an
-    `explicit` call (the user's ``cutecall.register()``) registers."""
-    global _registered
-    if _registered or not (explicit or _automatic):
+def ensure_runtime_path() -> None:
+    """Tells the C++ core where the DSL runtime library is (once), before
+    its first module load. Every front calls it before C++ loads a kernel."""
+    if _core.runtime_path():
         return
     with _lock:
-        if _registered:
-            return
-        import jax
-
         path = find_runtime_library()
         if path and not _core.runtime_path():
             _core.set_runtime_path(path)
-        jax.ffi.register_ffi_type(_core.STATE_TYPE, _core.state_type(),
-                                  platform="CUDA")
-        for name, stages in _core.handlers().items():
-            jax.ffi.register_ffi_target(name, stages, platform="CUDA",
-                                        api_version=1)
-        _registered = True
-
-
-def is_registered() -> bool:
-    """Whether this process registered cutecall's targets (all of NAMES)."""
-    return _registered
-
-
-def disable_automatic() -> None:
-    """From now on only explicit calls register (process-wide, idempotent)."""
-    global _automatic
-    with _lock:
-        _automatic = False
 
 
 def set_launch_blocking(on: bool) -> None:

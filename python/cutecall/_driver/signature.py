@@ -170,19 +170,12 @@ def python_value(x, what: str):
 
 
 def concrete_scalar(x, what: str):
-    """`x` as a Python value if it is a scalar known on the host; raises a
-    clear error for traced values, which a runtime scalar cannot be."""
+    """`x` as a Python value if it is a scalar known on the host (a Python or
+    NumPy scalar, or a concrete array of one element); else a TypeError
+    naming `what`. Fronts whose values may be traced check that first (the
+    JAX front's ``scalar_value``)."""
     if is_scalar_value(x):
         return python_value(x, what)
-    import jax
-
-    if isinstance(x, jax.core.Tracer):
-        raise TypeError(
-            f"cutecall: {what} is a traced JAX value ({x.aval}); a runtime "
-            "scalar travels with the call as a host value, so it must be known "
-            "when the call is traced. Pass a Python/NumPy scalar (or a concrete "
-            "array), or pass the value as a shape-(1,) array operand and read it "
-            "in the kernel.")
     if hasattr(x, "shape") and tuple(x.shape) in ((), (1,)) and hasattr(x, "item"):
         return x.item()
     raise TypeError(f"cutecall: {what} must be a scalar, got "

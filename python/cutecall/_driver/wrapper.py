@@ -20,6 +20,7 @@ import cutlass.cute as cute
 import cuda.bindings.driver as cuda
 
 from . import dsl, layout as _layout
+from .binding import SlotKind
 
 
 def _assume(v, divisibility: int):
@@ -100,21 +101,21 @@ def build_tensors(slots, spec):
 
 def call_launcher(stream, tensors, scalars, spec):
     """Calls the user's launcher with the signature it declares: each
-    positional parameter gets the stream, an input pytree, an output or a
-    runtime scalar (``_binding.Binding``); once a parameter is left to its
-    default, later ones go by keyword."""
+    positional parameter gets what its :class:`~binding.Slot` names (the
+    stream, an input pytree, an output, a runtime scalar, None); once a
+    parameter is left to its default, later ones go by keyword."""
     n_in = spec.num_inputs
-    ins = spec.input_tree.unflatten(tensors[:n_in])
-    outs = spec.output_tree.unflatten(tensors[n_in:])
-    sources = {"in": ins, "out": outs, "scalar": scalars}
+    sources = {SlotKind.INPUT: spec.input_tree.unflatten(tensors[:n_in]),
+               SlotKind.OUTPUT: spec.output_tree.unflatten(tensors[n_in:]),
+               SlotKind.SCALAR: scalars}
     args, kwargs = [], dict(spec.constexprs)
     by_keyword = False
     for name, slot in zip(spec.param_names, spec.slots):
-        if slot[0] == "default":
+        if slot.kind == SlotKind.DEFAULT:
             by_keyword = True
             continue
-        value = stream if slot[0] == "stream" else \
-            None if slot[0] == "none" else sources[slot[0]][slot[1]]
+        value = stream if slot.kind == SlotKind.STREAM else \
+            None if slot.kind == SlotKind.NONE else sources[slot.kind][slot.index]
         if by_keyword:
             kwargs[name] = value
         else:

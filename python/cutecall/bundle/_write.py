@@ -21,7 +21,7 @@ import tempfile
 from typing import Mapping
 
 from .._driver import dsl
-from .._driver import spec as _spec
+from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord
 from .._driver.compiled import CompiledKernel
 from ._read import DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME, OBJECTS, BundleError
@@ -48,7 +48,7 @@ def _layouts(call: CallRecord) -> str:
     return ";".join(
         ",".join(map(str, (c.in_layouts if op["source"] == 0
                            else c.out_layouts)[op["index"]]))
-        for op in _spec.decode_plan(call.kernel.plan))
+        for op in decode_plan(call.kernel.plan))
 
 
 def _entry(name: str, call: CallRecord) -> str:

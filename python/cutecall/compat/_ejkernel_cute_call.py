@@ -1,20 +1,162 @@
-"""ejkernel's ``cute_call``: runs a kernel callable under ejkernel's rules
-(placement, ``shard_map`` on multi-GPU hosts, the named call cache) and
-returns its outputs in the ``out``/``out_shape`` tree, each leaf checked."""
+"""ejkernel's ``cute_call(*args, call=, out_shape=, out=, name=, device=)``,
+run by cutecall: placement checks (``device=``, ``shard_map`` detected from
+the trace's abstract mesh), the named call cache -- a bounded LRU keyed on
+the call's *content* (code, closure values, static parameters) as well as
+its name, so a name that misses a parameter can never hand back another
+kernel (ejkernel keys on the name alone) -- and the output contract.
+
+The output contract: as ejkernel's ``cute_call`` documents (its code does it
+for ``out``), the result is flattened and its leaves unflattened into the
+contract's tree (``out``'s, else ``out_shape``'s), so ``call`` may return
+``[y]`` for ``out={"r": y0}``. The leaves are checked first: their count,
+each one's type, shape and dtype. An error names the leaf by its key path,
+on both sides where the trees differ (e.g. "`out`['r'] vs `call`'s
+result[0]"), what was expected and what came back."""
 
 from __future__ import annotations
 
+import collections
 import math
+import threading
 from typing import Any, Callable, Sequence
 
 import jax
 
-from ._ejkernel_contract import OutputContract
-from . import _ejkernel_named_calls as _named_calls
-from ._ejkernel_named_calls import _arg_key, _content_key
-from ._ejkernel_support import _require_dsl
+from ._ejkernel_ffi import _arg_key, _content_key, _require_dsl, shape_dtype
 
 _Tracer = jax.core.Tracer
+_keystr = jax.tree_util.keystr
+
+# -- the output contract --------------------------------------------------------
+
+def _is_array(x) -> bool:
+    return isinstance(x, (jax.Array, jax.core.Tracer))
+
+
+def _where(got_path: str, got_what: str, want_path: str, want_what: str) -> str:
+    """The leaf: ``output<path>`` when both sides call it the same, else
+    both paths (the trees differ)."""
+    if got_path == want_path:
+        return f"output{want_path}"
+    return f"{want_what}{want_path} vs {got_what}{got_path}"
+
+
+def _match(got, got_paths, got_what: str, want, want_paths, want_what: str):
+    """Leaf count, then per leaf shape and dtype; errors name the leaf."""
+    if len(got) != len(want):
+        if len(got) < len(want):
+            extra = ", ".join(f"{want_what}{p}" for p in want_paths[len(got):])
+            detail = f"nothing for {extra}"
+        else:
+            extra = ", ".join(f"{got_what}{p}" for p in got_paths[len(want):])
+            detail = f"{extra} beyond the contract"
+        raise ValueError(f"Mismatch between number of output leaves: {got_what} "
+                         f"has {len(got)}, {want_what} has {len(want)} "
+                         f"({detail}).")
+    for i, (g, w) in enumerate(zip(got, want)):
+        for field in ("shape", "dtype"):
+            if getattr(g, field) != getattr(w, field):
+                where = _where(got_paths[i], got_what, want_paths[i], want_what)
+                raise ValueError(
+                    f"Output {field} mismatch at index {i} ({where}): "
+                    f"{got_what} has {field} {getattr(g, field)}, expected "
+                    f"{getattr(w, field)} from {want_what}.")
+
+
+class OutputContract:
+    """The outputs ``call`` must return: a (shape, dtype) per leaf, and the
+    tree (``out``'s, else ``out_shape``'s) the leaves are returned in."""
+
+    def __init__(self, out_shape: Any, out: Any):
+        if out_shape is None and out is None:
+            raise ValueError("Provide either `out` or `out_shape` to `cute_call`.")
+        if out_shape is not None:
+            leaves, tree = jax.tree_util.tree_flatten_with_path(out_shape)
+            if not leaves:
+                raise ValueError(f"`out_shape` has no leaves: {out_shape!r}")
+            self.specs = [shape_dtype(x, f"`out_shape` leaf {_keystr(p)}")
+                          for p, x in leaves]
+            self.paths = [_keystr(p) for p, _ in leaves]
+            self.source, self.tree = "out_shape", tree
+        if out is not None:
+            leaves, tree = jax.tree_util.tree_flatten_with_path(out)
+            if not leaves:
+                raise ValueError("`out` must contain at least one output array.")
+            for i, (p, x) in enumerate(leaves):
+                if not _is_array(x):
+                    raise TypeError(
+                        "`out` leaves must be JAX arrays/tracers. Got type "
+                        f"{type(x)!r} at output index {i} (out{_keystr(p)}).")
+            specs = [jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+                     for _, x in leaves]
+            paths = [_keystr(p) for p, _ in leaves]
+            if out_shape is not None:
+                _match(specs, paths, "`out`", self.specs, self.paths,
+                       "`out_shape`")
+            self.specs, self.paths = specs, paths
+            self.source, self.tree = "out", tree
+
+    def key(self) -> tuple:
+        """Hashable content: the tree and every leaf's shape and dtype."""
+        return (str(self.tree),) + tuple(
+            (tuple(str(d) for d in s.shape), str(s.dtype)) for s in self.specs)
+
+    def check(self, result: Any) -> Any:
+        """`result`'s leaves, checked, in the contract's tree."""
+        if result is None:
+            raise ValueError("`cute_call` expected `call` to return output arrays. "
+                             "Pass a primitive-backed callable instead of a "
+                             "runtime launch object.")
+        leaves = jax.tree_util.tree_flatten_with_path(result)[0]
+        paths = [_keystr(p) for p, _ in leaves]
+        for i, ((_, x), p) in enumerate(zip(leaves, paths)):
+            if not _is_array(x):
+                raise TypeError(f"`call` returned a non-array at output index {i} "
+                                f"(output{p}): {type(x).__name__}: {x!r}")
+        values = [x for _, x in leaves]
+        _match([jax.ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in values],
+               paths, "`call`'s result", self.specs, self.paths,
+               f"`{self.source}`")
+        return jax.tree.unflatten(self.tree, values)
+
+
+# -- the named call cache ----------------------------------------------------------
+
+class _NamedCalls:
+    """The named call cache: (name, content of `call`, argument and output
+    contracts, device) -> the first callable seen with that key. A hit is a
+    callable that behaves like the one passed (same content), with JAX's
+    trace caches already warm. Bounded LRU, thread-safe."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.entries: collections.OrderedDict = collections.OrderedDict()
+        self.lock = threading.Lock()
+
+    def get_or_put(self, key, call_key, call):
+        """The cached callable for `key` if its content is still `call_key`
+        (a closure's cells can be rebound after it was cached), else `call`,
+        which then takes the entry."""
+        with self.lock:
+            hit = self.entries.get(key)
+            if hit is not None and _content_key(hit) == call_key:
+                self.entries.move_to_end(key)
+                return hit
+            self.entries[key] = call
+            self.entries.move_to_end(key)
+            while len(self.entries) > self.capacity:
+                self.entries.popitem(last=False)
+            return call
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
+
+
+_NAMED_CALLS = _NamedCalls(256)
+
+
+# -- cute_call ----------------------------------------------------------------------
 
 # Placement
 
@@ -186,7 +328,7 @@ def cute_call(*args: Any, call: Callable[..., Any] | None = None,
         call_key = _content_key(call)
         key = (str(name), call_key, str(jax.tree.structure(args)),
                tuple(_arg_key(x) for x in flat_args), contract.key(), device)
-        call = _named_calls._NAMED_CALLS.get_or_put(key, call_key, call)
+        call = _NAMED_CALLS.get_or_put(key, call_key, call)
     with jax.named_scope("cute_call" if name is None else str(name)):
         result = call(*args)
     return contract.check(result)

@@ -1,26 +1,165 @@
-"""ejkernel's ``build_cute_ffi_call``, run by cutecall: a CuTe DSL launcher
-in ejkernel's convention (outputs last, optional stream, static keyword
-arguments) becomes a JAX callable through :func:`cutecall.cutlass_call`.
-TVM-FFI compile options are dropped (cutecall compiles its own ABI)."""
+"""ejkernel's ``build_cute_ffi_call`` and ``has_cute_ffi_support``, run by
+cutecall: a CuTe DSL launcher in ejkernel's convention (outputs last,
+optional stream, static keyword arguments) becomes a JAX callable through
+:func:`cutecall.cutlass_call`. TVM-FFI compile options are dropped
+(cutecall compiles its own ABI). Also here, shared with ``cute_call``:
+whether the API can run (the DSL imports, its runtime library is found,
+cutecall's FFI targets register; checked lazily), and content keys of
+callables (the named call cache's and ``CuteFFICall``'s)."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import logging
 import re
+import types
 from typing import Any, Callable, Mapping
 
 import jax
+import numpy as np
 
 from .._driver import runtime as _runtime, signature as _signature
+from ..jax import _targets
 from ..jax._call import cutlass_call
-from ._ejkernel_contract import shape_dtype as _shape_dtype
-from ._ejkernel_named_calls import _content_key
-from ._ejkernel_support import _require_dsl
 
 _log = logging.getLogger("cutecall.ejkernel")
+_Tracer = jax.core.Tracer
 
-# build_cute_ffi_call
+# -- can it run here ------------------------------------------------------------
+
+@functools.cache
+def _dsl_import_error() -> str | None:
+    """None when the CuTe DSL imports, else why not."""
+    try:
+        import cutlass  # noqa: F401
+        import cutlass.cute  # noqa: F401
+    except Exception as e:  # a broken install raises more than ImportError
+        return f"{type(e).__name__}: {e}"
+    return None
+
+
+def _support_error() -> str | None:
+    if (err := _dsl_import_error()) is not None:
+        return f"the CuTe DSL does not import ({err})"
+    if _runtime.find_runtime_library() is None:
+        return ("the CuTe DSL runtime library libcute_dsl_runtime.so was not "
+                "found (install nvidia-cutlass-dsl-libs-cu13 or -cu12, or set "
+                "$CUTECALL_DSL_RUNTIME)")
+    try:
+        _targets.ensure_registered()
+    except Exception as e:
+        return f"cutecall's FFI targets could not be registered with JAX ({e})"
+    return None
+
+
+def has_cute_ffi_support() -> bool:
+    """Whether :func:`build_cute_ffi_call` kernels can be compiled and lowered.
+
+    True when all of these hold: the CuTe DSL (``cutlass``, ``cutlass.cute``)
+    imports; the DSL runtime library ``libcute_dsl_runtime.so``, which runs
+    the compiled kernels, is found; cutecall's FFI targets are registered
+    with JAX. It needs no GPU, no ``jax_tvm_ffi`` and no ``tvm_ffi``: on a
+    machine without a GPU, kernels compile (for ``$CUTECALL_ARCH``, default
+    sm_90a) and lower for the ``cuda`` platform (``jax.export``, AOT); only
+    running them needs a GPU, and a call that would run on another platform
+    raises ``NotImplementedError`` saying so.
+    """
+    return _support_error() is None
+
+
+def _require_dsl(what: str) -> None:
+    if (err := _dsl_import_error()) is not None:
+        raise ValueError(f"`{what}` is only available when the CuTe DSL "
+                         f"(nvidia-cutlass-dsl) is installed: {err}")
+
+
+# -- content keys -----------------------------------------------------------------
+
+class _Identity:
+    """Keys an object by identity and keeps it alive while keyed, so its id
+    cannot be reused by another object."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _Identity) and other.obj is self.obj
+
+    def __repr__(self):
+        return f"_Identity({type(self.obj).__name__})"
+
+
+_MAX_DEPTH = 8
+_MAX_ITEMS = 64
+
+
+def _content_key(obj, _depth: int = 0):
+    """A hashable key equal for two objects only if calling them behaves the
+    same: immutable values by value (floats bit-exact), tuples item by item,
+    functions by module, code, globals, defaults and closure values,
+    objects with a ``content_key()`` method (:class:`CuteFFICall`) by it;
+    anything else (mutable containers included: a cached callable must act
+    on the same objects) by identity."""
+    if obj is None or isinstance(obj, (bool, int, str, bytes)):
+        return (type(obj).__name__, obj)
+    if isinstance(obj, float):
+        return ("float", obj.hex())
+    if isinstance(obj, np.generic):
+        return ("np", obj.dtype.str, obj.tobytes())
+    if isinstance(obj, np.dtype):
+        return ("dtype", str(obj))
+    if isinstance(obj, jax.ShapeDtypeStruct):
+        return ("struct", tuple(str(d) for d in obj.shape), str(obj.dtype))
+    if callable(getattr(type(obj), "content_key", None)):
+        return obj.content_key()
+    if _depth >= _MAX_DEPTH:
+        return _Identity(obj)
+    sub = functools.partial(_content_key, _depth=_depth + 1)
+    if type(obj) in (tuple, frozenset) and len(obj) <= _MAX_ITEMS:
+        items = obj if type(obj) is tuple else sorted(obj, key=repr)
+        return (type(obj).__name__,) + tuple(sub(v) for v in items)
+    if isinstance(obj, types.FunctionType):
+        cells = []
+        for cell in obj.__closure__ or ():
+            try:
+                cells.append(sub(cell.cell_contents))
+            except ValueError:  # an empty cell
+                cells.append(("empty-cell",))
+        kwdefaults = sorted((obj.__kwdefaults__ or {}).items())
+        return ("function", obj.__module__, obj.__qualname__, obj.__code__,
+                _Identity(obj.__globals__), sub(obj.__defaults__),
+                tuple((k, sub(v)) for k, v in kwdefaults), tuple(cells))
+    if isinstance(obj, types.MethodType):
+        return ("method", sub(obj.__self__), sub(obj.__func__))
+    if isinstance(obj, functools.partial):
+        return ("partial", sub(obj.func), sub(obj.args),  # keywords: its own copy
+                tuple((k, sub(v)) for k, v in sorted(obj.keywords.items())))
+    return _Identity(obj)
+
+
+def _arg_key(x):
+    if isinstance(x, (jax.Array, _Tracer)) or (
+            hasattr(x, "shape") and hasattr(x, "dtype")):
+        return ("array", tuple(str(d) for d in x.shape), str(x.dtype),
+                bool(getattr(getattr(x, "aval", None), "weak_type", False)))
+    return _content_key(x)
+
+
+def shape_dtype(x, what: str) -> jax.ShapeDtypeStruct:
+    """`x`'s shape and dtype, or TypeError naming `what` and the value."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")):
+        raise TypeError(f"{what} must have .shape and .dtype (e.g. a "
+                        f"jax.ShapeDtypeStruct), got {type(x).__name__}: {x!r}")
+    return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+
+
+# -- build_cute_ffi_call ------------------------------------------------------------
 
 _TVM_FFI_OPTION = re.compile(r"(^|[\s,])(?:--)?enable-tvm-ffi(?:=\S*?)?(?=$|[\s,])")
 _noted_tvm_ffi = False
@@ -97,7 +236,7 @@ class CuteFFICall:
             raise ValueError("output_shape_dtype has no leaves: "
                              f"{output_shape_dtype!r}")
         self.out_structs = tuple(
-            _shape_dtype(x, f"output_shape_dtype{jax.tree_util.keystr(p)}")
+            shape_dtype(x, f"output_shape_dtype{jax.tree_util.keystr(p)}")
             for p, x in leaves)
         aliases = dict(input_output_aliases or {})
         for i, o in aliases.items():
@@ -114,7 +253,7 @@ class CuteFFICall:
         self.options = _strip_tvm_ffi(compile_options)
         self.static_kwargs = tuple(sorted(static_kwargs.items()))
         try:
-            _runtime.ensure_registered()
+            _targets.ensure_registered()
         except Exception as e:
             raise RuntimeError("cutecall could not register its FFI targets "
                                f"with JAX: {e}") from e
@@ -214,4 +353,3 @@ def build_cute_ffi_call(fn: Callable, *, output_shape_dtype: Any,
     """
     return CuteFFICall(fn, output_shape_dtype, input_output_aliases,
                        compile_options, static_kwargs)
-

@@ -21,10 +21,11 @@ import jax
 import jax.numpy as jnp
 
 from .._driver import dsl
-from .._driver import compiler as _compile
+from .._driver import compile_cache as _compile
 from .._driver import runtime as _runtime
+from ..jax import _targets
 from ..jax import _contract
-from .._driver.spec import TensorSpec
+from .._driver.tensor_spec import TensorSpec
 
 # cutecall's own floors (pyproject.toml: jax>=0.7.2, requires-python>=3.10).
 CUTE_DSL_MIN_SUPPORTED_JAX_VERSION = (0, 7, 2)
@@ -203,7 +204,7 @@ def release_compile_cache() -> None:
     then collects garbage. The on-disk artifact store is kept (``cutecall
     cache clear`` empties it); calls that are still referenced keep the
     kernels they traced until they are dropped."""
-    from ._ejkernel_named_calls import _NAMED_CALLS
+    from ._ejkernel_cute_call import _NAMED_CALLS
 
     _compile.clear_cache()
     _NAMED_CALLS.clear()
@@ -236,7 +237,7 @@ def find_cute_dsl_runtime_library() -> str | None:
 def get_cutlass_call_ffi_version() -> int:
     """The version of cutecall's call ABI (the ``_vN`` of its targets). It
     does not depend on the JAX version, as NVIDIA's 1-or-2 does."""
-    return int(_runtime.TARGET.rsplit("_v", 1)[1])
+    return int(_targets.TARGET.rsplit("_v", 1)[1])
 
 
 def _check_version(version, what: str) -> int:
@@ -256,7 +257,7 @@ def get_cutlass_call_ffi_name(allow_cuda_graph: bool = True,
     ``cutecall_call_no_graph_v1`` when ``allow_cuda_graph`` is False.
     ``version`` (default: the current one) must be that version."""
     _check_version(version, "get_cutlass_call_ffi_name")
-    return _runtime.TARGET if allow_cuda_graph else _runtime.TARGET_NO_GRAPH
+    return _targets.TARGET if allow_cuda_graph else _targets.TARGET_NO_GRAPH
 
 
 def register_ffi(version: int | None = None) -> None:
@@ -275,17 +276,17 @@ def is_ffi_registered(version: int | None = None, *,
         raise ValueError("cutecall.is_ffi_registered: 'version' and 'name' "
                          f"cannot both be specified (got {version!r}, {name!r})")
     if name is not None:
-        return _runtime.is_registered() and name in _runtime.NAMES
+        return _targets.is_registered() and name in _targets.NAMES
     if version is None:
         version = get_cutlass_call_ffi_version()
-    return _runtime.is_registered() and version == get_cutlass_call_ffi_version()
+    return _targets.is_registered() and version == get_cutlass_call_ffi_version()
 
 
 def disable_automatic_ffi_registration() -> None:
     """From now on, creating a ``cutlass_call`` (or loading a bundle) does not
     register cutecall's FFI targets; :func:`register_ffi` still does.
     Existing registrations stay. Process-wide and idempotent."""
-    _runtime.disable_automatic()
+    _targets.disable_automatic()
 
 
 def set_ffi_call_targets(default_call_target: str,
@@ -299,6 +300,6 @@ def set_ffi_call_targets(default_call_target: str,
         f"cutecall.set_ffi_call_targets(default_call_target="
         f"{default_call_target!r}, no_cuda_graph_call_target="
         f"{no_cuda_graph_call_target!r}): cutecall's calls run only through "
-        f"its own targets ({_runtime.TARGET}, {_runtime.TARGET_NO_GRAPH}), "
+        f"its own targets ({_targets.TARGET}, {_targets.TARGET_NO_GRAPH}), "
         "whose ABI differs from NVIDIA's CuTeDSL call ABI; remove this call "
         "(allow_cuda_graph=False selects the no-CUDA-graph target)")

@@ -1,6 +1,8 @@
-"""What a ``cutlass_call`` is told about its arrays: specs per array (one
-for all, a flat list, or a pytree mirroring the arguments) and input/output
-aliases over top-level positions or pytree key paths."""
+"""The JAX front's description step: what a ``cutlass_call`` is told about
+its arrays -- specs per array (one for all, a flat list, or a pytree
+mirroring the arguments), input/output aliases over top-level positions or
+pytree key paths -- turned into the driver's operand descriptions; runtime
+scalars read as host values; XLA layouts of compiled operands."""
 
 from __future__ import annotations
 
@@ -9,13 +11,16 @@ from typing import Mapping
 
 import jax
 
-from .._driver import spec as _spec
+from .._driver import operand as _operand, signature as _signature
+from .._driver.binding import Slot, SlotKind
+from .._driver.operand import SOURCE_ARG, SOURCE_RET
+from .._driver.tensor_spec import TensorSpec
 
 # ---------------------------------------------------------------------------
 # Specs: a TensorSpec for all arrays, a flat list, or a pytree mirroring them
 
 def is_spec_leaf(x) -> bool:
-    if x is None or isinstance(x, _spec.TensorSpec):
+    if x is None or isinstance(x, TensorSpec):
         return True
     # NVIDIA's legacy shorthand: a bare int sequence is TensorSpec(mode=...).
     return isinstance(x, (list, tuple)) and bool(x) and \
@@ -23,10 +28,10 @@ def is_spec_leaf(x) -> bool:
 
 
 def spec_leaf(x, what: str):
-    if x is None or isinstance(x, _spec.TensorSpec):
+    if x is None or isinstance(x, TensorSpec):
         return x
     if isinstance(x, (list, tuple)):
-        return _spec.TensorSpec(mode=tuple(x))
+        return TensorSpec(mode=tuple(x))
     raise TypeError(f"cutecall: {what} entries must be cutecall.TensorSpec, None "
                     f"or a mode tuple, got {type(x).__name__}: {x!r}")
 
@@ -36,7 +41,7 @@ def flat_specs(spec, present: list[bool], what: str) -> list:
     TensorSpec for all, or a sequence/pytree with one entry per array --
     either per present array or mirroring absent (None) ones too."""
     n = sum(present)
-    if spec is None or isinstance(spec, _spec.TensorSpec):
+    if spec is None or isinstance(spec, TensorSpec):
         return [spec] * n
     leaves = [spec_leaf(x, what)
               for x in jax.tree.leaves(spec, is_leaf=is_spec_leaf)]
@@ -121,3 +126,72 @@ def resolve_aliases(aliases, in_paths, out_paths, name):
         if not whole:
             hidden.update(outs)
     return tuple(pairs), hidden
+
+
+# ---------------------------------------------------------------------------
+# Descriptions
+
+def describe(name: str, source: int, index: int, x, spec, static_default: bool,
+             kernel: str) -> _operand.OperandDesc:
+    """The operand description of array (or ``ShapeDtypeStruct``) `x` under
+    `spec` (a TensorSpec or None); `static_default`: use_static_tensors."""
+    who = _operand.who(kernel, source, name)
+    spec = spec or TensorSpec(static=static_default or None)
+    if not isinstance(spec, TensorSpec):
+        raise TypeError(f"{who}: its spec must be a cutecall.TensorSpec, got "
+                        f"{type(spec).__name__}: {spec!r}")
+    rank = len(x.shape)
+    static = _operand.per_dim(static_default if spec.static is None else spec.static,
+                              rank, f"{who}: static", False)
+    return _operand.OperandDesc(
+        name=name, source=source, index=index, dtype=x.dtype, shape=tuple(x.shape),
+        order=spec.layout, mode=spec.mode, align=spec.ptr_assumed_align,
+        extent_div=spec.divisibility, static=_operand.static_mask(static),
+        dims=spec.dims)
+
+
+def describe_operands(call, arrays, binding, in_leaves, out_structs, out_paths,
+                      aliased, top) -> list:
+    """The description step of CutlassCall `call`: an OperandDesc per input
+    leaf, then per output leaf the kernel writes (aliased ones excluded),
+    named after the launcher parameter it binds to plus its key path."""
+    present, pos = [], dict(zip(binding.arrays, arrays))
+    for k in sorted(binding.arrays + binding.absent):
+        present += [False] if k not in pos else [
+            x is not None for x in jax.tree.leaves(pos[k], is_leaf=lambda x: x is None)]
+    in_specs = flat_specs(call.input_spec, present, "input_spec")
+    out_specs = flat_specs(call.output_spec, [True] * len(out_structs), "output_spec")
+    kept = [j for j in range(top) if j not in call.whole_outputs]
+    param_of = call.launcher.parameter_names(binding)
+    keystr = jax.tree_util.keystr
+    out = []
+    for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
+        a = path[0].idx
+        nm = param_of.get(Slot(SlotKind.INPUT, a), f"input{a}") + keystr(tuple(path[1:]))
+        out.append(describe(nm, SOURCE_ARG, k, x, s, call.use_static_tensors, call.name))
+    for b in (b for b in range(len(out_structs)) if b not in aliased):
+        path = out_paths[b]
+        j = kept.index(path[0].idx)
+        nm = param_of.get(Slot(SlotKind.OUTPUT, j), f"output{path[0].idx}") + \
+            keystr(tuple(path[1:]))
+        out.append(describe(nm, SOURCE_RET, b, out_structs[b], out_specs[b],
+                            call.use_static_tensors, call.name))
+    return out
+
+
+def xla_layout(op) -> tuple[int, ...]:
+    """XLA minor-to-major for a compiled operand's CuTe stride order."""
+    return tuple(sorted(range(op.rank), key=lambda d: op.order[d]))
+
+
+def scalar_value(x, what: str):
+    """A runtime scalar argument as a host value: a traced value has none,
+    and the error says what to do instead."""
+    if isinstance(x, jax.core.Tracer):
+        raise TypeError(
+            f"cutecall: {what} is a traced JAX value ({x.aval}); a runtime "
+            "scalar travels with the call as a host value, so it must be known "
+            "when the call is traced. Pass a Python/NumPy scalar (or a concrete "
+            "array), or pass the value as a shape-(1,) array operand and read it "
+            "in the kernel.")
+    return _signature.concrete_scalar(x, what)

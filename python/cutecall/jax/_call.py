@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
-from .._driver import binding as _binding
-from .._driver import compiler as _compile
-from .._driver import fallback as _fallback
-from .._driver import fingerprint as _fingerprint
-from .._driver import runtime as _runtime
-from .._driver import signature as _signature
-from .._driver import spec as _spec
-from . import _args as _jax_args, _batching
+from .._driver import signature as _signature, target as _target
+from .._driver.operand import SOURCE_ARG, SOURCE_RET
+from .._driver.pipeline import Launcher
+from . import _args as _jax_args, _batching, _targets
 from ._primitive import cutecall_p
 from ._varying import match_varying
 
@@ -44,7 +39,18 @@ class CutlassCall:
         if operand_order not in _signature.ORDERS:
             raise ValueError(f"cutecall: operand_order must be one of "
                              f"{_signature.ORDERS}, got {operand_order!r}")
-        self.fn = fn
+        if output_params is not None:
+            if isinstance(output_params, str) or not all(
+                    isinstance(n, str) for n in output_params):
+                raise TypeError(f"cutecall: output_params must be a sequence "
+                                f"of parameter names, got {output_params!r}")
+            output_params = tuple(output_params)
+        self.launcher = Launcher(
+            fn, name=name or getattr(fn, "__name__", type(fn).__name__),
+            constexprs=constexprs, compile_options=compile_options,
+            compile_key=compile_key, static_fallback=static_fallback,
+            hint="cutlass_call")
+        self.fn, self.name = fn, self.launcher.name
         self.output_shape_dtype = output_shape_dtype
         self.input_spec = input_spec
         self.output_spec = output_spec
@@ -53,36 +59,12 @@ class CutlassCall:
         self.whole_outputs = frozenset(o for _, o in self.aliases
                                        if isinstance(o, int))
         self.allow_cuda_graph = bool(allow_cuda_graph)
-        self.options, self.arch = _compile.resolve_options(compile_options)
+        self.options, self.arch = _target.resolve_options(compile_options)
         self.use_static_tensors = bool(use_static_tensors)
-        self.static_fallback = _compile.check_fallback_option(static_fallback)
-        if output_params is not None:
-            if isinstance(output_params, str) or not all(
-                    isinstance(n, str) for n in output_params):
-                raise TypeError(f"cutecall: output_params must be a sequence "
-                                f"of parameter names, got {output_params!r}")
-            output_params = tuple(output_params)
         self.output_params = output_params
-        self._fallback_level = 0  # the static-fallback rung that compiled
         self.operand_order = operand_order
-        self.name = name or getattr(fn, "__name__", type(fn).__name__)
-        self.sig = _signature.analyze(fn)
-        # Taken now: a kernel object's attributes may change while traced.
-        self.fingerprint = _fingerprint.launcher_fingerprint(fn)
-        self.constexprs = tuple(sorted(constexprs.items()))
-        for k, v in self.constexprs:  # fail early on unusable constexprs
-            _spec.fingerprint(v, f"constexpr {k!r}")
-        self.sig.check_constexprs(constexprs)
         self.batch_modes = _batching.check_batch_modes(batch_modes)
-        if compile_key is not None:
-            try:
-                hash(compile_key)
-            except TypeError:
-                raise TypeError(f"cutecall: compile_key must be hashable, got "
-                                f"{compile_key!r}") from None
-        self.compile_key = None if compile_key is None else \
-            _spec.fingerprint(compile_key, "compile_key")
-        _runtime.ensure_registered()
+        _targets.ensure_registered()
         self._jitted = jax.jit(self._trace, static_argnums=(1, 2))
 
     # -- call ---------------------------------------------------------------
@@ -121,29 +103,11 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        binding, arrays = _binding.bind(
-            self.sig, args, kwargs, outs[2] - len(self.whole_outputs),
-            self.operand_order,
-            dict(self.constexprs), self.output_params)
-        return binding, tuple(arrays), outs
-
-    def _explicit_static(self, rung, described) -> str:
-        """The cutlass_call arguments that ask for `rung` explicitly."""
-        masks = [_fallback.static_mask(rung, k, len(row[3]))
-                 for k, row in enumerate(described)]
-        if all(all(m) for m in masks):
-            return "cutlass_call(..., use_static_tensors=True)"
-
-        def spec(m):
-            return "None" if not any(m) else "TensorSpec(static=True)" if \
-                all(m) else f"TensorSpec(static={tuple(m)})"
-        ins = [spec(m) for m, row in zip(masks, described)
-               if row[1] == _spec.SOURCE_ARG]
-        outs = [spec(m) for m, row in zip(masks, described)
-                if row[1] == _spec.SOURCE_RET]
-        parts = [f"{what}=({', '.join(specs)},)" for what, specs in
-                 (("input_spec", ins), ("output_spec", outs)) if specs]
-        return f"cutlass_call(..., {', '.join(parts)})"
+        binding = self.launcher.bind(
+            args, kwargs, num_outputs=outs[2] - len(self.whole_outputs),
+            order=self.operand_order, output_names=self.output_params,
+            scalar_value=_jax_args.scalar_value)
+        return binding, tuple(args[k] for k in binding.arrays), outs
 
     def __call__(self, *args, **kwargs):
         binding, arrays, outs = self._bind(args, kwargs)
@@ -157,7 +121,7 @@ class CutlassCall:
             lowering_platforms=(platform,))
 
     # -- trace ----------------------------------------------------------------
-    def _trace(self, arrays, binding: _binding.Binding, outs):
+    def _trace(self, arrays, binding, outs):
         ret_tree, out_structs, top = outs
         in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
         flat_in = [x for _, x in in_leaves]
@@ -180,95 +144,35 @@ class CutlassCall:
                                  f"alias output {jax.tree_util.keystr(out_paths[b])} "
                                  f"{o.dtype}{list(o.shape)}")
         aliased = {b for _, b in pairs}
-
-        present_in = [x is not None for x in
-                      jax.tree.leaves(arrays, is_leaf=lambda x: x is None)]
-        in_specs = _jax_args.flat_specs(self.input_spec, present_in, "input_spec")
-        out_specs = _jax_args.flat_specs(self.output_spec, [True] * len(out_structs),
-                                "output_spec")
-        kept = [j for j in range(top) if j not in self.whole_outputs]
-        # (name, source, index, shape, dtype, spec) per kernel operand; the
-        # name is the launcher parameter its slot binds to.
-        params = self.sig.params if self.sig.inspected else ()
-        param_of = {slot: params[i].name for i, slot in enumerate(binding.slots)
-                    if i < len(params)}
-        described = []
-        for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
-            a = path[0].idx
-            nm = param_of.get(("in", a), f"input{a}") + \
-                jax.tree_util.keystr(tuple(path[1:]))
-            described.append((nm, _spec.SOURCE_ARG, k, x.shape, x.dtype, s))
-        for b in (b for b in range(len(out_structs)) if b not in aliased):
-            path = out_paths[b]
-            j = kept.index(path[0].idx)
-            nm = param_of.get(("out", j), f"output{path[0].idx}") + \
-                jax.tree_util.keystr(tuple(path[1:]))
-            o = out_structs[b]
-            described.append((nm, _spec.SOURCE_RET, b, o.shape, o.dtype,
-                              out_specs[b]))
+        operands = _jax_args.describe_operands(
+            self, arrays, binding, in_leaves, out_structs, out_paths, aliased, top)
 
         # The kernel's outputs: top-level outputs not aliased whole, with
         # path-aliased leaves hidden (None).
         kernel_positional = []
-        for j in kept:
-            sub = positional[j]
-            leaves, tree = jax.tree.flatten(sub)
+        for j in (j for j in range(top) if j not in self.whole_outputs):
+            leaves, tree = jax.tree.flatten(positional[j])
             base = _jax_args.leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
             kernel_positional.append(jax.tree.unflatten(
                 tree, [None if b in hidden else leaf
                        for b, leaf in zip(base, leaves)]))
         out_tree = jax.tree.structure(tuple(kernel_positional))
 
-        def kernel_spec(rung) -> _compile.KernelSpec | None:
-            operands = [_spec.make_operand(
-                nm, source, index, shape, dtype,
-                _spec.with_static(spec, _fallback.static_mask(
-                    rung, k, len(shape))) if rung else spec,
-                self.use_static_tensors, kernel=self.name)
-                for k, (nm, source, index, shape, dtype, spec)
-                in enumerate(described)]
-            operands, symbols = _spec.tie_dims(
-                operands, [tuple(row[3]) for row in described], self.name)
-            scalar_types = tuple(s.scalar_type for s in binding.scalars)
-            key = _spec.specialization_key(
-                self.fingerprint, operands, str(in_tree), str(out_tree),
-                self.constexprs, self.options, self.arch, _compile.versions(),
-                extra=[list(map(list, binding.slots)), list(scalar_types),
-                       list(map(list, binding.keyword_scalars)),
-                       list(symbols), self.compile_key])
-            return _compile.KernelSpec(
-                launcher=self.fn, constexprs=self.constexprs,
-                operands=tuple(operands), num_inputs=len(flat_in),
-                num_args=len(flat_in), num_rets=len(out_structs),
-                input_tree=in_tree, output_tree=out_tree, key=key,
-                param_names=tuple(p.name for p in params) or
-                tuple(f"p{i}" for i in range(len(binding.slots))),
-                slots=binding.slots, keyword_scalars=binding.keyword_scalars,
-                scalar_types=scalar_types, symbols=symbols,
-                binding=_binding.describe(self.sig, binding))
-
-        rungs = _fallback.ladder([row[0] for row in described],
-                                 [tuple(row[3]) for row in described])
-        kernel, spec, level = _compile.compile_ladder(
-            kernel_spec, rungs, self._fallback_level, self.name, self.options,
-            self.arch, self.static_fallback,
-            lambda rung: self._explicit_static(rung, described))
-        self._fallback_level = level
-        if kernel.name != self.name:  # a compile shared with another call site
-            kernel = dataclasses.replace(kernel, name=self.name)
-        operands = spec.operands
-
-        in_layouts = tuple(_spec.xla_layout(op) for op in operands
-                           if op.source == _spec.SOURCE_ARG)
-        out_layout = {op.index: _spec.xla_layout(op) for op in operands
-                      if op.source == _spec.SOURCE_RET}
+        result = self.launcher.specialize(
+            operands, binding, device_arch=self.arch, trees=(in_tree, out_tree),
+            num_args=len(flat_in), num_rets=len(out_structs))
+        spec = result.spec
+        in_layouts = tuple(_jax_args.xla_layout(op) for op in spec.operands
+                           if op.source == SOURCE_ARG)
+        out_layout = {op.index: _jax_args.xla_layout(op) for op in spec.operands
+                      if op.source == SOURCE_RET}
         for a, b in pairs:
             out_layout[b] = in_layouts[a]
         batch = _batching.resolve(
-            self.batch_modes, self.name, operands,
+            self.batch_modes, self.name, spec.operands,
             [x.shape for x in flat_in], [o.shape for o in out_structs], pairs)
         results = cutecall_p.bind(
-            *match_varying(flat_in), kernel=kernel,
+            *match_varying(flat_in), kernel=result.kernel,
             scalars=tuple(s.bits for s in binding.scalars),
             out_avals=tuple(jax.core.ShapedArray(o.shape, o.dtype)
                             for o in out_structs),
@@ -377,12 +281,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
     input_spec = _jax_args.deprecated_mode(input_spec, input_mode, "input")
     output_spec = _jax_args.deprecated_mode(output_spec, output_mode, "output")
     if ffi_call_target is not None:
-        ours = {_runtime.TARGET: True, _runtime.TARGET_NO_GRAPH: False}
+        ours = {_targets.TARGET: True, _targets.TARGET_NO_GRAPH: False}
         if ffi_call_target not in ours:
             raise ValueError(
                 f"cutecall: ffi_call_target={ffi_call_target!r}: cutecall calls "
-                f"kernels through its own targets ({_runtime.TARGET}, "
-                f"{_runtime.TARGET_NO_GRAPH}), whose ABI differs from NVIDIA's "
+                f"kernels through its own targets ({_targets.TARGET}, "
+                f"{_targets.TARGET_NO_GRAPH}), whose ABI differs from NVIDIA's "
                 "CuTeDSL call ABI; leave ffi_call_target unset")
         allow_cuda_graph = ours[ffi_call_target]
     return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,

@@ -20,9 +20,9 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._driver import runtime as _runtime
+from . import _targets
 from .._driver import signature as _signature
-from .._driver import spec as _spec
+from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord, JaxContract
 
 __all__ = ["CompiledCall", "JaxContract", "compile", "register",
@@ -61,7 +61,7 @@ class CompiledCall(CallRecord):
         shapes = self._output_shapes(arrays, output_shape_dtype)
         self._check_layouts([tuple(x.shape) for x in arrays], shapes)
         from ._primitive import cutecall_p  # the lowering registers with it
-        _runtime.ensure_registered()
+        _targets.ensure_registered()
         results = cutecall_p.bind(
             *arrays, kernel=self.kernel, scalars=bits,
             out_avals=tuple(jax.core.ShapedArray(s, np.dtype(dt))
@@ -75,7 +75,7 @@ class CompiledCall(CallRecord):
         extents, divisibility classes): a clear error at trace time rather
         than at launch. Symbolic extents are checked by C++ at launch."""
         names = self.kernel.operand_names.split(",")
-        for k, op in enumerate(_spec.decode_plan(self.kernel.plan)):
+        for k, op in enumerate(decode_plan(self.kernel.plan)):
             side = "input" if op["source"] == 0 else "output"
             shape = (in_shapes if op["source"] == 0 else out_shapes)[op["index"]]
             what = f"{side} '{names[k]}'" if k < len(names) else f"{side} {k}"
@@ -292,7 +292,7 @@ def register() -> None:
 
     It registers even after ``disable_automatic_ffi_registration()``.
     """
-    _runtime.ensure_registered(explicit=True)
+    _targets.ensure_registered(explicit=True)
 
 
 def jax_export_checks() -> list:
@@ -306,4 +306,4 @@ def jax_export_checks() -> list:
     under that name, and each call carries its own object and plan.
     """
     check = jax.export.DisabledSafetyCheck.custom_call
-    return [check(_runtime.TARGET), check(_runtime.TARGET_NO_GRAPH)]
+    return [check(_targets.TARGET), check(_targets.TARGET_NO_GRAPH)]

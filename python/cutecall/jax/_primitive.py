@@ -19,7 +19,7 @@ from jax.interpreters import ad, batching
 
 from . import _autodiff, _batching
 from ._varying import with_varying
-from .._driver import runtime as _runtime
+from . import _targets
 from ._compat import Primitive, mlir
 
 cutecall_p = Primitive("cutecall_call")
@@ -38,7 +38,7 @@ def _abstract_eval(*avals, kernel, scalars, out_avals, aliases,
 def _cuda_lowering(ctx, *args, kernel, scalars, out_avals, aliases,
                    allow_cuda_graph, in_layouts, out_layouts, batch=None):
     del out_avals, batch  # batch: the vmap declaration (_batching)
-    target = _runtime.TARGET if allow_cuda_graph else _runtime.TARGET_NO_GRAPH
+    target = _targets.TARGET if allow_cuda_graph else _targets.TARGET_NO_GRAPH
     rule = jax.ffi.ffi_lowering(
         target,
         operand_layouts=list(in_layouts),

@@ -21,7 +21,7 @@ through them, while eager calls skip the op dispatcher.
 
 from ._helion import BackendUnsupported, default_cute_launcher
 from ._kernel import Kernel, kernel
-from ._specialize import TensorDesc
+from ._describe import TensorDesc
 
 __all__ = ["kernel", "Kernel", "TensorDesc", "default_cute_launcher",
            "BackendUnsupported"]

@@ -13,16 +13,16 @@ CUDA arch is passed to the compiler instead of written to ``CUTE_DSL_ARCH``.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from typing import Any
 
 import torch
 
-from .._driver import compiler as _compile
-from .._driver import signature as _signature
-from .._driver import spec as _spec
 from .. import _core
-from . import _common
+from .._driver import dtypes, signature as _signature
+from .._driver.pipeline import Launcher, arg_uses
+from . import _describe
 
 _GRID = 3  # the launcher's first three arguments: grid x, y, z
 
@@ -123,9 +123,11 @@ _RUNTIME_TYPE = {"bool": "Boolean", "int": "Int64", "float": "Float32"}
 
 
 def _make_launch(cute_kernel, schema, block, cluster):
-    """The launcher cutecall compiles: rebuilds the kernel's argument list
-    (constexprs from the schema, the rest from the runtime values) and
-    launches it."""
+    """The launcher cutecall compiles for one schema: its signature says
+    what each bound argument is (the stream; the grid as three Int32s; per
+    non-constexpr kernel argument a tensor or a runtime scalar of Helion's
+    type), so the driver binds it like any launcher; its body rebuilds the
+    kernel's argument list (constexprs from the schema) and launches."""
     def cutecall_helion_launch(stream, grid_x, grid_y, grid_z, *values):
         it = iter(values)
         kernel_args = [entry[2] if entry[0] == "scalar_constexpr" else next(it)
@@ -133,6 +135,14 @@ def _make_launch(cute_kernel, schema, block, cluster):
         extra = {} if cluster is None else {"cluster": list(cluster)}
         cute_kernel(*kernel_args).launch(grid=(grid_x, grid_y, grid_z),
                                          block=block, stream=stream, **extra)
+
+    P = inspect.Parameter
+    params = [P("stream", P.POSITIONAL_ONLY, annotation="CUstream")] + \
+        [P(f"grid_{c}", P.POSITIONAL_ONLY, annotation="Int32") for c in "xyz"] + \
+        [P(f"arg{i}", P.POSITIONAL_ONLY,
+           annotation="cute.Tensor" if e[0] == "tensor" else _RUNTIME_TYPE[e[1]])
+         for i, e in enumerate(schema) if e[0] != "scalar_constexpr"]
+    cutecall_helion_launch.__signature__ = inspect.Signature(params)
     return cutecall_helion_launch
 
 
@@ -148,6 +158,8 @@ class _HelionLaunch:
         self.cluster = None if cluster is None else tuple(int(c) for c in cluster)
         self.launch = _core.TensorLauncher(
             self.name, [False] * _GRID + list(self.flags), self._on_miss)
+        self.static_masks = None  # per argument, after a static fallback
+        self._launchers: dict[tuple, Launcher] = {}  # per schema
 
     def entry(self, i: int, a) -> tuple:
         """Helion's schema entry of argument `i`: ("tensor", dtype, rank),
@@ -171,7 +183,7 @@ class _HelionLaunch:
                 raise BackendUnsupported("cute", "launcher requires CUDA tensors")
             if a.ndim <= 0:
                 raise BackendUnsupported("cute", "launcher requires tensor rank >= 1")
-            if _common.dtype_entry(a.dtype) is None:
+            if dtypes.lookup(a.dtype) is None:
                 raise BackendUnsupported("cute", f"dtype: {a.dtype}")
             if device is not None and a.device != device:
                 raise ValueError(f"cutecall: argument {i} of '{self.name}' is on "
@@ -180,51 +192,55 @@ class _HelionLaunch:
             device = a.device
         return device
 
+    def _describe(self, args, props):
+        """(launcher, binding, operand descriptions, bound positions) of a
+        launch with arguments `args` (grid x, y, z first) whose tensors have
+        C++'s `props`: the schema's launcher bound to the grid and the
+        non-constexpr arguments."""
+        values = args[_GRID:]
+        schema = tuple(self.entry(i, a) for i, a in enumerate(values))
+        launcher = self._launchers.get(schema)
+        if launcher is None:
+            launcher = Launcher(
+                _make_launch(self.kernel, schema, self.block, self.cluster),
+                name=self.name, compile_options=self.options, hint="helion",
+                keeps_static_masks=True)
+            self._launchers[schema] = launcher
+        positions = list(range(_GRID)) + [_GRID + i for i, e in enumerate(schema)
+                                          if e[0] != "scalar_constexpr"]
+        bound = [args[c] if c < _GRID or schema[c - _GRID][0] == "tensor"
+                 else normalize_scalar(args[c])[1] for c in positions]
+        binding = launcher.bind(bound)
+        operands = []
+        for n, k in enumerate(binding.arrays):
+            c = positions[k]
+            if props[c] is None:
+                raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
+                                   f"{c - _GRID} could not be read through DLPack")
+            operands.append(_describe.describe(
+                f"arg{c - _GRID}", n, args[c], props[c],
+                self.static_masks[c] if self.static_masks else 0))
+        return launcher, binding, operands, positions
+
     def _on_miss(self, args, props):
         device = self.device_of(args[_GRID:])
         if device is None:
             raise BackendUnsupported("cute", "launches without a tensor argument")
-        arch = _common.device_arch(device)
-        spec, uses = self.specialize(args, props, arch)
-        kernel = _common.compile_spec(spec, self.name, self.options, arch)
-        return _common.registration(kernel, uses)
+        launcher, binding, operands, positions = self._describe(args, props)
+        result = launcher.specialize(operands, binding,
+                                     device_arch=_describe.device_arch(device))
+        if result.level:
+            masks = list(self.static_masks or [0] * len(args))
+            for n, k in enumerate(binding.arrays):
+                masks[positions[k]] = result.masks[n]
+            self.static_masks = masks
+            self.launch.set_static(masks)
+        return launcher.entry(result, arg_uses(binding, len(args), positions=positions))
 
     def specialize(self, args, props, arch: str):
-        """The KernelSpec and per-argument uses of a launch with arguments
-        `args` (grid x, y, z first) whose tensors have C++'s `props`."""
-        values = args[_GRID:]
-        schema = tuple(self.entry(i, a) for i, a in enumerate(values))
-        operands, scalar_types, slots = [], ["Int32"] * _GRID, \
-            [("stream",)] + [("scalar", i) for i in range(_GRID)]
-        uses = [_common.use(_common.USE_SCALAR, i, "Int32") for i in range(_GRID)]
-        for i, entry in enumerate(schema):
-            k = _GRID + i
-            if entry[0] == "tensor":
-                if props[k] is None:
-                    raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
-                                       f"{i} could not be read through DLPack")
-                uses.append(_common.use(_common.USE_TENSOR, len(operands)))
-                slots.append(("in", len(operands)))
-                operands.append(_common.operand(f"arg{i}", len(operands),
-                                                values[i], props[k]))
-            elif entry[0] == "scalar":
-                st = _RUNTIME_TYPE[entry[1]]
-                uses.append(_common.use(_common.USE_SCALAR, len(scalar_types), st))
-                slots.append(("scalar", len(scalar_types)))
-                scalar_types.append(st)
-            else:
-                uses.append(_common.use(_common.USE_IGNORE))
-        launch = _make_launch(self.kernel, schema, self.block, self.cluster)
-        key = _spec.specialization_key(
-            launch, operands, "helion", "", (), self.options, arch,
-            _compile.versions(),
-            extra=["helion", [list(e) for e in schema], list(self.block),
-                   self.cluster, list(map(list, slots))])
-        spec = _compile.KernelSpec(
-            launcher=launch, constexprs=(), operands=tuple(operands),
-            num_inputs=len(operands), num_args=len(operands), num_rets=0,
-            input_tree=_compile.FlatTree(len(operands)),
-            output_tree=_compile.FlatTree(0), key=key,
-            param_names=tuple(f"p{i}" for i in range(len(slots))),
-            slots=tuple(slots), scalar_types=tuple(scalar_types))
-        return spec, uses
+        """The KernelSpec and per-argument ``_core.ArgUse`` of a launch with
+        arguments `args` (grid x, y, z first) whose tensors have C++'s
+        `props`, without compiling."""
+        launcher, binding, operands, positions = self._describe(args, props)
+        return (launcher.spec(operands, binding, device_arch=arch),
+                arg_uses(binding, len(args), positions=positions))

@@ -4,29 +4,24 @@ A call goes straight into C++ (``_core.TensorLauncher``): it reads each
 tensor's pointer, shape and strides through DLPack's C exchange API, picks
 the compiled specialization, packs the launch plan and runs on the current
 CUDA stream of the tensors' device. Python runs only on the first call of a
-specialization (to compile it) and to report bad arguments.
+specialization -- to describe the tensors and hand them to the driver's
+pipeline (``cutecall._driver.pipeline``) -- and to report bad arguments.
 """
 
 from __future__ import annotations
 
-import itertools
-import re
-import weakref
 from typing import Any, Callable, Sequence
 
 import torch
 
-from .._driver import binding as _binding
-from .._driver import compiler as _compile
-from .._driver import fingerprint as _fingerprint
-from .._driver import signature as _signature
-from .._driver import spec as _spec
 from .. import _core
-from . import _common, _specialize
+from .._driver import placement, signature as _signature
+from .._driver.compiled import CompiledKernel
+from .._driver.pipeline import Launcher, arg_uses
+from . import _describe
+from ._custom_op import custom_op
 
-_op_ids = itertools.count()
 _is_compiling = torch.compiler.is_compiling  # dynamo folds it to True
-_SCHEMA_SCALAR = {"Boolean": "bool", "Float32": "float", "Float64": "float"}
 
 
 class Kernel:
@@ -49,9 +44,6 @@ class Kernel:
                  static: bool | dict | None = None,
                  static_fallback: bool | None = None, dims: dict | None = None,
                  **constexprs):
-        if not callable(launcher):
-            raise TypeError(f"cutecall: launcher must be callable, got "
-                            f"{type(launcher).__name__}: {launcher!r}")
         output_names = None
         if isinstance(outputs, (list, tuple)):
             output_names = tuple(outputs)
@@ -66,33 +58,24 @@ class Kernel:
         if allocate is not None and not callable(allocate):
             raise TypeError(f"cutecall: allocate must be a callable returning the "
                             f"output tensors, got {allocate!r}")
-        if compile_options is not None and not isinstance(compile_options, str):
-            raise TypeError(f"cutecall: compile_options must be a str, got "
-                            f"{compile_options!r}")
-        self.fn = launcher
-        self.sig = _signature.analyze(launcher)
-        # Taken now: a kernel object's attributes may change while traced.
-        self.fingerprint = _fingerprint.launcher_fingerprint(launcher)
-        self.sig.check_constexprs(constexprs)
-        self.name = name or self.sig.name
-        self.constexprs = tuple(sorted(constexprs.items()))
-        for k, v in self.constexprs:
-            _spec.fingerprint(v, f"constexpr {k!r}")
-        self.options = compile_options
+        self.launcher = Launcher(launcher, name=name, constexprs=constexprs,
+                                 compile_options=compile_options,
+                                 static_fallback=static_fallback, hint="torch",
+                                 keeps_static_masks=True)
+        self.fn, self.sig, self.name = launcher, self.launcher.sig, self.launcher.name
         self.num_outputs = outputs
         self.allocate = allocate
-        self.static_fallback = _compile.check_fallback_option(static_fallback)
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
-        self.static_masks = None  # per argument: what is compiled in
-        self.dims = _specialize.dims_from_option(dims, self.params)
-        masks = _specialize.masks_from_option(static, self.params)
+        self.static_masks = None  # per argument: a StaticMask
+        self.dims = _describe.dims_from_option(dims, self.params)
+        masks = _describe.masks_from_option(static, self.params)
         if masks is not None:
             self.use_static_masks(masks)
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
-        self._op = self._custom_op()
+        self._op = custom_op(self)
 
     def __call__(self, *args):
         if _is_compiling():
@@ -107,15 +90,14 @@ class Kernel:
 
     def _open_params(self) -> list[_signature.Param]:
         """Launcher parameters a call fills, in order."""
-        given = {k for k, _ in self.constexprs}
+        given = {k for k, _ in self.launcher.constexprs}
         return [p for p in self.sig.params
                 if p.kind in (_signature.TENSOR, _signature.SCALAR)
                 and p.name not in given]
 
     def _output_params(self, names) -> list[str]:
         """The parameters the kernel writes: `names`, else placed by the
-        binding rule (``_binding``) for a call that passes a value of its
-        annotated kind to every other parameter without a default."""
+        driver's rule (``placement.written_params``)."""
         tensors = [p.name for p in self.params if p.kind == _signature.TENSOR]
         if names is not None:
             for n in names:
@@ -127,15 +109,8 @@ class Kernel:
         if not self.num_outputs or not self.sig.inspected:
             return []
         index = {p.name: i for i, p in enumerate(self.sig.params)}
-        required = [index[p.name] for p in self.params if not p.has_default]
-        found = list(_binding.placements(self.sig, required, None,
-                                         self.num_outputs, "inputs_first"))
-        if not found:
-            raise ValueError(f"cutecall: launcher '{self.name}' has "
-                             f"{len(tensors)} tensor parameters without "
-                             f"defaults, fewer than outputs={self.num_outputs}")
-        best = min(found, key=lambda placement: placement[0])[1]
-        return [self.sig.params[i].name for i in best]
+        return placement.written_params(self.sig, [index[p.name] for p in self.params],
+                                        self.num_outputs, self.name)
 
     def _allocate_and_launch(self, args):
         outs = self.allocate(*args)
@@ -170,53 +145,74 @@ class Kernel:
                             f"besides its outputs, got {n_args}")
         return merged
 
-    # -- the slow path: compile a specialization, or explain the error ------
+    # -- the description step and the pipeline ------------------------------
 
-    def _on_miss(self, args, props):
-        what = self._check_kinds(args, (torch.Tensor,))
-        device = None
-        for k, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                device = self._check_tensor(a, what[k], device)
-        if device is None:
-            raise ValueError(f"cutecall: '{self.name}' was called without a "
-                             "tensor; a launch runs on its tensors' device")
-        kernel, uses = _specialize.compile_call(
-            self, args, props, _common.device_arch(device))
-        return _common.registration(kernel, uses)
-
-    def _check_kinds(self, args, tensor_types) -> list[str]:
-        """Raises for an argument no parameter can take; returns how errors
-        name each argument."""
+    def _describe(self, args, props):
+        """(binding, operand descriptions, written operands) of a
+        launcher-order call whose tensors have C++'s `props`."""
+        binding = self.launcher.bind(args)
         names = [p.name for p in self.params] if self.sig.inspected else []
-        what = [f"argument {names[k]!r}" if k < len(names) else f"argument {k}"
-                for k in range(len(args))]
-        for k, a in enumerate(args):
-            if k < len(names) and self.params[k].kind == _signature.SCALAR \
-                    and isinstance(a, tensor_types):
-                raise TypeError(f"cutecall: {what[k]} of '{self.name}' is a runtime "
-                                f"scalar ({self.params[k].scalar_type}); pass a "
-                                f"Python value, got a tensor")
-            if not (a is None or isinstance(a, (bool, int, float) + tensor_types)):
-                raise TypeError(f"cutecall: {what[k]} of '{self.name}' must be a "
-                                f"torch.Tensor, None or a bool/int/float, got "
-                                f"{type(a).__name__}: {a!r}")
-        return what
+        operands, written = [], []
+        for i, k in enumerate(binding.arrays):
+            if props[k] is None:
+                raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
+                                   f"{k} could not be read through DLPack")
+            nm = names[k] if k < len(names) else f"arg{k}"
+            per_dim = self.dims.get(nm)
+            if per_dim is not None and len(per_dim) != args[k].dim():
+                raise ValueError(f"cutecall: '{self.name}': dims[{nm!r}] names "
+                                 f"{len(per_dim)} dims, but the tensor has rank "
+                                 f"{args[k].dim()}")
+            operands.append(_describe.describe(
+                nm, i, args[k], props[k],
+                self.static_masks[k] if self.static_masks else 0, per_dim))
+            if nm in self.output_params:
+                written.append(i)
+        return binding, operands, written
+
+    def _compile(self, args, props, arch: str):
+        """(CompiledKernel, uses) for one call, through the driver's
+        pipeline; a static-fallback climb's masks are kept from now on."""
+        binding, operands, written = self._describe(args, props)
+        result = self.launcher.specialize(operands, binding, device_arch=arch)
+        if result.level:
+            masks = list(self.static_masks or [0] * len(args))
+            for i, k in enumerate(binding.arrays):
+                masks[k] = result.masks[i]
+            self.use_static_masks(masks)
+        return result, arg_uses(binding, len(args), written=written)
 
     def specialize(self, args, props, arch: str):
-        """(KernelSpec, per-argument uses) of a launcher-order call whose
-        tensors have C++'s `props` (``_core.layout_props``), for `arch`;
-        what the miss path compiles, without compiling. No device needed."""
-        return _specialize.build(self, args, props, arch, self.static_masks)[:2]
+        """(KernelSpec, per-argument ``_core.ArgUse``) of a launcher-order
+        call whose tensors have C++'s `props` (``_core.layout_props``), for
+        `arch`: what the miss path compiles, without compiling. No device
+        needed."""
+        binding, operands, written = self._describe(args, props)
+        return (self.launcher.spec(operands, binding, device_arch=arch),
+                arg_uses(binding, len(args), written=written))
 
     def use_static_masks(self, masks) -> None:
-        """Compiles in what `masks` names from now on (per argument: bit d
-        the extent of dim d, bit 8+d its stride); the static fallback calls
-        this with the rung that compiled."""
+        """Compiles in what `masks` names from now on (per argument, a
+        StaticMask: bit d the extent of dim d, bit STRIDE_SHIFT + d its
+        stride); the static fallback calls this with the rung that compiled."""
         self.static_masks = list(masks)
         self.launch.set_static(self.static_masks)
 
-    def compile(self, *args, arch: str | None = None) -> _compile.CompiledKernel:
+    # -- the slow path: compile a specialization, or explain the error ------
+
+    def _on_miss(self, args, props):
+        what = _describe.check_kinds(self, args, (torch.Tensor,))
+        device = None
+        for k, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                device = _describe.check_tensor(a, f"{what[k]} of '{self.name}'", device)
+        if device is None:
+            raise ValueError(f"cutecall: '{self.name}' was called without a "
+                             "tensor; a launch runs on its tensors' device")
+        result, uses = self._compile(args, props, _describe.device_arch(device))
+        return self.launcher.entry(result, uses)
+
+    def compile(self, *args, arch: str | None = None) -> CompiledKernel:
         """Compiles (or finds in the artifact store) the specialization these
         arguments select, without launching. Needs no GPU.
 
@@ -234,7 +230,7 @@ class Kernel:
             real, ``device="meta"`` (pointer taken as 16-byte aligned) or
             :class:`TensorDesc`; scalars are example values.
           arch: the target (default ``$CUTECALL_ARCH``, else the tensors'
-            CUDA device, else ``sm_90a``).
+            CUDA device, else CUDA device 0, else ``sm_90a``).
 
         Returns:
           The :class:`cutecall.CompiledKernel`. The first launch with
@@ -245,76 +241,13 @@ class Kernel:
             outs = self.allocate(*args)
             outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
             args = tuple(self._merge(args, outs))
-        self._check_kinds(args, (torch.Tensor, _specialize.TensorDesc))
+        _describe.check_kinds(self, args, (torch.Tensor, _describe.TensorDesc))
         cuda = next((a.device for a in args if isinstance(a, torch.Tensor)
                      and a.device.type == "cuda"), None)
-        arch = arch or (_common.device_arch(cuda) if cuda is not None
-                        else _compile.default_arch())
-        props = [_common.tensor_props(a) if _specialize.is_tensor(a) else None
+        props = [_describe.tensor_props(a) if _describe.is_tensor(a) else None
                  for a in args]
-        return _specialize.compile_call(self, args, props, arch)[0]
-
-    def _check_tensor(self, t: torch.Tensor, what: str, device):
-        if t.device.type != "cuda":
-            raise ValueError(f"cutecall: {what} of '{self.name}' is on "
-                             f"{t.device}; cutecall launches CUDA tensors")
-        if t.dim() == 0:
-            raise ValueError(f"cutecall: {what} of '{self.name}' is rank 0; "
-                             "pass a shape-(1,) tensor")
-        if t.dim() > _spec.MAX_RANK:
-            raise ValueError(f"cutecall: {what} of '{self.name}' has rank "
-                             f"{t.dim()} > {_spec.MAX_RANK}")
-        if _common.dtype_entry(t.dtype) is None:
-            raise TypeError(f"cutecall: {what} of '{self.name}' has dtype "
-                            f"{t.dtype}, which has no CuTe DSL type; supported: "
-                            f"{_common.supported_dtypes()}")
-        if device is not None and t.device != device:
-            raise ValueError(f"cutecall: {what} of '{self.name}' is on "
-                             f"{t.device} but an earlier tensor is on {device}; "
-                             "one launch runs on one device")
-        return t.device
-
-    # -- torch.compile ------------------------------------------------------
-
-    def _custom_op(self):
-        """A torch.library op that torch.compile traces through: the real
-        implementation is the C++ launch; the fake one allocates (functional
-        form, with `allocate`) or does nothing (outputs mutated in place)."""
-        types = []
-        for p in self.params:
-            t = "Tensor" if p.kind == _signature.TENSOR else \
-                _SCHEMA_SCALAR.get(p.scalar_type, "int")
-            types.append(t)
-        this = weakref.ref(self)  # torch's op registry must not keep self alive
-
-        def launch(*args):
-            this().launch(*args)
-
-        def allocate_and_launch(*args):
-            return this()._allocate_and_launch(args)
-
-        base = re.sub(r"\W", "_", self.name)
-        qualname = f"cutecall::{base}_{next(_op_ids)}"
-        if self.allocate is None:
-            letters = iter("abcdefghijklmnopqrstuvwxyz")
-            args = [f"{t}({next(letters)}!) {p.name}"
-                    if p.name in self.output_params else f"{t} {p.name}"
-                    for p, t in zip(self.params, types)]
-            schema = f"({', '.join(args)}) -> ()"
-            op = torch.library.custom_op(
-                qualname, launch, mutates_args=tuple(self.output_params),
-                schema=schema)
-            op.register_fake(lambda *args: None)
-            return op
-        ins = [(p, t) for p, t in zip(self.params, types)
-               if p.name not in self.output_params]
-        rets = "Tensor" if self.num_outputs == 1 else \
-            "(" + ", ".join(["Tensor"] * self.num_outputs) + ")"
-        schema = f"({', '.join(f'{t} {p.name}' for p, t in ins)}) -> {rets}"
-        op = torch.library.custom_op(qualname, allocate_and_launch,
-                                     mutates_args=(), schema=schema)
-        op.register_fake(self.allocate)
-        return op
+        result, _ = self._compile(args, props, arch or _describe.device_arch(cuda))
+        return result.kernel
 
 
 def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,

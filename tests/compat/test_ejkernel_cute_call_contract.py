@@ -1,4 +1,4 @@
-"""Seed 000: the documented behaviour of ejkernel's ``cute_call``, on
+"""The documented behaviour of ejkernel's ``cute_call``, on
 ``cutecall.ejkernel``: its contract, every ``Raises`` clause, named scopes,
 the ``device`` check and the multi-accelerator rule.
 
@@ -20,7 +20,7 @@ import pytest
 
 import cutecall
 from cutecall import ejkernel
-from cutecall.compat import _ejkernel_cute_call, _ejkernel_support
+from cutecall.compat import _ejkernel_cute_call, _ejkernel_ffi
 from cutecall.ejkernel import cute_call
 from shared import f32, lowered_text, run_on_cpu_devices
 
@@ -103,7 +103,7 @@ def test_device_index_is_checked():
 # Raises: ValueError
 
 def test_value_error_without_the_cute_dsl(monkeypatch):
-    monkeypatch.setattr(_ejkernel_support, "_dsl_import_error",
+    monkeypatch.setattr(_ejkernel_ffi, "_dsl_import_error",
                         lambda: "ModuleNotFoundError: No module named 'cutlass'")
     with pytest.raises(ValueError, match="only available when the CuTe DSL"):
         cute_call(jnp.ones(2), call=double, out_shape=f32(2))

@@ -1,4 +1,4 @@
-"""Seed 001: the behaviour of ejkernel's ``_cute_call.py`` module, on
+"""The behaviour of ejkernel's ``_cute_call.py`` module, on
 ``cutecall.ejkernel``: the module flag, output-leaf validation, placement
 checks (single device, same device, ``device=``, sharded tracers under
 shard_map), the multi-accelerator rule and its shard_map detection, and the
@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from cutecall import ejkernel
-from cutecall.compat import _ejkernel_cute_call, _ejkernel_named_calls
+from cutecall.compat import _ejkernel_cute_call
 from cutecall.ejkernel import (CAN_USE_CUTE, build_cute_ffi_call,
                                        cute_call)
 
@@ -290,42 +290,42 @@ def make_scaler(scale, log):
 
 
 def test_named_cache_reuses_an_equal_call():
-    _ejkernel_named_calls._NAMED_CALLS.clear()
+    _ejkernel_cute_call._NAMED_CALLS.clear()
     log = []
     first, second = make_scaler(2.0, log), make_scaler(2.0, log)
     assert first is not second
     for fn in (first, second):
         cute_call(jnp.ones(3), call=fn, out_shape=f32(3), name="scaler")
-    [(key, cached)] = _ejkernel_named_calls._NAMED_CALLS.entries.items()
+    [(key, cached)] = _ejkernel_cute_call._NAMED_CALLS.entries.items()
     assert cached is first and key[0] == "scaler"
 
 
 def test_named_cache_never_returns_another_kernel():
     """ejkernel keyed on (name, arg contract, out contract, device) only: a
     name that does not encode `scale` handed back the first callable."""
-    _ejkernel_named_calls._NAMED_CALLS.clear()
+    _ejkernel_cute_call._NAMED_CALLS.clear()
     log = []
     a = cute_call(jnp.ones(3), call=make_scaler(2.0, log), out_shape=f32(3), name="s")
     b = cute_call(jnp.ones(3), call=make_scaler(3.0, log), out_shape=f32(3), name="s")
     np.testing.assert_array_equal(a, np.full(3, 2.0))
     np.testing.assert_array_equal(b, np.full(3, 3.0))
-    assert log == [2.0, 3.0] and len(_ejkernel_named_calls._NAMED_CALLS.entries) == 2
+    assert log == [2.0, 3.0] and len(_ejkernel_cute_call._NAMED_CALLS.entries) == 2
 
 
 def test_named_cache_keys_on_argument_contract_and_device():
-    _ejkernel_named_calls._NAMED_CALLS.clear()
+    _ejkernel_cute_call._NAMED_CALLS.clear()
     call = make_scaler(2.0, [])
     cute_call(jnp.ones(3), call=call, out_shape=f32(3), name="n")
     cute_call(jnp.ones(4), call=call, out_shape=f32(4), name="n")
     cute_call(jnp.ones(3), call=call, out_shape=f32(3), name="n", device=0)
     cute_call(jnp.ones(3), call=call, out_shape=f32(3), name="n")
-    assert len(_ejkernel_named_calls._NAMED_CALLS.entries) == 3
+    assert len(_ejkernel_cute_call._NAMED_CALLS.entries) == 3
     cute_call(jnp.ones(3), call=call, out_shape=f32(3))  # no name: no cache
-    assert len(_ejkernel_named_calls._NAMED_CALLS.entries) == 3
+    assert len(_ejkernel_cute_call._NAMED_CALLS.entries) == 3
 
 
 def test_named_cache_rechecks_rebound_closure_cells():
-    _ejkernel_named_calls._NAMED_CALLS.clear()
+    _ejkernel_cute_call._NAMED_CALLS.clear()
 
     def make():
         scale = 2.0
@@ -344,12 +344,12 @@ def test_named_cache_rechecks_rebound_closure_cells():
     rebind(5.0)  # the cached callable now computes x * 5
     got = cute_call(jnp.ones(2), call=second, out_shape=f32(2), name="r")
     np.testing.assert_array_equal(got, np.full(2, 2.0))
-    assert list(_ejkernel_named_calls._NAMED_CALLS.entries.values()) == [second]
+    assert list(_ejkernel_cute_call._NAMED_CALLS.entries.values()) == [second]
 
 
 def test_named_cache_is_bounded(monkeypatch):
-    cache = _ejkernel_named_calls._NamedCalls(4)
-    monkeypatch.setattr(_ejkernel_named_calls, "_NAMED_CALLS", cache)
+    cache = _ejkernel_cute_call._NamedCalls(4)
+    monkeypatch.setattr(_ejkernel_cute_call, "_NAMED_CALLS", cache)
     for i in range(10):
         cute_call(jnp.ones(2), call=double_by, out_shape=f32(2), name=f"k{i}")
     assert [k[0] for k in cache.entries] == ["k6", "k7", "k8", "k9"]
@@ -392,8 +392,8 @@ class Obj:
     (object(), object(), False),
 ])
 def test_content_key(a, b, equal):
-    assert (_ejkernel_named_calls._content_key(a) == _ejkernel_named_calls._content_key(b)) is equal
-    hash(_ejkernel_named_calls._content_key(a))
+    assert (_ejkernel_cute_call._content_key(a) == _ejkernel_cute_call._content_key(b)) is equal
+    hash(_ejkernel_cute_call._content_key(a))
 
 
 def test_content_key_of_built_calls():
@@ -403,15 +403,15 @@ def test_content_key_of_built_calls():
     make = lambda scale, **kw: build_cute_ffi_call(
         ejs._build_scale_add_host_fns(scale)[1], output_shape_dtype=spec, **kw)
     a, b = make(2.0), make(2.0)
-    assert a is not b and _ejkernel_named_calls._content_key(a) == _ejkernel_named_calls._content_key(b)
-    assert _ejkernel_named_calls._content_key(make(3.0)) != _ejkernel_named_calls._content_key(a)
-    assert _ejkernel_named_calls._content_key(make(2.0, compile_options="--gpu-arch sm_80")) != \
-        _ejkernel_named_calls._content_key(a)
+    assert a is not b and _ejkernel_cute_call._content_key(a) == _ejkernel_cute_call._content_key(b)
+    assert _ejkernel_cute_call._content_key(make(3.0)) != _ejkernel_cute_call._content_key(a)
+    assert _ejkernel_cute_call._content_key(make(2.0, compile_options="--gpu-arch sm_80")) != \
+        _ejkernel_cute_call._content_key(a)
     # A closure that captures the built call (ejkernel's flash attention
     # pattern) is keyed through it.
     wrap = lambda c: (lambda x, y: c(x, y))
-    assert _ejkernel_named_calls._content_key(wrap(a)) == _ejkernel_named_calls._content_key(wrap(b))
-    assert _ejkernel_named_calls._content_key(wrap(a)) != _ejkernel_named_calls._content_key(wrap(make(3.0)))
+    assert _ejkernel_cute_call._content_key(wrap(a)) == _ejkernel_cute_call._content_key(wrap(b))
+    assert _ejkernel_cute_call._content_key(wrap(a)) != _ejkernel_cute_call._content_key(wrap(make(3.0)))
 
 
 def test_rebuilt_kernels_reuse_the_first_call_and_compile(compiles):

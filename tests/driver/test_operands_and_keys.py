@@ -1,15 +1,25 @@
 """Operand specs, the plan encoding and the specialization key (no DSL)."""
 
+from unittest import mock
+
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from cutecall import TensorSpec, _core
-from cutecall._driver import spec as _spec
+from cutecall._driver import key as _key_module
+from cutecall._driver.fingerprint import fingerprint, launcher_fingerprint
+from cutecall._driver.operand import make_operand
+from cutecall._driver.plan import PLAN_VERSION, encode_plan
+from cutecall.jax._args import describe, xla_layout
 
 
 def op(name="x", shape=(4, 8), dtype=jnp.float32, spec=None, source=0, index=0):
-    return _spec.make_operand(name, source, index, shape, dtype, spec)
+    """The operand a cutlass_call array compiles to (the JAX front's
+    description, checked and built by the driver)."""
+    x = jax.ShapeDtypeStruct(shape, dtype)
+    return make_operand(describe(name, source, index, x, spec, False, None))
 
 
 def test_default_operand_is_dynamic_row_major():
@@ -17,7 +27,7 @@ def test_default_operand_is_dynamic_row_major():
     assert o.static_shape == (None, None)
     assert o.divisibility == (4, 4)  # f32 (4, 8): each extent's class, cap 4
     assert o.order == (1, 0)  # CuTe stride ranks: dim 1 fastest
-    assert _spec.xla_layout(o) == (1, 0)
+    assert xla_layout(o) == (1, 0)
     assert o.cutlass_dtype == "Float32" and o.elem_bytes == 4
 
 
@@ -48,7 +58,7 @@ def test_symbolic_extents_have_class_one():
 def test_static_and_divisibility_per_dim():
     o = op(spec=TensorSpec(static=(True, False), divisibility=(2, 4)))
     assert o.static_shape == (4, None)
-    assert o.divisibility == (2, 4)
+    assert o.divisibility == (1, 4)  # checked (4 % 2), then compiled in
 
 
 @pytest.mark.parametrize("spec, match", [
@@ -74,7 +84,7 @@ def test_unsupported_dtype_and_rank():
 
 def test_column_major_layout_maps_to_xla():
     o = op(spec=TensorSpec(layout=(0, 1)))
-    assert _spec.xla_layout(o) == (0, 1)
+    assert xla_layout(o) == (0, 1)
 
 
 def entry(plan, name, names=""):
@@ -87,8 +97,8 @@ def test_plan_round_trips_through_the_cpp_parser():
     ops = [op("a", (7, 5), spec=TensorSpec(divisibility=(1, 5))),
            op("b", (5,), jnp.float16, TensorSpec(static=True), index=1),
            op("c", (7, 5), source=1, index=0)]
-    plan = _spec.encode_plan(ops, num_args=2, num_rets=1)
-    assert plan.dtype == np.int64 and plan[0] == _core.PLAN_VERSION
+    plan = encode_plan(ops, num_args=2, num_rets=1)
+    assert plan.dtype == np.int64 and plan[0] == PLAN_VERSION
     # a: ptr + 2 dims; b: ptr; c: ptr + 2 dims
     assert entry(plan.tolist(), "k", "a,b,c").num_slots == 7
 
@@ -96,7 +106,7 @@ def test_plan_round_trips_through_the_cpp_parser():
 def test_cpp_parser_rejects_bad_plans_naming_the_kernel():
     with pytest.raises(ValueError, match="kernel 'mykernel'.*version 9"):
         entry([9, 0, 0, 0, 0], "mykernel")
-    good = _spec.encode_plan([op()], 1, 0).tolist()
+    good = encode_plan([op()], 1, 0).tolist()
     with pytest.raises(ValueError, match="trailing data"):
         entry(good + [0], "k")
     with pytest.raises(ValueError, match="truncated"):
@@ -105,9 +115,14 @@ def test_cpp_parser_rejects_bad_plans_naming_the_kernel():
 
 def _key(launcher, ops=None, constexprs=(), options="", arch="sm_90a",
          versions=None):
-    return _spec.specialization_key(
-        launcher, ops if ops is not None else [op()], "T", "U", constexprs,
-        options, arch, versions or {"cutecall": "0", "dsl": "1"})
+    with mock.patch.object(_key_module, "versions",
+                           lambda: versions or {"cutecall": "0", "dsl": "1"}):
+        return _key_module.specialization_key(
+            launcher=fingerprint(launcher, "launcher"),
+            operands=ops if ops is not None else [op()], trees=["T", "U"],
+            slots=(), scalar_types=(), keyword_scalars=(), symbols=(),
+            constexprs=constexprs, compile_options=options, compile_key=None,
+            arch=arch)
 
 
 def launcher_a(stream, x, y):
@@ -158,10 +173,10 @@ def test_closure_values_are_part_of_the_key():
 def test_constexpr_validation(value, match):
     if match is None:  # a list of hashables is fine, a dict inside is not
         with pytest.raises(TypeError, match="not hashable"):
-            _spec.fingerprint(value, "constexpr 'c'")
+            fingerprint(value, "constexpr 'c'")
         return
     with pytest.raises(TypeError, match=match) as e:
-        _spec.fingerprint(value, "constexpr 'alpha'")
+        fingerprint(value, "constexpr 'alpha'")
     assert "alpha" in str(e.value)
 
 
@@ -194,26 +209,25 @@ def test_kernel_objects_are_keyed_by_their_attributes():
 
 
 def test_a_kernel_object_keeps_its_first_fingerprint_while_its_config_holds():
-    from cutecall._driver import fingerprint as _fingerprint
     k = KernelObject(64)
-    first = _fingerprint.launcher_fingerprint(k)
+    first = launcher_fingerprint(k)
     k.cluster_n = 2              # what tracing leaves on QuACK's objects
-    assert _fingerprint.launcher_fingerprint(k) == first
+    assert launcher_fingerprint(k) == first
     k.n = 128                    # a changed configuration is a new kernel
-    assert _fingerprint.launcher_fingerprint(k) != first
+    assert launcher_fingerprint(k) != first
 
 
 def test_a_front_takes_the_fingerprint_when_it_binds_the_launcher():
     import cutecall
     k = KernelObject(64)
     call = cutecall.cutlass_call(k, output_shape_dtype=lambda x: x)
-    before = call.fingerprint
+    before = call.launcher.fingerprint
     k.cluster_n = 2  # what tracing QuACK's kernels does to the object
-    assert call.fingerprint == before
-    assert _spec.fingerprint(k, "launcher") != before
+    assert call.launcher.fingerprint == before
+    assert fingerprint(k, "launcher") != before
 
 
 def test_unfingerprintable_state_names_the_attribute():
     k = KernelObject(8, config=object())
     with pytest.raises(TypeError, match=r"launcher.config = <object object at"):
-        _spec.fingerprint(k, "launcher")
+        fingerprint(k, "launcher")

@@ -25,12 +25,11 @@ import contextlib
 import importlib
 import multiprocessing
 import os
-import subprocess
 import sys
 import warnings
 from typing import Sequence
 
-from ._driver.log import logger
+from .._driver.log import logger
 
 START_METHODS = ("auto", "fork", "forkserver")
 
@@ -93,34 +92,3 @@ def quiet_fork():
         warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                 category=DeprecationWarning)
         yield
-
-
-_ARCH_PROBE = """
-import ctypes, sys
-cuda = ctypes.CDLL("libcuda.so.1")
-dev, major, minor = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-if (cuda.cuInit(0) or cuda.cuDeviceGet(ctypes.byref(dev), 0)
-        or cuda.cuDeviceGetAttribute(ctypes.byref(major), 75, dev)     # major
-        or cuda.cuDeviceGetAttribute(ctypes.byref(minor), 76, dev)):   # minor
-    sys.exit(1)
-print(f"{major.value}.{minor.value}")
-"""
-
-
-def arch_without_a_gpu_client() -> str:
-    """The arch `default_arch()` would give, found without starting JAX or
-    CUDA here: $CUTECALL_ARCH, else device 0's capability read by a short
-    child process, else sm_90a (as with no GPU)."""
-    from ._driver.compiler import _arch_from_capability, default_arch
-    if os.environ.get("CUTECALL_ARCH"):
-        return default_arch()
-    platforms = os.environ.get("JAX_PLATFORMS", "")
-    if platforms and not any(p in platforms for p in ("cuda", "gpu")):
-        return "sm_90a"             # JAX here will see no CUDA device
-    try:
-        probe = subprocess.run([sys.executable, "-c", _ARCH_PROBE], capture_output=True,
-                               text=True, timeout=120)
-    except (OSError, subprocess.TimeoutExpired):
-        return "sm_90a"
-    out = probe.stdout.strip()
-    return _arch_from_capability(out) if probe.returncode == 0 and out else "sm_90a"

@@ -1,4 +1,4 @@
-"""Seed 003 on a GPU: every dtype, layout/mode combination, alias case,
+"""NVIDIA's ``cutlass_call`` surface (seed 003) on a GPU: every dtype, layout/mode combination, alias case,
 launcher signature and runtime scalar produces correct results; a
 runtime-scalar sweep compiles once; a column-major input reaches the kernel
 with no transpose or copy in the optimized program."""

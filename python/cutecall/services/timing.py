@@ -2,7 +2,7 @@
 for torch; for JAX, the difference of two jitted chains of calls, run
 (not traced) even while the caller's jit traces. Example::
 
-    from cutecall._autotune_timing import default_timer
+    from cutecall.services.timing import default_timer
     us = default_timer((a, b))(kernel, (a, b), warmup=3, rep=20)
 """
 

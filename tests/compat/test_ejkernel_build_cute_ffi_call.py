@@ -1,4 +1,4 @@
-"""Seed 002: ejkernel's ``_cute_ffi.py`` (``build_cute_ffi_call``, its
+"""ejkernel's ``_cute_ffi.py`` (``build_cute_ffi_call``, its
 primitive, stream-parameter detection, ``has_cute_ffi_support``), on
 ``cutecall.ejkernel``: no TVM-FFI, ``--enable-tvm-ffi`` accepted and
 ignored, flat launcher convention with pytrees in and out, aliases,
@@ -16,7 +16,8 @@ import pytest
 
 import cutecall
 from cutecall._driver import runtime as _runtime
-from cutecall.compat import _ejkernel_ffi, _ejkernel_support
+from cutecall.jax import _targets
+from cutecall.compat import _ejkernel_ffi
 from cutecall.ejkernel import build_cute_ffi_call, has_cute_ffi_support
 from cutecall.examples import ejkernel_style as ejs
 from cutecall.examples import kernels
@@ -90,7 +91,7 @@ def test_ejkernel_modules_tvm_ffi_switch_is_neutralised(monkeypatch, compiles):
 def test_has_cute_ffi_support(monkeypatch):
     assert has_cute_ffi_support() is True
     with monkeypatch.context() as m:
-        m.setattr(_ejkernel_support, "_dsl_import_error", lambda: "ImportError: no cutlass")
+        m.setattr(_ejkernel_ffi, "_dsl_import_error", lambda: "ImportError: no cutlass")
         assert has_cute_ffi_support() is False
     with monkeypatch.context() as m:
         m.setattr(_runtime, "find_runtime_library", lambda: None)
@@ -98,7 +99,7 @@ def test_has_cute_ffi_support(monkeypatch):
     with monkeypatch.context() as m:
         def fail():
             raise RuntimeError("registration failed")
-        m.setattr(_runtime, "ensure_registered", fail)
+        m.setattr(_targets, "ensure_registered", fail)
         assert has_cute_ffi_support() is False
         with pytest.raises(RuntimeError, match="could not register its FFI targets"):
             scale_add_call()
@@ -276,7 +277,7 @@ def test_eager_call_without_a_gpu_says_so():
 
 def test_value_error_without_the_cute_dsl(monkeypatch):
     call = scale_add_call()
-    monkeypatch.setattr(_ejkernel_support, "_dsl_import_error", lambda: "ImportError: no cutlass")
+    monkeypatch.setattr(_ejkernel_ffi, "_dsl_import_error", lambda: "ImportError: no cutlass")
     with pytest.raises(ValueError, match="only available when the CuTe DSL"):
         call(jnp.ones(8), jnp.ones(8))
 

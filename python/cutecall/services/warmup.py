@@ -7,7 +7,7 @@ need processes. Every worker has JAX, the CuTe DSL and cutecall imported
 before it starts, so N workers do not pay N imports: they fork from this
 process while JAX has started no backend in it (``start="auto"``: they
 inherit what it imported, and the call pays no start-up), else from a fork
-server that imports them once (see ``cutecall._warmup_start``). Each worker
+server that imports them once (see ``cutecall.services.workers``). Each worker
 gets this process's environment (``$CUTECALL_CACHE_DIR``, target arch) as it
 is at the call, and starts no GPU client (it compiles, never runs); whatever
 a task compiles lands in the store. Example::
@@ -42,10 +42,11 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
-from . import _warmup_start
-from ._driver.log import logger
+from . import workers as _warmup_start
+from .._driver.log import logger
 
-__all__ = ["warmup", "jax_task", "torch_task", "WarmupReport", "TaskResult"]
+__all__ = ["warmup", "jax_task", "torch_task", "jax_warmup_task", "torch_warmup_task",
+           "WarmupReport", "TaskResult"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +101,10 @@ def torch_task(factory: Callable, descs: Sequence, **kernel_kwargs) -> Callable:
     .compile(*descs)`` (descs: ``cutecall.torch.TensorDesc``, meta tensors
     or scalars). `factory` builds the launcher or kernel object."""
     return functools.partial(_compile_torch, factory, tuple(descs), kernel_kwargs)
+
+
+# Their names in the package root (``cutecall.jax_warmup_task``).
+jax_warmup_task, torch_warmup_task = jax_task, torch_task
 
 
 def _name(task) -> str:
@@ -159,7 +164,7 @@ def _modules(tasks, preload: Sequence[str]) -> list:
 
 def _run(task) -> tuple:
     """In a worker: run `task`, return (seconds, compiles, disk hits, error)."""
-    from ._driver import compiler
+    from .._driver import compile_cache as compiler
     before = compiler.compile_stats()
     start = time.perf_counter()
     try:
@@ -218,11 +223,8 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
 
     modules = _modules(tasks, preload)
     method, why = _warmup_start.choose(start, modules)
-    if method == "fork":
-        arch = _warmup_start.arch_without_a_gpu_client()
-    else:
-        from ._driver.compiler import default_arch
-        arch = default_arch()
+    from .._driver.target import default_arch
+    arch = default_arch()  # reads the driver, starts no GPU client
     logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
     setup = (_warmup_start.context(method, modules),
              (dict(os.environ), arch))

@@ -34,10 +34,10 @@ import os
 import threading
 from typing import Any, Callable, Sequence
 
-from ._driver import kernel_cache
-from ._driver.fingerprint import fingerprint, source_digest
-from ._autotune_timing import concrete_jax, default_timer, device_name, is_torch
-from ._driver.log import logger
+from .._driver import kernel_cache
+from .._driver.fingerprint import fingerprint, source_digest
+from .timing import concrete_jax, default_timer, device_name, is_torch
+from .._driver.log import logger
 
 __all__ = ["autotune", "Autotuned", "TuningResult"]
 
@@ -147,7 +147,7 @@ class Autotuned:
         import functools
 
         import jax
-        from . import _warmup
+        from . import warmup as _warmup
         dtypes = tuple(str(getattr(x, "dtype", type(x).__name__)) for x in args)
         if dtypes in self._compiled_for:
             return
@@ -216,7 +216,7 @@ CLOSE = 0.03   # candidates this close to the fastest are timed twice
 
 
 def _compile_candidate(build, config, specs):
-    from ._warmup import _lower
+    from .warmup import _lower
     _lower(build(**config), specs)
 
 

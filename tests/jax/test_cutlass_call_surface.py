@@ -1,4 +1,4 @@
-"""Seed 003 (NVIDIA's ``cutlass.jax.cutlass_call``) walked on JAX CPU: every
+"""NVIDIA's ``cutlass.jax.cutlass_call`` (seed 003) walked on JAX CPU: every
 argument of the full surface, the launcher signatures users write, runtime
 scalars, per-dim control, and each error before launch. Real CuTe DSL
 compiles for sm_90a; lowering for the cuda platform needs no GPU."""
@@ -12,7 +12,8 @@ import pytest
 
 import cutecall
 from cutecall import TensorSpec
-from cutecall._driver import spec as _spec
+from cutecall._driver import dtypes
+from cutecall._driver.plan import PLAN_VERSION, decode_plan
 from cutecall.examples import kernels, layouts, signatures
 
 sds = jax.ShapeDtypeStruct
@@ -42,8 +43,8 @@ def int_attr(line: str, name: str) -> list[int]:
 
 def plan_dyn_entries(plan: list[int]) -> list[list[tuple]]:
     """Per operand, the (dim, divisibility, symbol) triples of the plan."""
-    assert plan[0] == _spec.PLAN_VERSION
-    return [op["dynamic"] for op in _spec.decode_plan(plan)]
+    assert plan[0] == PLAN_VERSION
+    return [op["dynamic"] for op in decode_plan(plan)]
 
 
 # ---------------------------------------------------------------------------
@@ -177,7 +178,7 @@ def test_every_dtype_reaches_the_kernel(dtype, x64):
     # The kernel checks (at compile time) the element type it received.
     # Unsigned types arrive as the same-width signed type: the DSL's pointer
     # arguments are signless (bits are identical; see docs/migrate).
-    expect = _spec._DTYPES[dtype][0] if dtype in SIGNED else None
+    expect = dtypes.lookup(dtype)[0] if dtype in SIGNED else None
     call = cutecall.cutlass_call(
         layouts.copy_bits, output_shape_dtype=like_first,
         input_spec=TensorSpec(divisibility=2), output_spec=TensorSpec(divisibility=2),

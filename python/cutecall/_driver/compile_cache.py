@@ -1,0 +1,109 @@
+"""The process's compiled kernels: the in-process cache in front of the
+artifact store, the lock that serializes ``cute.compile`` (not
+thread-safe), and the counters tests and users read (``compile_stats``).
+
+Owner of: the bounded LRU of :class:`CompiledKernel`\\ s by specialization
+key, the keys whose dynamic form the DSL rejected (so the static fallback
+skips them), and the kernel names already warned about. Every entry point
+takes :data:`lock`; the ``*_locked`` ones expect the caller to hold it.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+
+from . import kernel_cache
+from .compile_error import CompileError
+from .compiled import CompiledKernel, KernelSpec
+
+CAPACITY = 1024
+
+lock = threading.RLock()
+
+
+class _Counters:
+    compiles = 0      # DSL compiles run, failed ones included
+    hits = 0          # in-memory cache hits
+    disk_hits = 0     # kernels loaded from the artifact store
+    fallbacks = 0     # specializations compiled static after the dynamic form failed
+
+
+_entries: collections.OrderedDict[str, CompiledKernel] = collections.OrderedDict()
+_counters = _Counters()
+# Dynamic-form keys the DSL rejected (their kernels compile static), and the
+# kernel names already warned about; both bounded like the cache.
+_rejected: collections.OrderedDict[str, str] = collections.OrderedDict()
+warned: set[str] = set()
+
+
+def compile_stats() -> dict:
+    """{'compiles': DSL compiles run (failed ones included), 'hits':
+    in-memory cache hits, 'disk_hits': kernels loaded from the artifact
+    store, 'static_fallbacks': specializations compiled with static layouts
+    because the DSL rejected the dynamic ones, 'entries': cache size}."""
+    with lock:
+        return {"compiles": _counters.compiles, "hits": _counters.hits,
+                "disk_hits": _counters.disk_hits,
+                "static_fallbacks": _counters.fallbacks, "entries": len(_entries)}
+
+
+def clear_cache() -> None:
+    """Drops every in-process compiled kernel (counters are kept)."""
+    with lock:
+        _entries.clear()
+
+
+def cached(key: str) -> bool:
+    with lock:
+        return key in _entries
+
+
+def get_or_compile(spec: KernelSpec, name: str, options: str,
+                   arch: str) -> CompiledKernel:
+    """The compiled kernel for `spec`: from the in-process cache, else the
+    artifact store, else compiled (``compiler.compile_kernel``) and stored."""
+    with lock:
+        return get_locked(spec, name, options, arch)
+
+
+def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> CompiledKernel:
+    kernel = _entries.get(spec.key)
+    if kernel is not None:
+        _entries.move_to_end(spec.key)
+        _counters.hits += 1
+        return kernel
+    from .compiler import compile_kernel
+    try:
+        kernel, compiled = kernel_cache.load_or_compile(
+            spec.key, name, arch, lambda: compile_kernel(spec, name, options, arch))
+    except CompileError:
+        _counters.compiles += 1
+        raise
+    if compiled:
+        _counters.compiles += 1
+    else:
+        _counters.disk_hits += 1
+    _entries[spec.key] = kernel
+    while len(_entries) > CAPACITY:
+        _entries.popitem(last=False)
+    return kernel
+
+
+def is_rejected(key: str) -> bool:
+    return key in _rejected
+
+
+def remember_rejection(key: str, name: str) -> None:
+    _rejected[key] = name
+    _rejected.move_to_end(key)
+    while len(_rejected) > CAPACITY:
+        _rejected.popitem(last=False)
+
+
+def forget_rejection(key: str) -> None:
+    _rejected.pop(key, None)
+
+
+def count_fallback() -> None:
+    _counters.fallbacks += 1

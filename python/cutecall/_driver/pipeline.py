@@ -1,0 +1,216 @@
+"""The one specialization pipeline: every front (JAX, torch, Helion's
+launcher, a future one) reaches compiled kernels through :class:`Launcher`.
+
+A front translates; the driver decides::
+
+    launcher = Launcher(fn, name=..., constexprs=..., hint="torch")
+    binding = launcher.bind(args, kwargs, num_outputs=...)   # the driver binds
+    operands = [OperandDesc(...) for each array]              # the front describes
+    result = launcher.specialize(operands, binding)           # the driver decides
+    entry = launcher.entry(result, arg_uses(binding, len(args)))  # for C++
+
+:meth:`Launcher.specialize` owns everything after the descriptions: the
+static masks and the fallback ladder, :class:`KernelSpec` (built here and
+nowhere else), the specialization key (``key``), the compile or store
+lookup, and the rung to remember. :meth:`Launcher.entry` is the typed entry
+(``_core.KernelEntry``) a C++ launcher registers. No framework is imported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Mapping, Sequence
+
+from .. import _core
+from . import binding as _binding, fallback, fingerprint as _fingerprint, runtime
+from . import signature as _signature, target
+from .binding import Binding
+from .compiled import CompiledKernel, FlatTree, KernelSpec
+from .key import specialization_key
+from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
+
+HINT_STYLES = ("cutlass_call", "torch", "helion")
+
+
+@dataclasses.dataclass(frozen=True)
+class Specialization:
+    """What :meth:`Launcher.specialize` decided: the compiled kernel (named
+    after this launcher), its spec, the static mask each operand was
+    compiled with (the front's request or a fallback rung) and the rung."""
+
+    kernel: CompiledKernel
+    spec: KernelSpec
+    masks: tuple
+    level: int
+
+
+class Launcher:
+    """A launcher (a ``@cute.jit`` function or kernel object) as a front
+    binds it once: its signature and content fingerprint (taken now: a
+    kernel object's attributes may change while it is traced), constexprs,
+    compile options and key, and the static-fallback policy.
+
+    `hint` names how the front's users ask for static extents (see
+    ``fallback.explicit_hint``). `keeps_static_masks`: the front's C++
+    launcher keys its calls by static masks (torch), so after a fallback
+    climb the front keeps the masks (:attr:`Specialization.masks`) and
+    describes them; otherwise the launcher remembers the rung (JAX)."""
+
+    def __init__(self, fn: Callable, *, name: str | None = None,
+                 constexprs: Mapping[str, Any] | None = None,
+                 compile_options: str | None = None, compile_key: Any = None,
+                 static_fallback: bool | None = None, hint: str = "cutlass_call",
+                 keeps_static_masks: bool = False):
+        if not callable(fn):
+            raise TypeError(f"cutecall: launcher must be callable (a @cute.jit "
+                            f"function or kernel object), got "
+                            f"{type(fn).__name__}: {fn!r}")
+        if compile_options is not None and not isinstance(compile_options, str):
+            raise TypeError(f"cutecall: compile_options must be a str, got "
+                            f"{compile_options!r}")
+        if hint not in HINT_STYLES:
+            raise ValueError(f"cutecall: hint must be one of {HINT_STYLES}, got {hint!r}")
+        self.fn = fn
+        self.sig = _signature.analyze(fn)
+        self.name = name or self.sig.name
+        self.fingerprint = _fingerprint.launcher_fingerprint(fn)
+        self.constexprs = tuple(sorted((constexprs or {}).items()))
+        for k, v in self.constexprs:  # fail early on unusable constexprs
+            _fingerprint.fingerprint(v, f"constexpr {k!r}")
+        self.sig.check_constexprs(dict(self.constexprs))
+        self.options = compile_options
+        if compile_key is not None:
+            try:
+                hash(compile_key)
+            except TypeError:
+                raise TypeError(f"cutecall: compile_key must be hashable, got "
+                                f"{compile_key!r}") from None
+        self.compile_key = None if compile_key is None else \
+            _fingerprint.fingerprint(compile_key, "compile_key")
+        self.static_fallback = fallback.check_option(static_fallback)
+        self.hint = hint
+        self.keeps_static_masks = keeps_static_masks
+        self.level = 0  # the fallback rung that compiled last
+
+    def __repr__(self):
+        return f"Launcher({self.name})"
+
+    # -- binding -------------------------------------------------------------
+
+    def bind(self, args: Sequence, kwargs: Mapping | None = None, *,
+             num_outputs: int = 0, order: str = "inputs_first",
+             output_names: Sequence[str] | None = None,
+             scalar_value: Callable = _signature.concrete_scalar) -> Binding:
+        """Binds one call's positional arguments (arrays, runtime scalars,
+        None) and keyword scalars to the launcher's parameters, placing
+        `num_outputs` outputs (``binding`` module)."""
+        return _binding.bind(self.sig, args, kwargs or {}, num_outputs, order,
+                             {k for k, _ in self.constexprs}, output_names,
+                             scalar_value)
+
+    def parameter_names(self, binding: Binding) -> dict:
+        """{Slot: the launcher parameter it fills}."""
+        return binding.parameter_of(self.sig)
+
+    # -- specializing --------------------------------------------------------
+
+    def specialize(self, operands: Sequence[OperandDesc], binding: Binding, *,
+                   device_arch: str | None = None, trees: Sequence | None = None,
+                   num_args: int | None = None, num_rets: int | None = None
+                   ) -> Specialization:
+        """Compiles (or finds) the kernel for one call: `operands` described
+        by the front, inputs first, in the order `trees` flatten them
+        (default: flat, ``FlatTree``); `num_args`/`num_rets`: the plan's
+        operand and result counts (default: inputs, outputs). Climbs the
+        static-fallback ladder when the DSL rejects a form."""
+        options, arch = target.resolve_options(self.options, device_arch)
+        shapes = [tuple(op.shape) for op in operands]
+        rungs = fallback.ladder([op.name for op in operands], shapes)
+
+        def build(rung) -> KernelSpec:
+            return self.spec(operands, binding, device_arch=arch, trees=trees,
+                             num_args=num_args, num_rets=num_rets,
+                             extra=rung.masks if rung else None)
+
+        start = 0 if self.keeps_static_masks else self.level
+        kernel, spec, level = fallback.climb(
+            build, rungs, start, self.name, options, arch, self.static_fallback,
+            lambda rung: fallback.explicit_hint(self.hint, rung, operands))
+        if not self.keeps_static_masks:
+            self.level = level
+        if kernel.name != self.name:  # a compile shared with another launcher
+            kernel = dataclasses.replace(kernel, name=self.name)
+        masks = tuple(op.static | (rungs[level - 1].masks[i] if level else 0)
+                      for i, op in enumerate(operands))
+        return Specialization(kernel, spec, masks, level)
+
+    def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
+             device_arch: str | None = None, trees: Sequence | None = None,
+             num_args: int | None = None, num_rets: int | None = None,
+             extra: Sequence[int] | None = None) -> KernelSpec:
+        """The KernelSpec of one form of a call, without compiling: the
+        front's static masks, plus `extra` per operand (a fallback rung).
+        The one place a KernelSpec is built, with its key."""
+        options, arch = target.resolve_options(self.options, device_arch)
+        n_in = sum(op.source == SOURCE_ARG for op in operands)
+        if trees is None:
+            trees = (FlatTree(n_in), FlatTree(len(operands) - n_in))
+        extra = extra or (0,) * len(operands)
+        specs = [make_operand(op, m, self.name) for op, m in zip(operands, extra)]
+        specs, symbols = tie_dims(specs, [tuple(op.shape) for op in operands], self.name)
+        scalar_types = tuple(s.scalar_type for s in binding.scalars)
+        params = self.sig.params if self.sig.inspected else ()
+        key = specialization_key(
+            launcher=self.fingerprint, operands=specs,
+            trees=[str(t) for t in trees], slots=binding.slots,
+            scalar_types=scalar_types, keyword_scalars=binding.keyword_scalars,
+            symbols=symbols, constexprs=self.constexprs, compile_options=options,
+            compile_key=self.compile_key, arch=arch)
+        return KernelSpec(
+            launcher=self.fn, constexprs=self.constexprs, operands=tuple(specs),
+            num_inputs=n_in, num_args=n_in if num_args is None else num_args,
+            num_rets=len(specs) - n_in if num_rets is None else num_rets,
+            input_tree=trees[0], output_tree=trees[1], key=key,
+            param_names=tuple(p.name for p in params) or
+            tuple(f"p{i}" for i in range(len(binding.slots))),
+            slots=binding.slots, keyword_scalars=binding.keyword_scalars,
+            scalar_types=scalar_types, symbols=symbols,
+            binding=_binding.describe(self.sig, binding))
+
+    # -- the typed entry for C++ ---------------------------------------------
+
+    def entry(self, result: Specialization, uses: Sequence) -> "_core.KernelEntry":
+        """The ``_core.KernelEntry`` a C++ launch object registers: the
+        compiled kernel and, per call argument, how it reaches the plan
+        (:func:`arg_uses`)."""
+        runtime.ensure_runtime_path()
+        k = result.kernel
+        return _core.KernelEntry(
+            module=k.module, sha256=k.sha256, function=k.function, kernel=k.name,
+            plan=list(k.plan), operand_names=k.operand_names,
+            symbol_names=k.symbol_names, uses=list(uses))
+
+
+def arg_uses(binding: Binding, num_args: int, *, positions: Sequence[int] | None = None,
+             written: Sequence[int] = ()) -> list:
+    """Per argument of a call of `num_args` arguments, how it reaches the
+    plan (``_core.ArgUse``). The bound arguments sit at `positions` of the
+    call (default: all, in order; the others are compiled in, ignored);
+    operands in `written` are outputs (a launch whose outputs are all empty
+    does nothing). Positional scalars are bound in argument order."""
+    positions = range(num_args) if positions is None else positions
+    operand_of = {k: i for i, k in enumerate(binding.arrays)}
+    scalar_of = {k: j for j, k in enumerate(
+        k for k in range(len(positions))
+        if k not in operand_of and k not in binding.absent)}
+    uses = [_core.ArgUse(_core.UseKind.IGNORE)] * num_args
+    for k, c in enumerate(positions):
+        if k in operand_of:
+            i = operand_of[k]
+            uses[c] = _core.ArgUse(_core.UseKind.OUTPUT if i in written
+                                   else _core.UseKind.TENSOR, i)
+        elif k in scalar_of:
+            j = scalar_of[k]
+            uses[c] = _core.ArgUse(_core.UseKind.SCALAR, j, getattr(
+                _core.ScalarType, binding.scalars[j].scalar_type))
+    return uses

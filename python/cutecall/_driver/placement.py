@@ -1,0 +1,178 @@
+"""Where a call's outputs sit among a launcher's parameters.
+
+The rule, the same in every front: outputs are tensor parameters (never one
+annotated as a runtime scalar) and, where possible, ones without a default
+and not ``Optional``; they follow the last array argument
+(``operand_order="inputs_first"``, the convention of QuACK, FA4 and
+CUTLASS: inputs, outputs, then scalars) or precede the first
+(``"outputs_first"``); runtime scalars bind after the outputs unless an
+annotation (``eps: cutlass.Float32``) places them before. A scalar never
+lands in a parameter annotated as a tensor, nor an array in one annotated as
+a scalar. When two placements are equally good the call is ambiguous: a
+``TypeError`` names the parameters and values, and says how to
+disambiguate (annotate, or pass by keyword). Pure Python.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Sequence
+
+from .signature import SCALAR, TENSOR, LauncherSignature, Param, is_scalar_value
+
+# A call argument's kind, for placing outputs.
+ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
+# Placements tried before giving up (C(20, 10) would be 184,756).
+_MAX_PLACEMENTS = 20000
+
+
+def arg_kind(x) -> str:
+    """A 0-d array counts as a scalar (cutecall has no rank-0 tensors: a
+    runtime scalar parameter takes it, or says why a traced one cannot)."""
+    if x is None:
+        return NONE_ARG
+    if is_scalar_value(x) or tuple(getattr(x, "shape", (1,))) == ():
+        return SCALAR_ARG
+    return ARRAY
+
+
+def _fits(p: Param, kind: str) -> bool:
+    if kind == SCALAR_ARG:
+        return p.kind == SCALAR or (p.kind == TENSOR and not p.annotated)
+    if kind == ARRAY:
+        return p.kind != SCALAR
+    return True  # None: an absent Optional of any kind
+
+
+def score(order: str, outs, rest, kinds, params) -> tuple:
+    """Lower is better. Outputs without defaults first; then the
+    convention: arrays before (inputs_first) or after (outputs_first) the
+    outputs; then outputs not annotated ``Optional``; then scalars after
+    the outputs."""
+    defaults = sum(params[i].has_default for i in outs)
+    optional = sum(params[i].optional for i in outs)
+    placed = list(zip(rest, kinds))
+    first, last = min(outs), max(outs)
+    if order == "inputs_first":
+        misplaced = sum(k != SCALAR_ARG and i > first for i, k in placed)
+    else:
+        misplaced = sum(k != SCALAR_ARG and i < last for i, k in placed)
+    scalars = sum(k == SCALAR_ARG and i < last for i, k in placed)
+    return defaults, misplaced, optional, scalars
+
+
+def placements(sig: LauncherSignature, open_params: Sequence[int],
+               kinds: Sequence[str] | None, num_outputs: int, order: str):
+    """Yields ``(score, outputs)`` for every placement of `num_outputs`
+    outputs among the open parameters that the call fits (lower scores are
+    better; at most ``_MAX_PLACEMENTS`` are tried). `kinds` are the kinds of
+    the call's positional arguments; ``None`` means every parameter left
+    receives a value of its own annotated kind (a launch object's outputs,
+    placed before any call)."""
+    params = sig.params
+    candidates = [i for i in open_params if params[i].kind == TENSOR]
+    for count, outs in enumerate(itertools.combinations(candidates, num_outputs)):
+        if count >= _MAX_PLACEMENTS:
+            return
+        rest = [i for i in open_params if i not in outs]
+        given = kinds if kinds is not None else [
+            SCALAR_ARG if params[i].kind == SCALAR else ARRAY for i in rest]
+        n = len(given)
+        if n > len(rest) or any(not params[i].has_default for i in rest[n:]):
+            continue
+        if not all(_fits(params[i], k) for i, k in zip(rest, given)):
+            continue
+        yield (score(order, outs, rest, given, params) if outs else (0,)), outs
+
+
+def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
+                  kinds: Sequence[str], num_outputs: int, order: str,
+                  values: Sequence[Any] = ()) -> tuple[int, ...]:
+    """The positions (indices into ``sig.params``) of the outputs, given the
+    open parameters (those the call fills), the kinds of the call's
+    positional arguments and the number of outputs. Raises ``TypeError``
+    when no binding fits or two fit equally well."""
+    params = sig.params
+    candidates = [i for i in open_params if params[i].kind == TENSOR]
+    n = len(kinds)
+    best, best_score, ties = None, None, []
+    for score_, outs in placements(sig, open_params, kinds, num_outputs, order):
+        if best_score is None or score_ < best_score:
+            best, best_score, ties = outs, score_, []
+        elif score_ == best_score:
+            ties.append(outs)
+    names = [params[i].name for i in open_params]
+    shown = ", ".join(_show(v) for v in values) if values else f"{n} argument(s)"
+    required = sum(not params[i].has_default for i in open_params)
+    if best is None and n + num_outputs < required:
+        # Too few arguments: name the first parameter left without one.
+        for outs in itertools.combinations(candidates, num_outputs):
+            rest = [i for i in open_params if i not in outs]
+            if all(_fits(params[i], k) for i, k in zip(rest, kinds)):
+                missing = next(params[i].name for i in rest[n:]
+                               if not params[i].has_default)
+                raise TypeError(
+                    f"cutecall: launcher '{sig.name}' parameter {missing!r} "
+                    f"receives no value: the call passes {n} positional "
+                    f"argument(s) ({shown}) and {num_outputs} output(s) for "
+                    f"parameters ({', '.join(names)})")
+    if best is None:
+        raise TypeError(
+            f"cutecall: launcher '{sig.name}' has {len(names)} parameters for "
+            f"arrays and runtime scalars ({', '.join(names) or 'none'}), "
+            f"{num_outputs} of them output(s), but the call passes {n} "
+            f"positional argument(s) ({shown}) that no binding fits: a "
+            "scalar cannot fill a parameter annotated as a tensor, nor an "
+            "array one annotated as a scalar, and parameters without "
+            "defaults need a value.")
+    if ties:
+        options = "; ".join(
+            "outputs " + ", ".join(params[i].name for i in o)
+            for o in [best] + ties[:3])
+        raise TypeError(
+            f"cutecall: the call ({shown}) of launcher '{sig.name}' binds to "
+            f"its parameters ({', '.join(names)}) in more than one way "
+            f"({options}). Annotate the launcher's runtime scalars "
+            "(e.g. `eps: cutlass.Float32`) and tensors (`cute.Tensor`), or "
+            "pass the scalars by keyword.")
+    return best
+
+
+def _show(v) -> str:
+    if v is None or is_scalar_value(v):
+        return repr(v)
+    shape = getattr(v, "shape", None)
+    dtype = getattr(v, "dtype", None)
+    return f"{dtype}{list(shape)}" if shape is not None else type(v).__name__
+
+
+def named_outputs(sig, open_params, names, num_outputs) -> tuple[int, ...]:
+    tensors = {sig.params[i].name: i for i in open_params
+               if sig.params[i].kind == TENSOR}
+    for n in names:
+        if n not in tensors:
+            raise TypeError(f"cutecall: output_params names {n!r}, which is not "
+                            f"a tensor parameter of '{sig.name}' the call "
+                            f"fills; those are {', '.join(tensors) or 'none'}")
+    if len(set(names)) != len(names) or len(names) != num_outputs:
+        raise TypeError(f"cutecall: output_params {tuple(names)} of "
+                        f"'{sig.name}' must name {num_outputs} distinct "
+                        f"parameter(s), one per output")
+    return tuple(tensors[n] for n in names)
+
+
+def written_params(sig: LauncherSignature, open_params: Sequence[int],
+                   num_outputs: int, name: str) -> list[str]:
+    """The `num_outputs` parameters a launch object's kernel writes, placed
+    by the rule for a call that passes a value of its annotated kind to
+    every other parameter without a default (torch's ``kernel(outputs=n)``)."""
+    params = sig.params
+    required = [i for i in open_params if not params[i].has_default]
+    found = list(placements(sig, required, None, num_outputs, "inputs_first"))
+    if not found:
+        tensors = [params[i].name for i in open_params if params[i].kind == TENSOR]
+        raise ValueError(f"cutecall: launcher '{name}' has {len(tensors)} tensor "
+                         f"parameters without defaults, fewer than "
+                         f"outputs={num_outputs}")
+    best = min(found, key=lambda placement: placement[0])[1]
+    return [params[i].name for i in best]

@@ -1,0 +1,208 @@
+"""The torch front's description step: tensors (or tensors described, not
+allocated: :class:`TensorDesc`) as the driver's operand descriptions, and
+the device a launch runs on.
+
+The C++ launcher (``_core.TensorLauncher``) reads every tensor itself and
+keys a call by its dtypes, ranks, unit-stride dims, pointer alignments,
+64-bit extents, the divisibility class of every extent and stride, and the
+device; on a miss it hands Python each tensor's ``_core.LayoutProps``, so
+the description, and the kernel compiled from it, is exactly the
+specialization C++ will look up. Ahead-of-time compiles measure tensors with
+the same C++ function (``_core.layout_props``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Sequence
+
+import torch
+
+from .. import _core
+from .._driver import dtypes, target
+from .._driver.operand import (EVERY_EXTENT, EVERYTHING, MAX_RANK, SOURCE_ARG,
+                               OperandDesc, static_mask)
+from .._driver.signature import SCALAR, Param
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorDesc:
+    """A tensor described, not allocated: what ``Kernel.compile`` needs of
+    an argument to compile its specialization on a machine without a GPU.
+
+    Args:
+      shape: the extents.
+      dtype: a ``torch.dtype``.
+      strides: in elements (default: contiguous row-major).
+      align: the data pointer's alignment in bytes (default 16).
+    """
+
+    shape: tuple
+    dtype: torch.dtype
+    strides: tuple | None = None
+    align: int = 16
+
+    def __post_init__(self):
+        object.__setattr__(self, "shape", tuple(int(x) for x in self.shape))
+        if self.strides is None:
+            acc, strides = 1, []
+            for n in reversed(self.shape):
+                strides.append(acc)
+                acc *= max(n, 1)
+            object.__setattr__(self, "strides", tuple(reversed(strides)))
+        if len(self.strides) != len(self.shape):
+            raise ValueError(f"cutecall: TensorDesc strides {self.strides} do "
+                             f"not match shape {self.shape}")
+        if dtypes.lookup(self.dtype) is None:
+            raise TypeError(f"cutecall: TensorDesc dtype {self.dtype} has no "
+                            f"CuTe DSL type; supported: {dtypes.supported()}")
+        if self.align < 1 or self.align & (self.align - 1):
+            raise ValueError(f"cutecall: TensorDesc align must be a power of "
+                             f"two, got {self.align}")
+
+    @property
+    def address(self) -> int:
+        return self.align  # a pointer aligned exactly that much
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("meta")
+
+    def stride(self) -> tuple:
+        """The strides, spelled as ``torch.Tensor.stride()``."""
+        return self.strides
+
+    def dim(self) -> int:
+        return len(self.shape)
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, (torch.Tensor, TensorDesc))
+
+
+def tensor_props(t) -> "_core.LayoutProps":
+    """The layout facts C++ reads from a tensor (``_core.layout_props``),
+    computed for any tensor, meta and CPU ones included (a meta tensor's
+    pointer counts as 16-byte aligned) or a :class:`TensorDesc`."""
+    address = getattr(t, "address", None)
+    if address is None:
+        address = 0 if t.device.type == "meta" else t.data_ptr()
+    bits = 8 * dtypes.cutlass_dtype(t.dtype, "tensor")[1]
+    return _core.layout_props(list(t.shape), list(t.stride()), int(address), bits)
+
+
+def describe(name: str, index: int, t, props, mask: int = 0,
+             dims: tuple | None = None) -> OperandDesc:
+    """The strided operand tensor `t` compiles to: every extent and stride a
+    runtime value of the divisibility class C++ measured (`props`), except
+    the unit stride (compiled in as 1, so the compiler can vectorize along
+    it) and what `mask` compiles in (a StaticMask: the static fallback or
+    ``kernel(static=...)``)."""
+    return OperandDesc(
+        name=name, source=SOURCE_ARG, index=index, dtype=t.dtype,
+        shape=tuple(int(x) for x in t.shape), strides=tuple(t.stride()),
+        align=props.align, extent_div=props.extent_classes,
+        stride_div=props.stride_classes, unit_dim=props.unit_dim,
+        wide=props.wide, static=mask, dims=dims)
+
+
+@functools.lru_cache(maxsize=None)
+def _capability_arch(index: int) -> str:
+    return target.arch_from_capability(*torch.cuda.get_device_capability(index))
+
+
+def device_arch(device: torch.device | None) -> str:
+    """The arch to compile for: ``$CUTECALL_ARCH``, else `device`'s compute
+    capability (sm_90a on an H100), else the driver's default."""
+    if device is None or device.type != "cuda":
+        return target.default_arch()
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return target.default_arch(_capability_arch(index))
+
+
+def dims_from_option(dims, params: Sequence[Param]) -> dict:
+    """``kernel(dims=...)``: {parameter name: tuple of dim names}."""
+    if dims is None:
+        return {}
+    if not isinstance(dims, dict):
+        raise TypeError(f"cutecall: dims must be a dict {{parameter: (name or None "
+                        f"per dim)}}, got {dims!r}")
+    names = {p.name for p in params}
+    out = {}
+    for name, per_dim in dims.items():
+        if name not in names:
+            raise ValueError(f"cutecall: dims names {name!r}, which is not a "
+                             f"parameter of the launcher ({sorted(names)})")
+        if not isinstance(per_dim, (tuple, list)) or \
+                any(d is not None and not isinstance(d, str) for d in per_dim):
+            raise TypeError(f"cutecall: dims[{name!r}] must be a tuple of names "
+                            f"(str) or None per dim, got {per_dim!r}")
+        out[name] = tuple(per_dim)
+    return out
+
+
+def masks_from_option(static, params: Sequence[Param]) -> list | None:
+    """``kernel(static=...)`` as a StaticMask per argument: True (every
+    extent and stride of every tensor), or {parameter name: True | per-dim
+    bools} (extents)."""
+    if static is None or static is False:
+        return None
+    if static is True:
+        return [EVERYTHING] * len(params)
+    if not isinstance(static, dict):
+        raise TypeError(f"cutecall: static must be True, False, None or a dict "
+                        f"{{parameter: True | tuple of bools}}, got {static!r}")
+    names = [p.name for p in params]
+    masks = [0] * len(params)
+    for name, dims in static.items():
+        if name not in names:
+            raise ValueError(f"cutecall: static names {name!r}, which is not a "
+                             f"tensor parameter; parameters: {', '.join(names)}")
+        if dims is True:
+            m = EVERY_EXTENT
+        elif isinstance(dims, (tuple, list)) and all(isinstance(x, bool) for x in dims):
+            m = static_mask(dims)
+        else:
+            raise TypeError(f"cutecall: static[{name!r}] must be True or a "
+                            f"tuple of bools per dim, got {dims!r}")
+        masks[names.index(name)] = m
+    return masks
+
+
+def check_kinds(k, args, tensor_types) -> list[str]:
+    """Raises for an argument no parameter of launch object `k` can take;
+    returns how errors name each argument."""
+    names = [p.name for p in k.params] if k.sig.inspected else []
+    what = [f"argument {names[i]!r}" if i < len(names) else f"argument {i}"
+            for i in range(len(args))]
+    for i, a in enumerate(args):
+        if i < len(names) and k.params[i].kind == SCALAR and isinstance(a, tensor_types):
+            raise TypeError(f"cutecall: {what[i]} of '{k.name}' is a runtime "
+                            f"scalar ({k.params[i].scalar_type}); pass a "
+                            f"Python value, got a tensor")
+        if not (a is None or isinstance(a, (bool, int, float) + tensor_types)):
+            raise TypeError(f"cutecall: {what[i]} of '{k.name}' must be a "
+                            f"torch.Tensor, None or a bool/int/float, got "
+                            f"{type(a).__name__}: {a!r}")
+    return what
+
+
+def check_tensor(t: torch.Tensor, what: str, device):
+    """Raises, naming `what` ("argument 'x' of 'kernel'") and the value,
+    for a tensor no launch can take; returns its device, which must be
+    `device` (the earlier tensors') when that is known."""
+    if t.device.type != "cuda":
+        raise ValueError(f"cutecall: {what} is on {t.device}; cutecall "
+                         "launches CUDA tensors")
+    if t.dim() == 0:
+        raise ValueError(f"cutecall: {what} is rank 0; pass a shape-(1,) tensor")
+    if t.dim() > MAX_RANK:
+        raise ValueError(f"cutecall: {what} has rank {t.dim()} > {MAX_RANK}")
+    if dtypes.lookup(t.dtype) is None:
+        raise TypeError(f"cutecall: {what} has dtype {t.dtype}, which has no "
+                        f"CuTe DSL type; supported: {dtypes.supported()}")
+    if device is not None and t.device != device:
+        raise ValueError(f"cutecall: {what} is on {t.device} but an earlier "
+                         f"tensor is on {device}; one launch runs on one device")
+    return t.device
