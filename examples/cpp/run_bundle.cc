@@ -6,7 +6,7 @@
 //              [--runtime /path/to/libcute_dsl_runtime.so] [--digest HEX]
 //
 // The kernel must compute c = a + b on 1-D float32 arrays (cutecall's
-// examples.kernels.vector_add, exported by tools/gpu/cpp_example.sh). The
+// examples.kernels.vector_add, exported by tools/gpu/gpu cpp-example). The
 // CuTe DSL runtime library comes from --runtime or $CUTECALL_DSL_RUNTIME.
 // Prints PASS (exit 0) or FAIL (exit 1).
 #include <cuda_runtime.h>
