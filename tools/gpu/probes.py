@@ -1,8 +1,22 @@
-"""Probes for runs under compute-sanitizer: small programs that print each
-step as it finishes, to tell which computation a sanitizer crash or stall
-comes with (bench/results/memcheck.md says what they showed). Run one under
-the sanitizer with `bash tools/gpu/gpu sanitize python3 tools/gpu/probes.py ...`;
-`gpu memcheck attn-cases` runs `attn-case` for several cases.
+"""Probes: small programs that check or diagnose one thing on the GPU.
+The sanitizer probes print each step as it finishes, to tell which
+computation a sanitizer crash or stall comes with (bench/results/memcheck.md
+says what they showed); run one under the sanitizer with `bash tools/gpu/gpu
+sanitize python3 tools/gpu/probes.py ...`; `gpu memcheck attn-cases` runs
+`attn-case` for several cases. `outputs` and `compare` check that two builds
+of cutecall compute the same results.
+
+  outputs --out FILE.npz
+      Every case of the QuACK and FlashAttention-4 corpus (test sizes,
+      cutecall.examples.external) through both fronts, and the example
+      attention (cutecall.examples.flash_attention, forward and gradients),
+      on fixed random inputs; every output saved. Run it once per build
+      (`. SITE/env.sh` first) and twice per build to see which outputs are
+      bitwise reproducible at all (FA4's backward accumulates with atomics).
+  compare BASE.npz [BASE2.npz] NEW.npz [NEW2.npz]
+      Per output: equal bits, or the largest difference; an output that
+      BASE and BASE2 agree on bitwise must be bitwise equal in NEW. Exit 1
+      when one is not, or when a case fails in one build only.
 
   attn-case --case N --path P[,P...]
       One case of tests/external/test_gpu_flash_attention.py, forward and
@@ -172,6 +186,100 @@ def fa4_own_backward(a, error):
     return 0
 
 
+
+# -------------------------------------------------------- outputs, compare ----
+def _bits(x):
+    import numpy as np
+    if type(x).__module__.startswith("torch"):
+        import torch
+        return x.detach().contiguous().view(torch.uint8).cpu().numpy()
+    return np.frombuffer(np.asarray(x).tobytes(), np.uint8)
+
+
+def _float(x):
+    import numpy as np
+    if type(x).__module__.startswith("torch"):
+        return x.detach().float().cpu().numpy()
+    return np.asarray(x).astype(np.float64)
+
+
+def outputs(a, error):
+    import jax
+    import numpy as np
+    import torch
+    from cutecall.examples.external import fa4_corpus, quack_corpus
+    saved, failed = {}, []
+
+    def keep(name, leaves):
+        for i, x in enumerate(leaves):
+            saved[f"{name}#{i}:bits"] = _bits(x)
+            saved[f"{name}#{i}:f64"] = _float(x)
+
+    for case in quack_corpus.cases("test") + fa4_corpus.cases("test"):
+        for front in ("jax", "torch"):
+            name = f"{case.name} {front}"
+            try:
+                if front == "jax":
+                    call, args = case.jax(True, 0)
+                    keep(name, jax.tree.leaves(jax.block_until_ready(call(*args))))
+                else:
+                    k, args = case.torch("cuda", 0)
+                    k(*args)
+                    torch.cuda.synchronize()
+                    keep(name, [args[i] for i in case.torch_outputs])
+                step(f"{name}: ok")
+            except Exception as e:  # noqa: BLE001 (recorded, the rest goes on)
+                failed.append(name)
+                step(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    from cutecall.examples.flash_attention import attention
+    ks = jax.random.split(jax.random.key(0), 3)
+    q, k, v = (jax.random.normal(kk, (2, 384, 4, 128), jax.numpy.bfloat16) for kk in ks)
+    for causal in (False, True):
+        f = jax.jit(jax.value_and_grad(
+            lambda q, k, v: attention(q, k, v, causal=causal).astype(np.float32).sum(),
+            argnums=(0, 1, 2)))
+        keep(f"example attention causal={causal}", jax.tree.leaves(f(q, k, v)))
+        step(f"example attention causal={causal}: ok")
+    np.savez(a.out, **saved, failed=np.array(failed, dtype=str))
+    print(f"{len(saved) // 2} outputs in {a.out}; {len(failed)} failed: {failed}")
+    return 0
+
+
+def compare(a, error):
+    import numpy as np
+    if len(a.files) not in (2, 3, 4):
+        error("compare BASE [BASE2] NEW [NEW2]")
+    half = (len(a.files) + 1) // 2
+    base, new = [np.load(f) for f in a.files[:half]], [np.load(f) for f in a.files[half:]]
+    bad, rows = 0, {"bitwise": 0, "bitwise (not reproducible)": 0, "differs": 0}
+    fails = [set(b["failed"].tolist()) for b in base + new]
+    if any(f != fails[0] for f in fails):
+        print("cases failing in one build only:", sorted(set.union(*fails) - set.intersection(*fails)))
+        bad += 1
+    for key in sorted(k for k in base[0].files if k.endswith(":bits")):
+        name = key[:-5]
+        same = [np.array_equal(base[0][key], n[key]) if key in n.files else False
+                for n in base[1:] + new]
+        reproducible = all(same[:len(base) - 1])
+        if all(same):
+            rows["bitwise"] += 1
+            continue
+        x, y = base[0][name + ":f64"], new[0][name + ":f64"]
+        err = float(np.max(np.abs(x - y))) if x.shape == y.shape else float("inf")
+        scale = float(np.max(np.abs(x))) or 1.0
+        if reproducible:
+            bad += 1
+            rows["differs"] += 1
+            print(f"DIFFERS (bitwise in the base runs): {name}: max |diff| {err:.3g} "
+                  f"(max |x| {scale:.3g})")
+        else:
+            rows["bitwise (not reproducible)"] += 1
+            print(f"not reproducible in the base either: {name}: max |diff| {err:.3g} "
+                  f"(max |x| {scale:.3g})")
+    print(", ".join(f"{n}: {v}" for n, v in rows.items()))
+    return 1 if bad else 0
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -193,6 +301,12 @@ def main(argv=None):
     s.set_defaults(run=jax_threads)
     s = sub.add_parser("fa4-own-backward", help="FA4's own forward and backward, no cutecall")
     s.set_defaults(run=fa4_own_backward)
+    s = sub.add_parser("outputs", help="the corpus's and examples' outputs, saved")
+    s.add_argument("--out", required=True)
+    s.set_defaults(run=outputs)
+    s = sub.add_parser("compare", help="outputs of two builds, bitwise where reproducible")
+    s.add_argument("files", nargs="+")
+    s.set_defaults(run=compare)
     a = p.parse_args(argv)
     return a.run(a, sub.choices[a.probe].error)
 
