@@ -2,8 +2,8 @@
 #   make demo   compile a CuTe DSL kernel and run it from JAX (on a machine
 #               without a GPU: compile, print the lowered call, say so)
 #   make test   every test this machine can run (C++, the C++ under
-#               ASan+UBSan, the fuzzers briefly, Python, the torch front
-#               with JAX unimportable; docs/reliability.md)
+#               ASan+UBSan, the fuzzers briefly, Python, each front with
+#               the other's framework unimportable; docs/reliability.md)
 #   make fuzz   each libFuzzer target for FUZZ_SECONDS (default 60)
 # Both create the environment (.venv) on first use.
 
@@ -101,11 +101,13 @@ fuzz: fuzz-build
 test-fuzz: fuzz-build
 	$(call run-fuzzers,$(FUZZ_CI_SECONDS))
 
-# Then the torch front's tests again with JAX unimportable, as for a user
-# who installed cutecall[torch] only (tests/without.py blocks the import).
+# Then each front's tests again with the other framework unimportable, as
+# for a user who installed cutecall[torch] or cutecall[jax] only
+# (tests/without.py blocks the import).
 test-python: $(VENV)/.installed
 	$(PY) -m pytest tests -q -rs
 	$(PY) tests/without.py jax,jaxlib -- tests/torch -q -rs
+	$(PY) tests/without.py torch -- tests/jax tests/bundle -q -rs
 
 clean:
 	rm -rf build $(VENV)
