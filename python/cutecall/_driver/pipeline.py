@@ -214,3 +214,18 @@ def arg_uses(binding: Binding, num_args: int, *, positions: Sequence[int] | None
             uses[c] = _core.ArgUse(_core.UseKind.SCALAR, j, getattr(
                 _core.ScalarType, binding.scalars[j].scalar_type))
     return uses
+
+
+def arg_masks(binding: Binding, masks: Sequence[int], num_args: int, *,
+              positions: Sequence[int] | None = None,
+              base: Sequence[int] | None = None) -> list:
+    """Per argument of a call, the StaticMask a C++ launch object keys its
+    calls by: `base` (the masks kept so far; default none) with each
+    operand's entry of `masks` (:attr:`Specialization.masks`) at its
+    argument's position (bound arguments at `positions`, as in
+    :func:`arg_uses`)."""
+    positions = range(num_args) if positions is None else positions
+    out = list(base or [0] * num_args)
+    for i, k in enumerate(binding.arrays):
+        out[positions[k]] = masks[i]
+    return out

@@ -10,6 +10,7 @@ without a GPU compiles for the H100). No framework, no CuTe DSL.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -25,11 +26,15 @@ def arch_from_capability(major: int, minor: int) -> str:
     return f"sm_{int(major)}{int(minor)}{'a' if int(major) >= 9 else ''}"
 
 
+@functools.lru_cache(maxsize=1)
+def _device0_arch() -> str | None:
+    return _core.device_arch(0)  # reads the driver once per process
+
+
 def default_arch(device_arch: str | None = None) -> str:
     """``$CUTECALL_ARCH``, else `device_arch` (the front's device), else
     CUDA device 0's, else sm_90a."""
-    return os.environ.get(ARCH_ENV) or device_arch or _core.device_arch(0) \
-        or FALLBACK_ARCH
+    return os.environ.get(ARCH_ENV) or device_arch or _device0_arch() or FALLBACK_ARCH
 
 
 def resolve_options(compile_options: str | None,

@@ -21,7 +21,7 @@ import torch
 
 from .. import _core
 from .._driver import dtypes, signature as _signature
-from .._driver.pipeline import Launcher, arg_uses
+from .._driver.pipeline import Launcher, arg_masks, arg_uses
 from . import _describe
 
 _GRID = 3  # the launcher's first three arguments: grid x, y, z
@@ -229,12 +229,10 @@ class _HelionLaunch:
         launcher, binding, operands, positions = self._describe(args, props)
         result = launcher.specialize(operands, binding,
                                      device_arch=_describe.device_arch(device))
-        if result.level:
-            masks = list(self.static_masks or [0] * len(args))
-            for n, k in enumerate(binding.arrays):
-                masks[positions[k]] = result.masks[n]
-            self.static_masks = masks
-            self.launch.set_static(masks)
+        if result.level:  # a fallback rung: its masks key later calls
+            self.static_masks = arg_masks(binding, result.masks, len(args),
+                                          positions=positions, base=self.static_masks)
+            self.launch.set_static(self.static_masks)
         return launcher.entry(result, arg_uses(binding, len(args), positions=positions))
 
     def specialize(self, args, props, arch: str):

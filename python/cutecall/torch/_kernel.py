@@ -17,7 +17,7 @@ import torch
 from .. import _core
 from .._driver import placement, signature as _signature
 from .._driver.compiled import CompiledKernel
-from .._driver.pipeline import Launcher, arg_uses
+from .._driver.pipeline import Launcher, arg_masks, arg_uses
 from . import _describe
 from ._custom_op import custom_op
 
@@ -175,11 +175,9 @@ class Kernel:
         pipeline; a static-fallback climb's masks are kept from now on."""
         binding, operands, written = self._describe(args, props)
         result = self.launcher.specialize(operands, binding, device_arch=arch)
-        if result.level:
-            masks = list(self.static_masks or [0] * len(args))
-            for i, k in enumerate(binding.arrays):
-                masks[k] = result.masks[i]
-            self.use_static_masks(masks)
+        if result.level:  # a fallback rung: its masks key later calls
+            self.use_static_masks(arg_masks(binding, result.masks, len(args),
+                                            base=self.static_masks))
         return result, arg_uses(binding, len(args), written=written)
 
     def specialize(self, args, props, arch: str):
