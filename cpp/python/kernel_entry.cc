@@ -58,7 +58,8 @@ void BindKernelEntry(nb::module_& m) {
       .value("TENSOR", UseKind::kTensor)
       .value("SCALAR", UseKind::kScalar)
       .value("IGNORE", UseKind::kIgnore)
-      .value("OUTPUT", UseKind::kOutput);
+      .value("OUTPUT", UseKind::kOutput)
+      .value("CONST", UseKind::kConst);
   nb::enum_<abi::ScalarType> scalar(m, "ScalarType",
                                     "Runtime scalar types, by ABI code.",
                                     nb::is_arithmetic());
@@ -70,18 +71,22 @@ void BindKernelEntry(nb::module_& m) {
   m.attr("SCALAR_TYPES") = nb::tuple(names);
 
   nb::class_<ArgUse>(m, "ArgUse",
-                     "How one call argument fills the plan: kind, index (the "
-                     "operand or scalar slot) and scalar_type (scalars).")
+                     "How one leaf of a call fills the plan: kind, index (the "
+                     "operand or scalar slot), scalar_type (scalars) and value "
+                     "(compile-time values: a call matches only if equal).")
       .def(nb::init<>())
       .def("__init__",
-           [](ArgUse* u, UseKind kind, int32_t index, abi::ScalarType type) {
-             new (u) ArgUse{kind, index, type};
+           [](ArgUse* u, UseKind kind, int32_t index, abi::ScalarType type,
+              nb::object value) {
+             new (u) ArgUse{kind, index, type, std::move(value)};
            },
            nb::arg("kind"), nb::arg("index") = 0,
-           nb::arg("scalar_type") = abi::ScalarType::kBoolean)
+           nb::arg("scalar_type") = abi::ScalarType::kBoolean,
+           nb::arg("value") = nb::none())
       .def_ro("kind", &ArgUse::kind)
       .def_ro("index", &ArgUse::index)
       .def_ro("scalar_type", &ArgUse::scalar_type)
+      .def_ro("value", &ArgUse::value)
       .def("__repr__", [](const ArgUse& u) {
         return "ArgUse(" + std::to_string(int(u.kind)) + ", " +
                std::to_string(u.index) + ", " +

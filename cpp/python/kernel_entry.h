@@ -34,12 +34,15 @@ enum class UseKind : int32_t {
   kIgnore = 2,  // not passed (None, or a value compiled in)
   kOutput = 3,  // a tensor operand the kernel writes (a launch whose
                 // outputs are all empty does nothing)
+  kConst = 4,   // a compile-time value: a call matches the entry only if
+                // the leaf equals `value`
 };
 
 struct ArgUse {
   UseKind kind = UseKind::kIgnore;
   int32_t index = 0;  // the operand (tensors) or scalar slot (scalars)
   abi::ScalarType scalar_type = abi::ScalarType::kBoolean;  // scalars only
+  nanobind::object value;  // kConst: the value compiled in
 };
 
 // A compiled kernel, as the driver hands it to C++. Immutable.

@@ -45,7 +45,8 @@ void LauncherTable::Register(const CallSignature& call,
     const bool is_tensor = call.tag(i) == kTagTensor;
     const bool tensor_use = u.kind == UseKind::kTensor || u.kind == UseKind::kOutput;
     entry->has_outputs |= u.kind == UseKind::kOutput;
-    bool ok = u.kind == UseKind::kIgnore ||
+    if (u.kind == UseKind::kConst) entry->consts.emplace_back(i, u.value.ptr());
+    bool ok = u.kind == UseKind::kIgnore || u.kind == UseKind::kConst ||
               (tensor_use && is_tensor && u.index >= 0 &&
                at < tensor_seen.size() && !tensor_seen[at]++) ||
               (u.kind == UseKind::kScalar && !is_tensor && u.index >= 0 &&

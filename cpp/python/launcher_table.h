@@ -6,7 +6,8 @@
 // kMaxEntries; the least recently used is evicted. Modules of evicted or
 // cleared entries stay loaded for the life of the process (a CUDA graph may
 // still launch them).
-// Contract: Find is on the per-call path: no allocation, no Python call.
+// Contract: Find is on the per-call path: no allocation, no Python call
+// (but an equality test of compile-time leaves, when an entry has any).
 // Register checks a KernelEntry from `on_miss` against the call and its plan
 // before adding it; nothing in the table changes otherwise.
 #ifndef CUTECALL_PYTHON_LAUNCHER_TABLE_H_
@@ -16,7 +17,10 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <utility>
 #include <vector>
+
+#include <Python.h>
 
 #include "cutecall/call_state.h"
 #include "kernel_entry.h"
@@ -24,25 +28,34 @@
 
 namespace cutecall::py {
 
-inline constexpr size_t kMaxArgs = 64;     // arguments of one call
+inline constexpr size_t kMaxArgs = 64;     // leaves of one call's arguments
 inline constexpr size_t kMaxEntries = 64;  // specializations of one launcher
+// A call's pytree arguments: nesting, containers, and the signature's words
+// (every leaf's, two per container, one per dict key).
+inline constexpr int kMaxDepth = 8;
+inline constexpr size_t kMaxContainers = 64;
+inline constexpr size_t kMaxSignatureWords = kMaxArgs * kMaxArgWords + 4 * kMaxContainers;
 
 struct Entry {
   std::vector<int64_t> signature;
   std::unique_ptr<CallState> state;
   std::vector<ArgUse> uses;
+  // Compile-time leaves: (leaf, value) a call's leaf must equal.
+  std::vector<std::pair<size_t, PyObject*>> consts;
   size_t num_operands = 0;
   bool has_outputs = false;
   uint64_t last_used = 0;
 };
 
-// One call's signature, the table's key: per argument, words starting at
-// arg_at[i], the low byte of the first being its tag (tensor_signature.h).
+// One call's signature, the table's key: the words of its arguments'
+// containers and leaves, in order; per leaf, words starting at arg_at[i],
+// the low byte of the first being its tag (tensor_signature.h).
 struct CallSignature {
-  size_t n = 0;  // arguments
-  int64_t signature[kMaxArgs * kMaxArgWords];
+  size_t n = 0;  // leaves (an argument that is not a container is one)
+  int64_t signature[kMaxSignatureWords];
   size_t sig_len = 0;
-  size_t arg_at[kMaxArgs];  // where each argument's words start
+  size_t arg_at[kMaxArgs];  // where each leaf's words start
+  PyObject* leaves[kMaxArgs];  // borrowed: the arguments hold them
 
   int64_t tag(size_t i) const { return signature[arg_at[i]] & 0xff; }
 };
@@ -54,8 +67,20 @@ class LauncherTable {
   Entry* Find(const CallSignature& call) {
     const size_t bytes = call.sig_len * sizeof(int64_t);
     auto match = [&](const Entry* e) {
-      return e->signature.size() == call.sig_len &&
-             std::memcmp(e->signature.data(), call.signature, bytes) == 0;
+      if (e->signature.size() != call.sig_len ||
+          std::memcmp(e->signature.data(), call.signature, bytes) != 0) {
+        return false;
+      }
+      for (const auto& [i, value] : e->consts) {
+        PyObject* leaf = call.leaves[i];
+        if (leaf == value) continue;
+        const int eq = PyObject_RichCompareBool(leaf, value, Py_EQ);
+        if (eq != 1) {
+          if (eq < 0) PyErr_Clear();
+          return false;
+        }
+      }
+      return true;
     };
     Entry* hit = nullptr;
     if (last_ != nullptr && match(last_)) {

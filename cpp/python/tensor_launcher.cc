@@ -1,8 +1,8 @@
 // tensor_launcher.cc — `_core.TensorLauncher` (tensor_launcher.h): the
 // course of one call (describe the arguments, find their specialization,
-// else ask `on_miss` once, then run), reading arguments into the call's
-// signature and the plan, and the Python type (a tp_call slot that skips
-// nanobind's overload dispatch, garbage-collection slots).
+// else ask `on_miss` once, then run), packing the leaves into the plan, and
+// the Python type (a tp_call slot that skips nanobind's overload dispatch,
+// garbage-collection slots). Reading the arguments: tensor_launcher_args.cc.
 #include "tensor_launcher.h"
 
 #include <nanobind/stl/string.h>
@@ -40,7 +40,7 @@ nb::object TensorLauncher::Call(nb::args args) {
                                "': on_miss returned no specialization");
     }
   }
-  Run(*e, args, call);
+  Run(*e, call);
   return nb::none();
 }
 
@@ -51,24 +51,24 @@ double TensorLauncher::TimeLaunches(size_t count, nb::args args) {
   Entry* e = table_.Find(call);
   if (e == nullptr) throw std::runtime_error("cutecall: no specialization");
   auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < count; ++i) Run(*e, args, call);
+  for (size_t i = 0; i < count; ++i) Run(*e, call);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
       .count();
 }
 
 void TensorLauncher::SetStatic(std::vector<uint16_t> masks) {
   if (masks.size() > kMaxArgs) throw nb::value_error("cutecall: too many masks");
+  // One mask per leaf of a call's arguments (tensor leaves use theirs).
   clear();
   static_ = std::move(masks);
 }
 
 void TensorLauncher::Miss(const nb::args& args, CallInfo* call) {
+  // The described tensor leaves' layouts, in leaf order (all of them when
+  // the whole call was described).
   nb::list props;
-  for (size_t i = 0; i < args.size(); ++i) {
-    // Described tensors only.
-    const bool tensor = i < call->described && call->tag(i) == kTagTensor;
-    props.append(tensor ? nb::cast(ReadLayout(call->tensors[i]))
-                        : nb::object(nb::none()));
+  for (size_t i = 0; i < call->described; ++i) {
+    if (call->tag(i) == kTagTensor) props.append(ReadLayout(call->tensors[i]));
   }
   if (!on_miss_.is_valid()) {
     throw std::runtime_error("cutecall: kernel '" + name_ +
@@ -87,112 +87,9 @@ void TensorLauncher::Miss(const nb::args& args, CallInfo* call) {
   table_.Register(*call, nb::cast<const KernelEntry&>(spec));
 }
 
-// -- reading a call's arguments, packing and launching (the per-call path:
-// no allocation) --------------------------------------------------------
+// -- packing and launching (the per-call path: no allocation) -------------
 
-const dlpack::ExchangeApi* TensorLauncher::ApiFor(PyTypeObject* type) {
-  if (type == last_type_) return last_api_;
-  for (auto& [t, api] : apis_) {
-    if (t == type) {
-      last_type_ = type;
-      last_api_ = api;
-      return api;
-    }
-  }
-  const dlpack::ExchangeApi* api = nullptr;
-  PyObject* cap = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type),
-                                         dlpack::kAttribute);
-  if (cap == nullptr) {
-    PyErr_Clear();
-  } else {
-    void* p = PyCapsule_IsValid(cap, dlpack::kCapsuleName)
-                  ? PyCapsule_GetPointer(cap, dlpack::kCapsuleName)
-                  : nullptr;
-    PyErr_Clear();
-    auto* candidate = static_cast<const dlpack::ExchangeApi*>(p);
-    if (candidate != nullptr &&
-        candidate->header.version.major == dlpack::kMajorVersion &&
-        candidate->dltensor_from_py_object_no_sync != nullptr &&
-        candidate->current_work_stream != nullptr) {
-      api = candidate;
-    }
-    Py_DECREF(cap);
-  }
-  Py_INCREF(reinterpret_cast<PyObject*>(type));  // the cache pins the type
-  apis_.emplace_back(type, api);
-  last_type_ = type;
-  last_api_ = api;
-  return api;
-}
-
-bool TensorLauncher::Describe(const nb::args& args, CallInfo* call) {
-  call->n = args.size();
-  call->sig_len = 0;
-  call->described = 0;
-  call->device = -1;
-  call->api = nullptr;
-  call->ok = false;
-  if (call->n > kMaxArgs) return false;
-  int64_t* sig = call->signature;
-  for (size_t i = 0; i < call->n; ++i) {
-    PyObject* o = args[i].ptr();
-    const bool cx = i < constexpr_.size() && constexpr_[i];
-    call->arg_at[i] = call->sig_len;
-    if (o == Py_None) {
-      sig[call->sig_len++] = kTagNone;
-      sig[call->sig_len++] = 0;
-    } else if (PyBool_Check(o)) {
-      sig[call->sig_len++] = kTagBool;
-      sig[call->sig_len++] = cx ? int64_t(o == Py_True) : 0;
-    } else if (PyLong_Check(o)) {
-      int64_t v = 0;
-      if (cx) {
-        int overflow = 0;
-        v = PyLong_AsLongLongAndOverflow(o, &overflow);
-        if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
-          PyErr_Clear();
-          return false;
-        }
-      }
-      sig[call->sig_len++] = kTagInt;
-      sig[call->sig_len++] = v;
-    } else if (PyFloat_Check(o)) {
-      int64_t bits = 0;
-      if (cx) {
-        double d = PyFloat_AS_DOUBLE(o);
-        std::memcpy(&bits, &d, sizeof bits);
-      }
-      sig[call->sig_len++] = kTagFloat;
-      sig[call->sig_len++] = bits;
-    } else {
-      const dlpack::ExchangeApi* api = ApiFor(Py_TYPE(o));
-      if (api == nullptr) return false;
-      dlpack::Tensor& t = call->tensors[i];
-      if (api->dltensor_from_py_object_no_sync(o, &t) != 0) {
-        PyErr_Clear();
-        return false;
-      }
-      if (t.device.device_type != dlpack::kDLCUDA || t.ndim < 1 ||
-          t.ndim > abi::kMaxRank) {
-        return false;
-      }
-      if (call->device < 0) {
-        call->device = t.device.device_id;
-        call->api = api;
-      } else if (call->device != t.device.device_id) {
-        return false;
-      }
-      const StaticMask mask = i < static_.size() ? static_[i] : 0;
-      call->sig_len += AppendTensorSignature(t, mask, sig + call->sig_len);
-    }
-    call->described = i + 1;
-  }
-  call->ok = call->device >= 0;
-  return call->ok;
-}
-
-void TensorLauncher::Run(const Entry& e, const nb::args& args,
-                         const CallInfo& call) {
+void TensorLauncher::Run(const Entry& e, const CallInfo& call) {
   BufferView views[kMaxArgs];
   abi::Slot scalars[abi::kMaxSlots];
   bool outputs_empty = e.has_outputs;
@@ -205,8 +102,16 @@ void TensorLauncher::Run(const Entry& e, const nb::args& args,
           t.strides};
       if (u.kind == UseKind::kOutput) outputs_empty &= IsEmpty(views[u.index]);
     } else if (u.kind == UseKind::kScalar) {
-      scalars[u.index] = ReadScalarSlot(args[i].ptr(), u.scalar_type,
-                                        e.state->plan().kernel_name(), i);
+      PyObject* o = call.leaves[i];
+      if (call.tag(i) == kTagDslScalar) {  // a CuTe DSL value: its .value
+        nb::object v = nb::steal(PyObject_GetAttrString(o, "value"));
+        if (!v.is_valid()) throw nb::python_error();
+        scalars[u.index] = ReadScalarSlot(v.ptr(), u.scalar_type,
+                                          e.state->plan().kernel_name(), i);
+      } else {
+        scalars[u.index] = ReadScalarSlot(o, u.scalar_type,
+                                          e.state->plan().kernel_name(), i);
+      }
     }
   }
   // Nothing to write (a kernel would size its grid from the outputs, and
@@ -288,8 +193,14 @@ void BindTensorLauncher(nb::module_& m) {
            nb::arg("args"),
            "Seconds for `count` launches of `args` from one C++ loop.")
       .def("clear", &TensorLauncher::clear)
+      .def("register_type", &TensorLauncher::RegisterType, nb::arg("type"),
+           nb::arg("kind"), nb::arg("fields") = std::vector<std::string>(),
+           "How calls read objects of `type`: 'node' (a container: its `fields`, "
+           "in order), 'scalar' (a CuTe DSL value: its .value) or 'const' "
+           "(compiled in: by identity).")
       .def("set_static", &TensorLauncher::SetStatic, nb::arg("masks"),
-           "Per argument: bit d = extent d, bit 8+d = stride d compiled in.")
+           "Per leaf of a call's arguments: bit d = extent d, bit 8+d = stride d "
+           "compiled in.")
       .def_prop_ro("name", &TensorLauncher::name);
   m.attr("MAX_LAUNCHER_ARGS") = kMaxArgs;
   m.attr("MAX_LAUNCHER_ENTRIES") = kMaxEntries;

@@ -12,7 +12,8 @@
 // specialization; the call is then retried once. Runs under the GIL and makes
 // no Python call between reading the table and launching, so the table
 // cannot change under a launch.
-// Files: tensor_launcher.cc (the class and its Python type),
+// Files: tensor_launcher.cc (a call's course, running it, the Python type),
+// tensor_launcher_args.cc (reading a call's arguments and pytrees),
 // launcher_table.{h,cc} (the specializations), scalar_slot.{h,cc} (scalar
 // arguments into ABI slots), tensor_signature.{h,cc} (what a tensor's
 // specialization depends on), kernel_entry.{h,cc} (what `on_miss` returns).
@@ -55,32 +56,52 @@ class TensorLauncher {
   // per-launch cost of everything below Python.
   double TimeLaunches(size_t count, nanobind::args args);
 
-  // Which extents/strides of each argument the kernel compiles in (the
-  // static fallback): their values join the signature. Drops the entries
+  // Which extents/strides of each leaf the kernel compiles in (the static
+  // fallback): their values join the signature. Drops the entries
   // registered under the old masks.
   void SetStatic(std::vector<uint16_t> masks);
+
+  // How calls read objects of `type` from now on: "node" (a container:
+  // `fields` in order), "scalar" (a CuTe DSL value: .value), "const" (a
+  // compile-time value: by identity). Python registers them on a miss.
+  void RegisterType(nanobind::handle type, const std::string& kind,
+                    std::vector<std::string> fields);
 
   size_t size() const { return table_.size(); }
   void clear() { table_.Clear(); }
   const std::string& name() const { return name_; }
 
  private:
-  // One call's arguments as read: their signature, the tensors, the device.
+  // One call's arguments as read: their signature and leaves, the tensors,
+  // the device.
   struct CallInfo : CallSignature {
     dlpack::Tensor tensors[kMaxArgs];
-    size_t described = 0;     // arguments read so far
+    size_t described = 0;     // leaves read so far
+    size_t containers = 0;
     int32_t device = -1;
     const dlpack::ExchangeApi* api = nullptr;  // of the first tensor
     bool ok = false;
   };
 
+  // How calls read objects of a type Python registered (register_type).
+  enum class TypeKind { kNode, kValueScalar, kConst };
+  struct TypeInfo {
+    TypeKind kind = TypeKind::kConst;
+    std::vector<nanobind::object> fields;  // kNode: interned field names
+  };
+
   // A type's exchange API (cached), or null.
   const dlpack::ExchangeApi* ApiFor(PyTypeObject* type);
   // Fills `call` from the arguments; false when the fast path cannot take
-  // them (Python decides what to do).
+  // them (Python decides what to do). Arguments may be pytrees: tuples and
+  // lists (NamedTuples included), dicts, registered dataclasses, depth first.
   bool Describe(const nanobind::args& args, CallInfo* call);
-  // Packs the arguments into `e`'s plan and launches.
-  void Run(const Entry& e, const nanobind::args& args, const CallInfo& call);
+  bool DescribeTree(PyObject* o, bool constexpr_position, int depth, CallInfo* call);
+  bool DescribeLeaf(PyObject* o, bool constexpr_position, bool nested,
+                    const TypeInfo* info, CallInfo* call);
+  const TypeInfo* Registered(PyTypeObject* type) const;
+  // Packs the call's leaves into `e`'s plan and launches.
+  void Run(const Entry& e, const CallInfo& call);
   // Asks Python for the specialization of these arguments (a KernelEntry)
   // or its error, passing each described tensor's LayoutProps.
   void Miss(const nanobind::args& args, CallInfo* call);
@@ -97,6 +118,7 @@ class TensorLauncher {
   nanobind::object on_miss_;
   LauncherTable table_;
   std::vector<std::pair<PyTypeObject*, const dlpack::ExchangeApi*>> apis_;
+  std::vector<std::pair<PyTypeObject*, TypeInfo>> types_;
   PyTypeObject* last_type_ = nullptr;
   const dlpack::ExchangeApi* last_api_ = nullptr;
   const DriverTable* driver_ = nullptr;

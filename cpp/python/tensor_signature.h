@@ -21,9 +21,15 @@
 
 namespace cutecall::py {
 
-// Signature tags, the low byte of an argument's first word.
+// Signature tags, the low byte of a leaf's (or container's) first word.
 inline constexpr int64_t kTagTensor = 1, kTagBool = 2, kTagInt = 3,
-                         kTagFloat = 4, kTagNone = 5;
+                         kTagFloat = 4, kTagNone = 5,
+                         // Pytree arguments (tensor_launcher.h): containers
+                         // (tuple, list, dict, a registered dataclass) and
+                         // the leaves only objects make (a CuTe DSL value,
+                         // a compile-time value).
+                         kTagSequence = 6, kTagDict = 7, kTagNode = 8,
+                         kTagDslScalar = 9, kTagConst = 10;
 // Words a tensor takes in a signature, before any exact extents/strides.
 inline constexpr size_t kTensorWords = 3;
 // The most words one argument can take: 3 + rank extents + rank strides.

@@ -65,7 +65,7 @@ def test_the_codes_shared_with_cpp_are_pinned():
     assert [int(getattr(_core.ScalarType, n)) for n in _core.SCALAR_TYPES] == \
         list(range(11))
     assert {k.name: int(k) for k in _core.UseKind} == {
-        "TENSOR": 0, "SCALAR": 1, "IGNORE": 2, "OUTPUT": 3}
+        "TENSOR": 0, "SCALAR": 1, "IGNORE": 2, "OUTPUT": 3, "CONST": 4}
     from cutecall._driver import signature
     assert signature.SCALAR_TYPES == _core.SCALAR_TYPES
 

@@ -12,7 +12,7 @@ module                    job
 ========================  =====================================================
 ``pipeline``              ``Launcher``: bind, specialize, the typed C++ entry
 ``signature``             reads a launcher's signature; runtime scalars
-``binding``               binds one call's arguments to typed ``Slot``\ s
+``binding``               binds one call's arguments to typed ``Slot`` values
 ``placement``             where the outputs sit among the parameters
 ``operand``               ``OperandDesc`` -> ``OperandSpec`` (the one
                           ``make_operand``), static masks, tied dims

@@ -12,6 +12,7 @@ import dataclasses
 import enum
 from typing import Any, Callable, Mapping, Sequence
 
+from . import pytree
 from .placement import arg_kind, named_outputs, place_outputs
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,
@@ -60,6 +61,15 @@ class Binding:
     scalars: tuple          # ScalarArg, in slot order
     keyword_scalars: tuple  # (param name, scalar index) for keyword-only
     absent: tuple = ()
+    # Per INPUT argument its pytree (pytree.Node or Leaf: arrays, runtime
+    # scalars, None, compile-time values), and per array leaf of the call,
+    # in order, (INPUT index, key path within the argument).
+    trees: tuple = ()
+    leaves: tuple = ()
+    # Per positional argument of the call, the Slot it fills (how a C++
+    # launch object's leaves map to slots; not part of equality: a scalar by
+    # keyword or by position binds the same).
+    arg_slots: tuple = dataclasses.field(default=(), compare=False)
 
     def parameter_of(self, sig: LauncherSignature) -> dict:
         """{Slot: launcher parameter name} for inspected launchers."""
@@ -68,15 +78,62 @@ class Binding:
         return {slot: p.name for p, slot in zip(sig.params, self.slots)}
 
 
+def default_is_array(x) -> bool:
+    """An array to the driver: anything with a shape and a dtype that is not
+    a scalar (JAX arrays, tracers, ShapeDtypeStructs, NumPy arrays, torch
+    tensors). Fronts may pass their own test."""
+    return hasattr(x, "shape") and hasattr(x, "dtype") and not is_scalar_value(x) \
+        and pytree.dsl_scalar_type(x) is None
+
+
+def check_argument(a, what: str, is_array: Callable[[Any], bool] = default_is_array) -> None:
+    """A call's positional argument is an array, a pytree (a container), a
+    scalar or None; compile-time values are given when the launcher is bound
+    (constexprs), or sit inside a pytree. Raises a TypeError naming `what`."""
+    if a is None or is_scalar_value(a) or pytree.dsl_scalar_type(a) or is_array(a) \
+            or pytree.is_container(a):
+        return
+    raise TypeError(f"cutecall: {what} must be an array, a pytree of arrays, a scalar "
+                    f"or None, got {type(a).__name__}: {a!r} (compile-time values are "
+                    "keyword arguments when the launcher is bound, or fields of a "
+                    "pytree)")
+
+
 def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
          num_outputs: int, order: str, constexpr_names,
          output_names: Sequence[str] | None = None,
-         scalar_value: Callable[[Any, str], Any] = concrete_scalar) -> Binding:
-    """Binds a call's arguments. `output_names` names the output parameters
-    (in output order) instead of placing them. `scalar_value(x, what)` is
-    the front's reading of a runtime scalar argument as a host value (it
-    raises, naming `what`, for values that have none, e.g. traced ones)."""
+         scalar_value: Callable[[Any, str], Any] = concrete_scalar,
+         is_array: Callable[[Any], bool] = default_is_array) -> tuple[Binding, list]:
+    """Binds a call's arguments; returns the binding and the values of the
+    array leaves (in ``Binding.leaves`` order). `output_names` names the
+    output parameters (in output order) instead of placing them.
+    `scalar_value(x, what)` is the front's reading of a runtime scalar
+    argument as a host value (it raises, naming `what`, for values that
+    have none, e.g. traced ones); `is_array` says what its arrays are.
+
+    A positional argument that is neither None nor a scalar is a pytree
+    (``pytree``): an array, a container of arrays, runtime scalars, None and
+    compile-time values, or one compile-time value."""
     scalars: list = []  # ScalarArg
+    trees, paths, values = [], [], []
+
+    def tree(a, name: str) -> Slot:
+        def on_scalar(path, value, scalar_type):
+            what = f"{name}{pytree.keystr(path)}"
+            v = scalar_value(value, f"runtime scalar {what!r} ({scalar_type})")
+            scalars.append(encode_scalar(what, scalar_type, v))
+            return len(scalars) - 1
+        node, found = pytree.flatten(a, is_array, on_scalar)
+        paths.extend((len(trees), p) for p, _ in found)
+        values.extend(v for _, v in found)
+        trees.append(node)
+        return Slot(SlotKind.INPUT, len(trees) - 1)
+
+    def done(slots, arrays, keyword_scalars, absent, arg_slots) -> tuple[Binding, list]:
+        return Binding(tuple(slots), tuple(arrays), tuple(scalars),
+                       tuple(keyword_scalars), tuple(absent), tuple(trees),
+                       tuple(paths), tuple(arg_slots)), values
+
     if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
         if kwargs:
             raise TypeError(f"cutecall: launcher '{sig.name}' takes *args, so "
@@ -87,16 +144,18 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
             if a is None:
                 slots.append(NONE_SLOT)
                 absent.append(i)
-            elif is_scalar_value(a):
-                v = python_value(a, f"argument {i}")
-                scalars.append(encode_scalar(f"arg{i}", infer_scalar_type(v), v))
+            elif is_scalar_value(a) or pytree.dsl_scalar_type(a):
+                st = pytree.dsl_scalar_type(a)
+                v = a.value if st else python_value(a, f"argument {i}")
+                scalars.append(encode_scalar(f"arg{i}", st or infer_scalar_type(v), v))
                 slots.append(Slot(SlotKind.SCALAR, len(scalars) - 1))
             else:
-                slots.append(Slot(SlotKind.INPUT, len(arrays)))
+                check_argument(a, f"argument {i} of '{sig.name}'", is_array)
+                slots.append(tree(a, f"arg{i}"))
                 arrays.append(i)
+        arg_slots = slots[1:]
         slots += [Slot(SlotKind.OUTPUT, j) for j in range(num_outputs)]
-        return Binding(tuple(slots), tuple(arrays), tuple(scalars), (),
-                       tuple(absent))
+        return done(slots, arrays, (), absent, arg_slots)
 
     by_name = {p.name: p for p in sig.params + sig.keyword_only}
     for k in kwargs:
@@ -129,8 +188,9 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
         slots[i] = Slot(SlotKind.OUTPUT, j)
 
     def scalar(p: Param, value, what) -> Slot:
-        v = scalar_value(value, what)
-        st = p.scalar_type or infer_scalar_type(v)
+        st = pytree.dsl_scalar_type(value)
+        v = scalar_value(value.value if st else value, what)
+        st = p.scalar_type or st or infer_scalar_type(v)
         scalars.append(encode_scalar(p.name, st, v))
         return Slot(SlotKind.SCALAR, len(scalars) - 1)
 
@@ -139,15 +199,16 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
         if a is None:
             slots[i] = NONE_SLOT
             absent.append(k)
-        elif p.kind == SCALAR or is_scalar_value(a):
+        elif p.kind == SCALAR or is_scalar_value(a) or pytree.dsl_scalar_type(a):
             slots[i] = scalar(p, a, f"argument {p.name!r} of '{sig.name}'")
         else:
-            slots[i] = Slot(SlotKind.INPUT, len(arrays))
+            check_argument(a, f"argument {p.name!r} of '{sig.name}'", is_array)
+            slots[i] = tree(a, p.name)
             arrays.append(k)
     keyword_scalars = []
     for k, v in kwargs.items():
         p = by_name[k]
-        if p.kind == TENSOR and not is_scalar_value(v):
+        if p.kind == TENSOR and not (is_scalar_value(v) or pytree.dsl_scalar_type(v)):
             raise TypeError(f"cutecall: array argument {k!r} of '{sig.name}' "
                             "must be passed positionally (keywords carry "
                             "runtime scalars only)")
@@ -173,8 +234,8 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
             raise TypeError(f"cutecall: launcher '{sig.name}' needs keyword "
                             f"argument {p.name!r} (a constexpr to cutlass_call, "
                             "or a runtime scalar at call time)")
-    return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                   tuple(keyword_scalars), tuple(absent))
+    return done(slots, arrays, keyword_scalars, absent,
+                [slots[i] for i in in_pos[:len(args)]])
 
 
 def describe(sig: LauncherSignature, binding: Binding) -> str:

@@ -1,7 +1,7 @@
 """What a compile takes and gives: :class:`KernelSpec` (everything the
 generated entry point bakes in) and :class:`CompiledKernel` (object bytes,
-function prefix, launch plan), plus :class:`FlatTree` for fronts without
-pytrees. Plain immutable records, hashed by content; no behaviour."""
+function prefix, launch plan). Plain immutable records, hashed by content;
+no behaviour."""
 
 from __future__ import annotations
 
@@ -22,9 +22,10 @@ class KernelSpec:
     num_inputs: int   # kernel tensor operands that are inputs (first ones)
     num_args: int     # XLA operands of the custom call
     num_rets: int     # XLA results of the custom call
-    # Tree structures with .unflatten(leaves) (a jax PyTreeDef, or FlatTree)
-    input_tree: Any   # tuple of the call's array arguments (None allowed)
-    output_tree: Any  # tuple of the kernel's outputs (None: aliased leaf)
+    # pytree.Node trees: the call's INPUT arguments (arrays, runtime scalars,
+    # None, compile-time values), and the kernel's outputs (None: aliased)
+    input_tree: Any
+    output_tree: Any
     key: str
     param_names: tuple = ()      # the launcher's positional parameters
     slots: tuple = ()            # _binding.Binding.slots
@@ -72,21 +73,3 @@ class CompiledKernel:
     @property
     def plan_array(self) -> np.ndarray:
         return np.asarray(self.plan, dtype=np.int64)
-
-
-class FlatTree:
-    """The tree of `n` leaves in a tuple, for front ends without pytrees
-    (torch). Mirrors the two things the compile driver uses of a jax
-    PyTreeDef: unflatten(leaves) and a stable str()."""
-
-    def __init__(self, n: int):
-        self.n = n
-
-    def unflatten(self, leaves):
-        leaves = tuple(leaves)
-        if len(leaves) != self.n:
-            raise ValueError(f"cutecall: FlatTree({self.n}) got {len(leaves)} leaves")
-        return leaves
-
-    def __repr__(self):
-        return f"FlatTree({self.n})"

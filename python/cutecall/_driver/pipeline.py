@@ -4,8 +4,8 @@ launcher, a future one) reaches compiled kernels through :class:`Launcher`.
 A front translates; the driver decides::
 
     launcher = Launcher(fn, name=..., constexprs=..., hint="torch")
-    binding = launcher.bind(args, kwargs, num_outputs=...)   # the driver binds
-    operands = [OperandDesc(...) for each array]              # the front describes
+    binding, leaves = launcher.bind(args, kwargs, num_outputs=...)  # the driver binds
+    operands = [OperandDesc(...) for each array leaf]         # the front describes
     result = launcher.specialize(operands, binding)           # the driver decides
     entry = launcher.entry(result, arg_uses(binding, len(args)))  # for C++
 
@@ -24,10 +24,11 @@ from typing import Any, Callable, Mapping, Sequence
 from .. import _core
 from . import binding as _binding, fallback, fingerprint as _fingerprint, runtime
 from . import signature as _signature, target
-from .binding import Binding
-from .compiled import CompiledKernel, FlatTree, KernelSpec
+from .binding import Binding, SlotKind
+from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
 from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
+from .pytree import ARRAY, CONST, SCALAR, Node
 
 HINT_STYLES = ("cutlass_call", "torch", "helion")
 
@@ -100,13 +101,16 @@ class Launcher:
     def bind(self, args: Sequence, kwargs: Mapping | None = None, *,
              num_outputs: int = 0, order: str = "inputs_first",
              output_names: Sequence[str] | None = None,
-             scalar_value: Callable = _signature.concrete_scalar) -> Binding:
-        """Binds one call's positional arguments (arrays, runtime scalars,
-        None) and keyword scalars to the launcher's parameters, placing
-        `num_outputs` outputs (``binding`` module)."""
+             scalar_value: Callable = _signature.concrete_scalar,
+             is_array: Callable = _binding.default_is_array) -> tuple[Binding, list]:
+        """Binds one call's positional arguments (arrays, pytrees, runtime
+        scalars, None) and keyword scalars to the launcher's parameters,
+        placing `num_outputs` outputs (``binding`` module). Returns the
+        binding and the array leaves' values, in ``Binding.leaves`` order:
+        the operands the front describes."""
         return _binding.bind(self.sig, args, kwargs or {}, num_outputs, order,
                              {k for k, _ in self.constexprs}, output_names,
-                             scalar_value)
+                             scalar_value, is_array)
 
     def parameter_names(self, binding: Binding) -> dict:
         """{Slot: the launcher parameter it fills}."""
@@ -115,20 +119,21 @@ class Launcher:
     # -- specializing --------------------------------------------------------
 
     def specialize(self, operands: Sequence[OperandDesc], binding: Binding, *,
-                   device_arch: str | None = None, trees: Sequence | None = None,
+                   device_arch: str | None = None, output_tree: Node | None = None,
                    num_args: int | None = None, num_rets: int | None = None
                    ) -> Specialization:
         """Compiles (or finds) the kernel for one call: `operands` described
-        by the front, inputs first, in the order `trees` flatten them
-        (default: flat, ``FlatTree``); `num_args`/`num_rets`: the plan's
-        operand and result counts (default: inputs, outputs). Climbs the
-        static-fallback ladder when the DSL rejects a form."""
+        by the front, the input array leaves first (``Binding.leaves``
+        order), then the outputs the kernel writes, in the order
+        `output_tree` holds them (default: none); `num_args`/`num_rets`: the
+        plan's operand and result counts (default: inputs, outputs). Climbs
+        the static-fallback ladder when the DSL rejects a form."""
         options, arch = target.resolve_options(self.options, device_arch)
         shapes = [tuple(op.shape) for op in operands]
         rungs = fallback.ladder([op.name for op in operands], shapes)
 
         def build(rung) -> KernelSpec:
-            return self.spec(operands, binding, device_arch=arch, trees=trees,
+            return self.spec(operands, binding, device_arch=arch, output_tree=output_tree,
                              num_args=num_args, num_rets=num_rets,
                              extra=rung.masks if rung else None)
 
@@ -145,7 +150,7 @@ class Launcher:
         return Specialization(kernel, spec, masks, level)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
-             device_arch: str | None = None, trees: Sequence | None = None,
+             device_arch: str | None = None, output_tree: Node | None = None,
              num_args: int | None = None, num_rets: int | None = None,
              extra: Sequence[int] | None = None) -> KernelSpec:
         """The KernelSpec of one form of a call, without compiling: the
@@ -153,8 +158,8 @@ class Launcher:
         The one place a KernelSpec is built, with its key."""
         options, arch = target.resolve_options(self.options, device_arch)
         n_in = sum(op.source == SOURCE_ARG for op in operands)
-        if trees is None:
-            trees = (FlatTree(n_in), FlatTree(len(operands) - n_in))
+        trees = (Node("tuple", None, tuple(range(len(binding.trees))), binding.trees),
+                 output_tree or Node("tuple", None, (), ()))
         extra = extra or (0,) * len(operands)
         specs = [make_operand(op, m, self.name) for op, m in zip(operands, extra)]
         specs, symbols = tie_dims(specs, [tuple(op.shape) for op in operands], self.name)
@@ -162,7 +167,7 @@ class Launcher:
         params = self.sig.params if self.sig.inspected else ()
         key = specialization_key(
             launcher=self.fingerprint, operands=specs,
-            trees=[str(t) for t in trees], slots=binding.slots,
+            trees=[t.key(_fingerprint.fingerprint) for t in trees], slots=binding.slots,
             scalar_types=scalar_types, keyword_scalars=binding.keyword_scalars,
             symbols=symbols, constexprs=self.constexprs, compile_options=options,
             compile_key=self.compile_key, arch=arch)
@@ -191,41 +196,69 @@ class Launcher:
             symbol_names=k.symbol_names, uses=list(uses))
 
 
+def call_leaves(binding: Binding, num_args: int,
+                positions: Sequence[int] | None = None) -> list:
+    """The leaves a C++ launch object reads from a call of `num_args`
+    arguments, in its order (an argument that is a container contributes its
+    leaves depth first, any other argument one): per leaf ``("array",
+    operand)``, ``("scalar", slot, type)``, ``("const", value)`` (a
+    compile-time leaf: a call must match it) or ``("ignore",)`` (None, an
+    argument compiled in by the front).
+    The bound arguments sit at `positions` of the call (default: all)."""
+    positions = range(num_args) if positions is None else positions
+    bound = {c: k for k, c in enumerate(positions)}
+    out, operand = [], 0
+    for c in range(num_args):
+        k = bound.get(c)
+        slot = binding.arg_slots[k] if k is not None else None
+        if slot is not None and slot.kind == SlotKind.INPUT:
+            tree = binding.trees[slot.index]
+            for leaf in (tree.leaves() if isinstance(tree, Node) else (tree,)):
+                if leaf.kind == ARRAY:
+                    out.append(("array", operand))
+                    operand += 1
+                elif leaf.kind == SCALAR:
+                    out.append(("scalar", leaf.value, leaf.scalar_type))
+                elif leaf.kind == CONST:
+                    out.append(("const", leaf.value))
+                else:
+                    out.append(("ignore",))
+        elif slot is not None and slot.kind == SlotKind.SCALAR:
+            out.append(("scalar", slot.index, binding.scalars[slot.index].scalar_type))
+        else:
+            out.append(("ignore",))
+    return out
+
+
 def arg_uses(binding: Binding, num_args: int, *, positions: Sequence[int] | None = None,
              written: Sequence[int] = ()) -> list:
-    """Per argument of a call of `num_args` arguments, how it reaches the
-    plan (``_core.ArgUse``). The bound arguments sit at `positions` of the
-    call (default: all, in order; the others are compiled in, ignored);
-    operands in `written` are outputs (a launch whose outputs are all empty
-    does nothing). Positional scalars are bound in argument order."""
-    positions = range(num_args) if positions is None else positions
-    operand_of = {k: i for i, k in enumerate(binding.arrays)}
-    scalar_of = {k: j for j, k in enumerate(
-        k for k in range(len(positions))
-        if k not in operand_of and k not in binding.absent)}
-    uses = [_core.ArgUse(_core.UseKind.IGNORE)] * num_args
-    for k, c in enumerate(positions):
-        if k in operand_of:
-            i = operand_of[k]
-            uses[c] = _core.ArgUse(_core.UseKind.OUTPUT if i in written
-                                   else _core.UseKind.TENSOR, i)
-        elif k in scalar_of:
-            j = scalar_of[k]
-            uses[c] = _core.ArgUse(_core.UseKind.SCALAR, j, getattr(
-                _core.ScalarType, binding.scalars[j].scalar_type))
+    """Per leaf of a call (:func:`call_leaves`), how it reaches the plan
+    (``_core.ArgUse``); operands in `written` are outputs (a launch whose
+    outputs are all empty does nothing)."""
+    uses = []
+    for leaf in call_leaves(binding, num_args, positions):
+        if leaf[0] == "array":
+            uses.append(_core.ArgUse(_core.UseKind.OUTPUT if leaf[1] in written
+                                     else _core.UseKind.TENSOR, leaf[1]))
+        elif leaf[0] == "scalar":
+            uses.append(_core.ArgUse(_core.UseKind.SCALAR, leaf[1],
+                                     getattr(_core.ScalarType, leaf[2])))
+        elif leaf[0] == "const":
+            uses.append(_core.ArgUse(_core.UseKind.CONST, value=leaf[1]))
+        else:
+            uses.append(_core.ArgUse(_core.UseKind.IGNORE))
     return uses
 
 
 def arg_masks(binding: Binding, masks: Sequence[int], num_args: int, *,
               positions: Sequence[int] | None = None,
               base: Sequence[int] | None = None) -> list:
-    """Per argument of a call, the StaticMask a C++ launch object keys its
-    calls by: `base` (the masks kept so far; default none) with each
-    operand's entry of `masks` (:attr:`Specialization.masks`) at its
-    argument's position (bound arguments at `positions`, as in
-    :func:`arg_uses`)."""
-    positions = range(num_args) if positions is None else positions
-    out = list(base or [0] * num_args)
-    for i, k in enumerate(binding.arrays):
-        out[positions[k]] = masks[i]
+    """Per leaf of a call (:func:`call_leaves`), the StaticMask a C++ launch
+    object keys its calls by: `base` (the masks kept so far; default none)
+    with each operand's entry of `masks` (:attr:`Specialization.masks`)."""
+    leaves = call_leaves(binding, num_args, positions)
+    out = list(base or []) + [0] * max(0, len(leaves) - len(base or []))
+    for i, leaf in enumerate(leaves):
+        if leaf[0] == "array":
+            out[i] = masks[leaf[1]]
     return out

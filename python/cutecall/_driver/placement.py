@@ -18,7 +18,8 @@ from __future__ import annotations
 import itertools
 from typing import Sequence
 
-from .signature import SCALAR, TENSOR, LauncherSignature, Param, is_scalar_value
+from .signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
+                        is_scalar_value)
 
 # A call argument's kind, for placing outputs.
 ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
@@ -28,10 +29,12 @@ _MAX_PLACEMENTS = 20000
 
 def arg_kind(x) -> str:
     """A 0-d array counts as a scalar (cutecall has no rank-0 tensors: a
-    runtime scalar parameter takes it, or says why a traced one cannot)."""
+    runtime scalar parameter takes it, or says why a traced one cannot), as
+    does a CuTe DSL value (``cutlass.Float32(1.0)``)."""
     if x is None:
         return NONE_ARG
-    if is_scalar_value(x) or tuple(getattr(x, "shape", (1,))) == ():
+    if is_scalar_value(x) or tuple(getattr(x, "shape", (1,))) == () or \
+            (type(x).__module__.startswith("cutlass") and type(x).__name__ in SCALAR_TYPES):
         return SCALAR_ARG
     return ARRAY
 

@@ -78,7 +78,7 @@ class LauncherSignature:
                     f"its parameters are {', '.join(sorted(known)) or '(none)'}")
 
 
-def _annotation_names(annotation) -> list[str]:
+def annotation_names(annotation) -> list[str]:
     """The type names an annotation mentions, innermost last: ``"cute.Tensor"``
     -> ``["Tensor"]``, ``Optional[cute.Tensor]`` -> ``["Optional", "Tensor",
     "NoneType"]``, ``Int32 | int | None`` -> ``["Int32", "int", "NoneType"]``.
@@ -86,17 +86,19 @@ def _annotation_names(annotation) -> list[str]:
     into their dotted words."""
     if annotation is inspect.Parameter.empty:
         return []
+    if isinstance(annotation, typing.ForwardRef):  # a NamedTuple's string annotation
+        annotation = annotation.__forward_arg__
     if isinstance(annotation, str):
         return [w.rsplit(".", 1)[-1] for w in
                 re.findall(r"[A-Za-z_][\w.]*", annotation)]
     names = [getattr(annotation, "__name__", "") or type(annotation).__name__]
     for arg in typing.get_args(annotation):
-        names += _annotation_names(arg)
+        names += annotation_names(arg)
     return names
 
 
 def _classify(p: inspect.Parameter) -> Param:
-    names = _annotation_names(p.annotation)
+    names = annotation_names(p.annotation)
     first = names[0] if names else ""
     scalar = next((n for n in names if n in SCALAR_TYPES), None)
     if first == "CUstream" or (not names and p.name == "stream"):

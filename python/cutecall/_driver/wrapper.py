@@ -102,10 +102,12 @@ def build_tensors(slots, spec):
 def call_launcher(stream, tensors, scalars, spec):
     """Calls the user's launcher with the signature it declares: each
     positional parameter gets what its :class:`~binding.Slot` names (the
-    stream, an input pytree, an output, a runtime scalar, None); once a
-    parameter is left to its default, later ones go by keyword."""
+    stream, an input pytree rebuilt in its authors' own containers with
+    tensors, runtime scalars and compile-time values, an output, a runtime
+    scalar, None); once a parameter is left to its default, later ones go
+    by keyword."""
     n_in = spec.num_inputs
-    sources = {SlotKind.INPUT: spec.input_tree.unflatten(tensors[:n_in]),
+    sources = {SlotKind.INPUT: spec.input_tree.rebuild(iter(tensors[:n_in]), scalars),
                SlotKind.OUTPUT: spec.output_tree.unflatten(tensors[n_in:]),
                SlotKind.SCALAR: scalars}
     args, kwargs = [], dict(spec.constexprs)

@@ -10,8 +10,9 @@ import warnings
 from typing import Mapping
 
 import jax
+import numpy as np
 
-from .._driver import operand as _operand, signature as _signature
+from .._driver import operand as _operand, pytree, signature as _signature
 from .._driver.binding import Slot, SlotKind
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.tensor_spec import TensorSpec
@@ -36,13 +37,21 @@ def spec_leaf(x, what: str):
                     f"or a mode tuple, got {type(x).__name__}: {x!r}")
 
 
-def flat_specs(spec, present: list[bool], what: str) -> list:
+def flat_specs(spec, present: list[bool], what: str, names: list[str] = ()) -> list:
     """One spec (or None) per present array, from `spec` that is None, one
-    TensorSpec for all, or a sequence/pytree with one entry per array --
-    either per present array or mirroring absent (None) ones too."""
+    TensorSpec for all, ``{operand name: TensorSpec}`` (names as errors
+    show them: ``"epilogue_args.mC"``), or a sequence/pytree with one entry
+    per array -- either per present array or mirroring absent (None) ones
+    too. `names`: the present arrays' operand names."""
     n = sum(present)
     if spec is None or isinstance(spec, TensorSpec):
         return [spec] * n
+    if isinstance(spec, Mapping):
+        unknown = [k for k in spec if k not in names]
+        if unknown:
+            raise ValueError(f"cutecall: {what} names {unknown}, which are not array "
+                             f"operands of the call; those are {list(names)}")
+        return [spec_leaf(spec.get(nm), what) for nm in names]
     leaves = [spec_leaf(x, what)
               for x in jax.tree.leaves(spec, is_leaf=is_spec_leaf)]
     if len(leaves) == n:
@@ -94,34 +103,60 @@ def check_aliases(aliases) -> tuple:
     return tuple(out)
 
 
+def driver_path(path) -> tuple:
+    """A key path in the driver's terms (``pytree.Key``): JAX key entries
+    (``SequenceKey``, ``GetAttrKey``, ``DictKey``), ints (positions) and
+    strings (fields) alike."""
+    out = []
+    for k in path:
+        if isinstance(k, pytree.Key):
+            out.append(k)
+        elif isinstance(k, int):
+            out.append(pytree.Key("index", k))
+        elif isinstance(k, str):
+            out.append(pytree.Key("attr", k))
+        elif hasattr(k, "idx"):
+            out.append(pytree.Key("index", k.idx))
+        elif hasattr(k, "name"):
+            out.append(pytree.Key("attr", k.name))
+        elif hasattr(k, "key"):
+            out.append(pytree.Key("key", k.key))
+        else:
+            raise TypeError(f"cutecall: {k!r} is not a key path entry")
+    return tuple(out)
+
+
+def _same(a: pytree.Key, b: pytree.Key) -> bool:
+    """Keys equal, a field name matching a dict's string key too (a user
+    writes ``"out"`` for either)."""
+    return a.value == b.value and (a.kind == b.kind or {a.kind, b.kind} == {"attr", "key"})
+
+
 def leaves_under(paths: list, prefix: tuple) -> list[int]:
-    return [k for k, p in enumerate(paths) if tuple(p[:len(prefix)]) == prefix]
+    return [k for k, p in enumerate(paths) if len(p) >= len(prefix)
+            and all(_same(a, b) for a, b in zip(p, prefix))]
 
 
 def resolve_aliases(aliases, in_paths, out_paths, name):
     """Flat (input leaf, output leaf) pairs and the output leaves hidden from
     the kernel (path aliases; int aliases remove whole top-level outputs)."""
     pairs, hidden = [], set()
-    key = jax.tree_util.SequenceKey
     for i, o in aliases:
-        if isinstance(i, int):  # range-checked by CutlassCall._bind
-            i = (key(i),)
         whole = isinstance(o, int)
-        if whole:
-            o = (key(o),)
+        i, o = driver_path((i,) if isinstance(i, int) else i), \
+            driver_path((o,) if whole else o)
         ins, outs = leaves_under(in_paths, i), leaves_under(out_paths, o)
         if not ins or not outs:
             side, p = ("input", i) if not ins else ("output", o)
             raise ValueError(f"cutecall: input_output_aliases {side} "
-                             f"{jax.tree_util.keystr(p)} of '{name}' selects no "
-                             "array")
+                             f"{pytree.keystr(p)} of '{name}' selects no array")
         if len(ins) != len(outs) or any(
-                in_paths[a][len(i):] != out_paths[b][len(o):]
+                len(in_paths[a]) - len(i) != len(out_paths[b]) - len(o) or not all(
+                    _same(x, y) for x, y in zip(in_paths[a][len(i):], out_paths[b][len(o):]))
                 for a, b in zip(ins, outs)):
-            raise ValueError(f"cutecall: input_output_aliases "
-                             f"{jax.tree_util.keystr(i)} -> "
-                             f"{jax.tree_util.keystr(o)} of '{name}': the input "
-                             "and output pytrees differ")
+            raise ValueError(f"cutecall: input_output_aliases {pytree.keystr(i)} -> "
+                             f"{pytree.keystr(o)} of '{name}': the input and output "
+                             "pytrees differ")
         pairs += zip(ins, outs)
         if not whole:
             hidden.update(outs)
@@ -150,33 +185,58 @@ def describe(name: str, source: int, index: int, x, spec, static_default: bool,
         dims=spec.dims)
 
 
-def describe_operands(call, arrays, binding, in_leaves, out_structs, out_paths,
-                      aliased, top) -> list:
+def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
+                      top) -> list:
     """The description step of CutlassCall `call`: an OperandDesc per input
-    leaf, then per output leaf the kernel writes (aliased ones excluded),
-    named after the launcher parameter it binds to plus its key path."""
-    present, pos = [], dict(zip(binding.arrays, arrays))
-    for k in sorted(binding.arrays + binding.absent):
-        present += [False] if k not in pos else [
-            x is not None for x in jax.tree.leaves(pos[k], is_leaf=lambda x: x is None)]
-    in_specs = flat_specs(call.input_spec, present, "input_spec")
-    out_specs = flat_specs(call.output_spec, [True] * len(out_structs), "output_spec")
-    kept = [j for j in range(top) if j not in call.whole_outputs]
+    array leaf, then per output leaf the kernel writes (aliased ones
+    excluded), named after the launcher parameter it binds to plus its key
+    path (``epilogue_args.mC``)."""
     param_of = call.launcher.parameter_names(binding)
-    keystr = jax.tree_util.keystr
-    out = []
-    for k, ((path, x), s) in enumerate(zip(in_leaves, in_specs)):
-        a = path[0].idx
-        nm = param_of.get(Slot(SlotKind.INPUT, a), f"input{a}") + keystr(tuple(path[1:]))
-        out.append(describe(nm, SOURCE_ARG, k, x, s, call.use_static_tensors, call.name))
-    for b in (b for b in range(len(out_structs)) if b not in aliased):
-        path = out_paths[b]
-        j = kept.index(path[0].idx)
-        nm = param_of.get(Slot(SlotKind.OUTPUT, j), f"output{path[0].idx}") + \
-            keystr(tuple(path[1:]))
-        out.append(describe(nm, SOURCE_RET, b, out_structs[b], out_specs[b],
-                            call.use_static_tensors, call.name))
+    arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
+                 for a, k in enumerate(binding.arrays)]
+    trees = dict(zip(binding.arrays, binding.trees))
+    present = []
+    for k in sorted(binding.arrays + binding.absent):
+        present += [False] if k not in trees else [
+            leaf.kind == pytree.ARRAY for leaf in _leaves(trees[k])
+            if leaf.kind in (pytree.ARRAY, pytree.NONE)]
+    names = [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
+    in_specs = flat_specs(call.input_spec, present, "input_spec", names)
+    kept = [j for j in range(top) if j not in call.whole_outputs]
+    out_names = []
+    for b in range(len(out_structs)):
+        j = out_paths[b][0].value
+        nm = param_of.get(Slot(SlotKind.OUTPUT, kept.index(j)), f"output{j}") \
+            if j in kept else f"output{j}"
+        out_names.append(nm + pytree.keystr(out_paths[b][1:]))
+    out_specs = flat_specs(call.output_spec, [True] * len(out_structs), "output_spec",
+                           out_names)
+    out = [describe(nm, SOURCE_ARG, k, x, s, call.use_static_tensors, call.name)
+           for k, (nm, x, s) in enumerate(zip(names, flat_in, in_specs))]
+    out += [describe(out_names[b], SOURCE_RET, b, out_structs[b], out_specs[b],
+                     call.use_static_tensors, call.name)
+            for b in range(len(out_structs)) if b not in aliased]
     return out
+
+
+def _leaves(tree):
+    return tree.leaves() if isinstance(tree, pytree.Node) else (tree,)
+
+
+def output_tree(kernel_positional) -> pytree.Node:
+    """The driver's tree of the kernel's outputs (``ShapeDtypeStruct``
+    leaves; hidden ones None)."""
+    def no_scalars(path, value, scalar_type):
+        raise TypeError(f"cutecall: output_shape_dtype{pytree.keystr(path)} is a "
+                        f"scalar ({value!r}); outputs are arrays")
+    return pytree.flatten(tuple(kernel_positional), is_array, no_scalars)[0]
+
+
+def is_array(x) -> bool:
+    """What the JAX front passes as a kernel tensor: a JAX array or tracer,
+    a ``ShapeDtypeStruct``, a NumPy array."""
+    return isinstance(x, (jax.Array, jax.core.Tracer, jax.ShapeDtypeStruct, np.ndarray)) \
+        or (hasattr(x, "shape") and hasattr(x, "dtype") and hasattr(x, "aval"))
 
 
 def xla_layout(op) -> tuple[int, ...]:

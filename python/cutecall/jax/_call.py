@@ -6,7 +6,8 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
-from .._driver import signature as _signature, target as _target
+from .._driver import pytree, signature as _signature, target as _target
+from .._driver.binding import check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
 from . import _args as _jax_args, _batching, _targets
@@ -85,14 +86,8 @@ class CutlassCall:
         return tree, tuple(structs), top
 
     def _bind(self, args, kwargs):
-        for i, x in enumerate(args):
-            if x is not None and not _signature.is_scalar_value(x):
-                for leaf in jax.tree.leaves(x):
-                    if not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-                        raise TypeError(
-                            f"cutecall: argument {i} of '{self.name}' must be an "
-                            f"array, a pytree of arrays, a scalar or None, got "
-                            f"{type(leaf).__name__}: {leaf!r}")
+        for i, x in enumerate(args):  # before output_shape_dtype reads them
+            check_argument(x, f"argument {i} of '{self.name}'", _jax_args.is_array)
         outs = self._outputs(args)
         for i, o in self.aliases:
             if isinstance(i, int) and (i >= len(args) or args[i] is None or
@@ -104,63 +99,62 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        binding = self.launcher.bind(
+        binding, values = self.launcher.bind(
             args, kwargs, num_outputs=outs[2] - len(self.whole_outputs),
             order=self.operand_order, output_names=self.output_params,
-            scalar_value=_jax_args.scalar_value)
-        return binding, tuple(args[k] for k in binding.arrays), outs
+            scalar_value=_jax_args.scalar_value, is_array=_jax_args.is_array)
+        return binding, tuple(values), outs
 
     def __call__(self, *args, **kwargs):
-        binding, arrays, outs = self._bind(args, kwargs)
-        return self._jitted(arrays, binding, outs)
+        binding, flat_in, outs = self._bind(args, kwargs)
+        return self._jitted(flat_in, binding, outs)
 
     def lower(self, *args, platform: str = "cuda", **kwargs):
         """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
         the custom call. Arrays may be ``jax.ShapeDtypeStruct``s."""
-        binding, arrays, outs = self._bind(args, kwargs)
-        return self._jitted.trace(arrays, binding, outs).lower(
+        binding, flat_in, outs = self._bind(args, kwargs)
+        return self._jitted.trace(flat_in, binding, outs).lower(
             lowering_platforms=(platform,))
 
     # -- trace ----------------------------------------------------------------
-    def _trace(self, arrays, binding, outs):
+    def _trace(self, flat_in, binding, outs):
         ret_tree, out_structs, top = outs
-        in_leaves, in_tree = jax.tree_util.tree_flatten_with_path(arrays)
-        flat_in = [x for _, x in in_leaves]
-        # Paths rooted at the call's positional arguments, for aliases.
-        in_paths = [(jax.tree_util.SequenceKey(binding.arrays[p[0].idx]),) +
-                    tuple(p[1:]) for p, _ in in_leaves]
+        flat_in = list(flat_in)
+        # Leaf paths rooted at the call's positional arguments, for aliases.
+        in_paths = [(pytree.Key("index", binding.arrays[a]),) + path
+                    for a, path in binding.leaves]
         positional = jax.tree.unflatten(ret_tree, out_structs)
         if top == 1 and not isinstance(positional, (list, tuple)):
             positional = (positional,)
         out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
-        out_paths = [tuple(p) for p, _ in out_leaves]
+        out_paths = [_jax_args.driver_path(p) for p, _ in out_leaves]
 
         pairs, hidden = _jax_args.resolve_aliases(
             self.aliases, in_paths, out_paths, self.name)
         for a, b in pairs:
             x, o = flat_in[a], out_structs[b]
             if (x.shape, x.dtype) != (o.shape, o.dtype):
-                raise ValueError(f"cutecall: input {jax.tree_util.keystr(in_paths[a])} "
+                raise ValueError(f"cutecall: input {pytree.keystr(in_paths[a])} "
                                  f"{x.dtype}{list(x.shape)} of '{self.name}' cannot "
-                                 f"alias output {jax.tree_util.keystr(out_paths[b])} "
+                                 f"alias output {pytree.keystr(out_paths[b])} "
                                  f"{o.dtype}{list(o.shape)}")
         aliased = {b for _, b in pairs}
         operands = _jax_args.describe_operands(
-            self, arrays, binding, in_leaves, out_structs, out_paths, aliased, top)
+            self, flat_in, binding, out_structs, out_paths, aliased, top)
 
         # The kernel's outputs: top-level outputs not aliased whole, with
         # path-aliased leaves hidden (None).
         kernel_positional = []
         for j in (j for j in range(top) if j not in self.whole_outputs):
             leaves, tree = jax.tree.flatten(positional[j])
-            base = _jax_args.leaves_under(out_paths, (jax.tree_util.SequenceKey(j),))
+            base = _jax_args.leaves_under(out_paths, (pytree.Key("index", j),))
             kernel_positional.append(jax.tree.unflatten(
                 tree, [None if b in hidden else leaf
                        for b, leaf in zip(base, leaves)]))
-        out_tree = jax.tree.structure(tuple(kernel_positional))
+        out_tree = _jax_args.output_tree(kernel_positional)
 
         result = self.launcher.specialize(
-            operands, binding, device_arch=self.arch, trees=(in_tree, out_tree),
+            operands, binding, device_arch=self.arch, output_tree=out_tree,
             num_args=len(flat_in), num_rets=len(out_structs))
         spec = result.spec
         in_layouts = tuple(_jax_args.xla_layout(op) for op in spec.operands

@@ -20,9 +20,10 @@ from typing import Sequence
 import torch
 
 from .. import _core
-from .._driver import dtypes, target
+from .._driver import dtypes, pytree, target
 from .._driver.operand import (EVERY_EXTENT, EVERYTHING, MAX_RANK, SOURCE_ARG,
                                OperandDesc, static_mask)
+from .._driver.binding import check_argument
 from .._driver.signature import SCALAR, Param
 
 
@@ -142,37 +143,63 @@ def dims_from_option(dims, params: Sequence[Param]) -> dict:
     return out
 
 
-def masks_from_option(static, params: Sequence[Param]) -> list | None:
-    """``kernel(static=...)`` as a StaticMask per argument: True (every
+def masks_from_option(static, params: Sequence[Param]) -> dict:
+    """``kernel(static=...)`` as {parameter name: StaticMask}: True (every
     extent and stride of every tensor), or {parameter name: True | per-dim
     bools} (extents)."""
     if static is None or static is False:
-        return None
+        return {}
     if static is True:
-        return [EVERYTHING] * len(params)
+        return {p.name: EVERYTHING for p in params}
     if not isinstance(static, dict):
         raise TypeError(f"cutecall: static must be True, False, None or a dict "
                         f"{{parameter: True | tuple of bools}}, got {static!r}")
     names = [p.name for p in params]
-    masks = [0] * len(params)
+    masks = {}
     for name, dims in static.items():
         if name not in names:
             raise ValueError(f"cutecall: static names {name!r}, which is not a "
                              f"tensor parameter; parameters: {', '.join(names)}")
         if dims is True:
-            m = EVERY_EXTENT
+            masks[name] = EVERY_EXTENT
         elif isinstance(dims, (tuple, list)) and all(isinstance(x, bool) for x in dims):
-            m = static_mask(dims)
+            masks[name] = static_mask(dims)
         else:
             raise TypeError(f"cutecall: static[{name!r}] must be True or a "
                             f"tuple of bools per dim, got {dims!r}")
-        masks[names.index(name)] = m
     return masks
 
 
+def register_types(launch, args, is_array) -> None:
+    """Tells C++ launch object `launch` how to read the objects in `args`
+    that are not tensors, numbers, None or plain containers: dataclasses
+    (their fields), CuTe DSL values (runtime scalars) and anything else
+    (compile-time, by identity). The same walk as ``pytree.flatten``."""
+    def walk(x):
+        if x is None or isinstance(x, (bool, int, float)) or is_array(x):
+            return
+        if isinstance(x, (tuple, list)):
+            for v in x:
+                walk(v)
+        elif isinstance(x, dict):
+            for v in x.values():
+                walk(v)
+        elif pytree.is_container(x):
+            launch.register_type(type(x), "node",
+                                 [f.name for f in dataclasses.fields(x) if f.init])
+            for f in dataclasses.fields(x):
+                if f.init:
+                    walk(getattr(x, f.name))
+        else:
+            launch.register_type(type(x), "scalar" if pytree.dsl_scalar_type(x)
+                                 else "const")
+    for a in args:
+        walk(a)
+
+
 def check_kinds(k, args, tensor_types) -> list[str]:
-    """Raises for an argument no parameter of launch object `k` can take;
-    returns how errors name each argument."""
+    """Raises for an argument no parameter of launch object `k` can take (a
+    tensor for a runtime scalar); returns how errors name each argument."""
     names = [p.name for p in k.params] if k.sig.inspected else []
     what = [f"argument {names[i]!r}" if i < len(names) else f"argument {i}"
             for i in range(len(args))]
@@ -181,11 +208,27 @@ def check_kinds(k, args, tensor_types) -> list[str]:
             raise TypeError(f"cutecall: {what[i]} of '{k.name}' is a runtime "
                             f"scalar ({k.params[i].scalar_type}); pass a "
                             f"Python value, got a tensor")
-        if not (a is None or isinstance(a, (bool, int, float) + tensor_types)):
-            raise TypeError(f"cutecall: {what[i]} of '{k.name}' must be a "
-                            f"torch.Tensor, None or a bool/int/float, got "
-                            f"{type(a).__name__}: {a!r}")
+        check_argument(a, f"{what[i]} of '{k.name}'",
+                       lambda x: isinstance(x, tensor_types))
     return what
+
+
+def named_tensors(k, args) -> list:
+    """(how errors name it, tensor) per tensor leaf of launch object `k`'s
+    call `args`, in the driver's leaf order: ``argument 'x'``, ``argument
+    'epilogue.mC'``."""
+    names = [p.name for p in k.params] if k.sig.inspected else []
+
+    def no_scalar(path, value, scalar_type):
+        return 0
+    out = []
+    for i, a in enumerate(args):
+        base = names[i] if i < len(names) else str(i)
+        for path, t in pytree.flatten(a, is_tensor, no_scalar)[1]:
+            nm = base + pytree.keystr(path)
+            out.append((f"argument {nm!r}" if i < len(names) or path else
+                        f"argument {i}", t))
+    return out
 
 
 def check_tensor(t: torch.Tensor, what: str, device):

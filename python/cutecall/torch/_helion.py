@@ -210,15 +210,15 @@ class _HelionLaunch:
                                           if e[0] != "scalar_constexpr"]
         bound = [args[c] if c < _GRID or schema[c - _GRID][0] == "tensor"
                  else normalize_scalar(args[c])[1] for c in positions]
-        binding = launcher.bind(bound)
+        binding, tensors = launcher.bind(bound, is_array=_describe.is_tensor)
+        props = [p for p in props if p is not None]  # per tensor, in order
+        if len(props) != len(tensors):
+            props = [_describe.tensor_props(t) for t in tensors]
         operands = []
         for n, k in enumerate(binding.arrays):
-            c = positions[k]
-            if props[c] is None:
-                raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
-                                   f"{c - _GRID} could not be read through DLPack")
+            c = positions[k]  # every argument is one leaf: c indexes both
             operands.append(_describe.describe(
-                f"arg{c - _GRID}", n, args[c], props[c],
+                f"arg{c - _GRID}", n, args[c], props[n],
                 self.static_masks[c] if self.static_masks else 0))
         return launcher, binding, operands, positions
 

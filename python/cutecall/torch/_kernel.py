@@ -15,9 +15,9 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import _core
-from .._driver import placement, signature as _signature
+from .._driver import placement, pytree, signature as _signature
 from .._driver.compiled import CompiledKernel
-from .._driver.pipeline import Launcher, arg_masks, arg_uses
+from .._driver.pipeline import Launcher, arg_masks, arg_uses, call_leaves
 from . import _describe
 from ._custom_op import custom_op
 
@@ -68,11 +68,12 @@ class Kernel:
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
-        self.static_masks = None  # per argument: a StaticMask
+        self.static_masks = None  # per leaf of a call: a StaticMask (C++'s key)
+        self._leaf_layout = None  # the call layout static_masks were made for
         self.dims = _describe.dims_from_option(dims, self.params)
-        masks = _describe.masks_from_option(static, self.params)
-        if masks is not None:
-            self.use_static_masks(masks)
+        self.param_masks = _describe.masks_from_option(static, self.params)
+        if self.param_masks:  # exact for calls whose arguments are not pytrees
+            self.use_static_masks([self.param_masks.get(p.name, 0) for p in self.params])
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
         self._op = custom_op(self)
@@ -149,40 +150,46 @@ class Kernel:
 
     def _describe(self, args, props):
         """(binding, operand descriptions, written operands) of a
-        launcher-order call whose tensors have C++'s `props`."""
-        binding = self.launcher.bind(args)
+        launcher-order call whose tensor leaves have C++'s `props` (in leaf
+        order; None entries are skipped, missing ones measured here)."""
+        binding, leaves = self.launcher.bind(args, is_array=_describe.is_tensor)
+        props = [p for p in props if p is not None]
+        if len(props) != len(leaves):
+            props = [_describe.tensor_props(t) for t in leaves]
         names = [p.name for p in self.params] if self.sig.inspected else []
+        arg_names = [names[k] if k < len(names) else f"arg{k}" for k in binding.arrays]
+        layout = tuple(call_leaves(binding, len(args)))
+        kept = self.static_masks if self._leaf_layout == layout else None
+        at = [i for i, leaf in enumerate(layout) if leaf[0] == "array"]
         operands, written = [], []
-        for i, k in enumerate(binding.arrays):
-            if props[k] is None:
-                raise RuntimeError(f"cutecall: '{self.name}': tensor argument "
-                                   f"{k} could not be read through DLPack")
-            nm = names[k] if k < len(names) else f"arg{k}"
+        for i, ((a, path), t) in enumerate(zip(binding.leaves, leaves)):
+            nm = arg_names[a] + pytree.keystr(path)
             per_dim = self.dims.get(nm)
-            if per_dim is not None and len(per_dim) != args[k].dim():
+            if per_dim is not None and len(per_dim) != t.dim():
                 raise ValueError(f"cutecall: '{self.name}': dims[{nm!r}] names "
                                  f"{len(per_dim)} dims, but the tensor has rank "
-                                 f"{args[k].dim()}")
-            operands.append(_describe.describe(
-                nm, i, args[k], props[k],
-                self.static_masks[k] if self.static_masks else 0, per_dim))
+                                 f"{t.dim()}")
+            mask = self.param_masks.get(nm, 0) | (kept[at[i]] if kept else 0)
+            operands.append(_describe.describe(nm, i, t, props[i], mask, per_dim))
             if nm in self.output_params:
                 written.append(i)
         return binding, operands, written
 
     def _compile(self, args, props, arch: str):
         """(CompiledKernel, uses) for one call, through the driver's
-        pipeline; a static-fallback climb's masks are kept from now on."""
+        pipeline. The static masks it compiled with key later calls (C++
+        reads them per leaf): the user's ``static=`` and a fallback rung."""
         binding, operands, written = self._describe(args, props)
         result = self.launcher.specialize(operands, binding, device_arch=arch)
-        if result.level:  # a fallback rung: its masks key later calls
-            self.use_static_masks(arg_masks(binding, result.masks, len(args),
-                                            base=self.static_masks))
+        masks = arg_masks(binding, result.masks, len(args))
+        if any(masks) and masks != self.static_masks:
+            self.use_static_masks(masks)
+        self._leaf_layout = tuple(call_leaves(binding, len(args))) if any(masks) else None
         return result, arg_uses(binding, len(args), written=written)
 
     def specialize(self, args, props, arch: str):
-        """(KernelSpec, per-argument ``_core.ArgUse``) of a launcher-order
-        call whose tensors have C++'s `props` (``_core.layout_props``), for
+        """(KernelSpec, per-leaf ``_core.ArgUse``) of a launcher-order call
+        whose tensors have C++'s `props` (``_core.layout_props``), for
         `arch`: what the miss path compiles, without compiling. No device
         needed."""
         binding, operands, written = self._describe(args, props)
@@ -190,23 +197,23 @@ class Kernel:
                 arg_uses(binding, len(args), written=written))
 
     def use_static_masks(self, masks) -> None:
-        """Compiles in what `masks` names from now on (per argument, a
-        StaticMask: bit d the extent of dim d, bit STRIDE_SHIFT + d its
-        stride); the static fallback calls this with the rung that compiled."""
+        """Compiles in what `masks` names from now on (per leaf of a call's
+        arguments -- per argument when none is a container -- a StaticMask:
+        bit d the extent of dim d, bit STRIDE_SHIFT + d its stride)."""
         self.static_masks = list(masks)
         self.launch.set_static(self.static_masks)
 
     # -- the slow path: compile a specialization, or explain the error ------
 
     def _on_miss(self, args, props):
-        what = _describe.check_kinds(self, args, (torch.Tensor,))
+        _describe.check_kinds(self, args, (torch.Tensor,))
         device = None
-        for k, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                device = _describe.check_tensor(a, f"{what[k]} of '{self.name}'", device)
+        for what, t in _describe.named_tensors(self, args):
+            device = _describe.check_tensor(t, f"{what} of '{self.name}'", device)
         if device is None:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
+        _describe.register_types(self.launch, args, _describe.is_tensor)
         result, uses = self._compile(args, props, _describe.device_arch(device))
         return self.launcher.entry(result, uses)
 
