@@ -64,7 +64,7 @@ def describe_jax(call, args) -> dict:
     kernel = eqn.params["kernel"]
     ops = decode_plan(kernel.plan)
     return {"kernel_sha256": kernel.sha256[:12],
-            "fallback_rung": call.launcher.level,
+            "static_fallback": call.launcher.static_dims,
             "operands": [{"name": n, "static": op["static"],
                           "dynamic": [(d, div) for d, div, _ in op["dynamic"]]}
                          for n, op in zip(kernel.operand_names.split(","), ops)]}

@@ -33,7 +33,7 @@ _entries: collections.OrderedDict[str, CompiledKernel] = collections.OrderedDict
 _counters = _Counters()
 # Dynamic-form keys the DSL rejected (their kernels compile static), and the
 # kernel names already warned about; both bounded like the cache.
-_rejected: collections.OrderedDict[str, str] = collections.OrderedDict()
+_rejected: collections.OrderedDict[str, tuple] = collections.OrderedDict()
 warned: set[str] = set()
 
 
@@ -94,8 +94,13 @@ def is_rejected(key: str) -> bool:
     return key in _rejected
 
 
-def remember_rejection(key: str, name: str) -> None:
-    _rejected[key] = name
+def rejected_source(key: str) -> str:
+    """The failing source line of a key the DSL rejected in this process."""
+    return _rejected.get(key, ("", ""))[1]
+
+
+def remember_rejection(key: str, name: str, source_line: str = "") -> None:
+    _rejected[key] = (name, source_line or rejected_source(key))
     _rejected.move_to_end(key)
     while len(_rejected) > CAPACITY:
         _rejected.popitem(last=False)

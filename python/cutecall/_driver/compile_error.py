@@ -10,6 +10,7 @@ and stays available as ``dsl_message``.
 
 from __future__ import annotations
 
+import linecache
 import os
 import re
 import sys
@@ -30,16 +31,19 @@ class CompileError(RuntimeError):
 
     ``str(e)`` starts with ``cutecall: kernel '<name>' failed to compile for
     <arch>: <root cause>``. Attributes: ``kernel``, ``arch``, ``root_cause``
-    (that one line), ``dsl_message`` (the DSL's whole message, uncolored).
+    (that one line), ``dsl_message`` (the DSL's whole message, uncolored),
+    ``source_line`` (the kernel's source line that failed, where known: the
+    static fallback reads which extents it compares).
     """
 
     def __init__(self, message: str, *, kernel: str = "", arch: str = "",
-                 root_cause: str = "", dsl_message: str = ""):
+                 root_cause: str = "", dsl_message: str = "", source_line: str = ""):
         super().__init__(message)
         self.kernel = kernel
         self.arch = arch
         self.root_cause = root_cause
         self.dsl_message = dsl_message
+        self.source_line = source_line
 
 
 class StaticFallbackWarning(UserWarning):
@@ -127,6 +131,23 @@ def root_cause(exc: BaseException) -> str:
     return f"{type(root).__name__}: {text}{_where(root)}"
 
 
+def failing_source(exc: BaseException) -> str:
+    """The source line (of the kernel's or the user's code, not the DSL's or
+    cutecall's) where a compile failed, or ""."""
+    chain = _chain(exc)
+    for e in reversed(chain):  # a DSL diagnostic names it: "--> file:line:col"
+        for m in re.finditer(r"-->\s+(.*?):(\d+):\d+", plain(str(e))):
+            line = linecache.getline(m.group(1), int(m.group(2))).strip()
+            if line:
+                return line
+    for e in reversed(chain):
+        frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
+        for f in reversed(frames):
+            if _DSL_DIR not in f.filename and os.sep + "cutecall" + os.sep not in f.filename:
+                return (f.line or linecache.getline(f.filename, f.lineno)).strip()
+    return ""
+
+
 def compile_error(exc: BaseException, name: str, arch: str,
                   binding: str = "") -> CompileError:
     """The CompileError for a failed compile of kernel `name`; `binding`
@@ -139,4 +160,5 @@ def compile_error(exc: BaseException, name: str, arch: str,
     if full and full != cause:
         parts.append("CuTe DSL message:\n" + full)
     return CompileError("\n".join(parts), kernel=name, arch=arch,
-                        root_cause=cause, dsl_message=full)
+                        root_cause=cause, dsl_message=full,
+                        source_line=failing_source(exc))

@@ -1,36 +1,39 @@
-"""Static fallback: what to compile in when the DSL rejects dynamic layouts.
+"""Static fallback: the smallest set of extents to compile in when the DSL
+rejects a kernel's dynamic layouts.
 
-Some kernels do not compile with dynamic extents: they branch on an extent
-at trace time (``const_expr(shape[1] == tile_n)``), ``.load()`` a whole
+Some kernels do not compile with dynamic extents: they assert on an extent
+at trace time (QuACK's rotary: ``assert mCos.shape[1] * 2 == self.dim``),
+branch on one (``const_expr(shape[1] == tile_n)``), ``.load()`` a whole
 tensor (``dynamic layout doesn't support load``) or do layout algebra that
-needs static shapes. Their authors compile them with the extents the
-kernel object is parameterized by baked in -- QuACK's ``(batch, N)`` with
-``N`` static, FA4's ``(b, s, h, d)`` with ``h`` and ``d`` static -- and
-NVIDIA's ``cutlass_call`` bakes every extent in by default.
+needs static shapes. Their authors compile them with the extents the kernel
+object is parameterized by baked in -- QuACK's ``N``, FA4's ``h`` and ``d``
+-- and NVIDIA's ``cutlass_call`` bakes every extent in by default.
 
-cutecall climbs a ladder, keeping as much dynamic as the kernel allows:
+cutecall keeps as much dynamic as the kernel allows. After a form fails:
 
-1. the innermost dim of the highest-rank operands static, then the
-   innermost two, and so on. A dim is static together with every dim of
-   every operand that has the same extent (the same quantity: QuACK's
-   ``N`` in ``x``, ``out`` and ``weight``), so ``(M, N)`` rows with an
-   ``(N,)`` weight and an ``(M,)`` statistic keep ``M`` dynamic;
-2. every extent static (and, for strided operands, every stride):
-   NVIDIA's default.
+1. **guided**: the failing source line names the extents it reads
+   (``mCos.shape[1]``): exactly those dims of those operands are compiled
+   in next, and again for the next failure, while that finds new dims;
+2. **searched**: otherwise the candidates, smallest first -- one quantity at
+   a time (every dim of every operand with that extent: QuACK's ``N`` in
+   ``x``, ``out`` and ``weight``), innermost first; then the innermost k
+   dims of the highest-rank operands; then every extent and stride
+   (NVIDIA's default).
 
-A rung is one :data:`~operand.StaticMask` per operand, the form the C++
-launcher keys calls by. :func:`climb` compiles the first rung the DSL
-accepts, warns once per kernel with the front's way of asking for it
-(:func:`explicit_hint`), and records rejections for later processes.
-No framework; the CuTe DSL only through ``compile_cache``.
+A form is one :data:`~operand.StaticMask` per operand, the form the C++
+launcher keys calls by. :func:`climb` compiles the first form the DSL
+accepts, warns once per kernel naming exactly the dims it compiled in and
+the front's way of asking for them (:func:`explicit_hint`), and records
+rejections for later processes. No framework; the CuTe DSL only through
+``compile_cache``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import os
+import re
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
 from . import compile_cache, kernel_cache
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
@@ -38,20 +41,7 @@ from .log import logger
 from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents
 
 ENV = "CUTECALL_STATIC_FALLBACK"
-
-
-@dataclasses.dataclass(frozen=True)
-class Rung:
-    """One way to compile a call: a static mask per operand, and what to
-    tell the user."""
-
-    level: int
-    masks: tuple          # StaticMask per operand
-    summary: str          # e.g. "static extents 4096 (x dim 1, w dim 0), ..."
-
-    @property
-    def everything(self) -> bool:
-        return all(m == EVERYTHING for m in self.masks)
+_SHAPE_READ = re.compile(r"\b([A-Za-z_][\w.]*?)\.shape\s*(?:\[\s*(-?\d+)\s*\])?")
 
 
 def check_option(option) -> bool | None:
@@ -70,51 +60,77 @@ def enabled(option: bool | None) -> bool:
     return os.environ.get(ENV, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def ladder(names: Sequence[str], shapes: Sequence[Sequence]) -> list[Rung]:
-    """The rungs above the dynamic form for operands `names` of `shapes`
-    (ints are concrete; other dims are never made static), lowest first."""
+def search(shapes: Sequence[Sequence]) -> list[tuple]:
+    """The searched forms for operands of `shapes` (ints are concrete; other
+    dims are never made static), smallest first: one extent value at a time
+    (innermost first), the innermost k dims of the highest-rank operands,
+    then everything."""
     max_rank = max((len(s) for s in shapes), default=0)
-    # Distance from the innermost dim, measured on the highest-rank operands.
-    distance: dict[int, int] = {}
+    distance: dict[int, int] = {}  # a value's distance from an innermost dim
+    top: dict[int, int] = {}       # ... of the highest-rank operands
     for s in shapes:
-        if len(s) == max_rank:
-            for d, v in enumerate(s):
-                if is_int(v):
-                    distance[v] = min(distance.get(v, max_rank), max_rank - 1 - d)
-    rungs, seen = [], set()
-    for k in range(1, max_rank):
-        values = {v for v, dist in distance.items() if dist < k}
-        masks = tuple(sum(1 << d for d, v in enumerate(s) if is_int(v) and v in values)
-                      for s in shapes)
-        if any(masks) and masks not in seen:
-            seen.add(masks)
-            rungs.append(Rung(len(rungs) + 1, masks, _summary(names, shapes, values)))
-    rungs.append(Rung(len(rungs) + 1, (EVERYTHING,) * len(shapes),
-                      "every extent (and stride) static"))
-    return rungs
+        for d, v in enumerate(s):
+            if is_int(v):
+                distance[v] = min(distance.get(v, max_rank), len(s) - 1 - d)
+                if len(s) == max_rank:
+                    top[v] = min(top.get(v, max_rank), max_rank - 1 - d)
+
+    def masks(values) -> tuple:
+        return tuple(sum(1 << d for d, v in enumerate(s) if is_int(v) and v in values)
+                     for s in shapes)
+    out = [masks({v}) for v in sorted(distance, key=lambda v: (distance[v], -v))]
+    out += [masks({v for v, dist in top.items() if dist < k}) for k in range(2, max_rank)]
+    out.append((EVERYTHING,) * len(shapes))
+    seen, unique = set(), []
+    for m in out:
+        if any(m) and m not in seen:
+            seen.add(m)
+            unique.append(m)
+    return unique
 
 
-def _summary(names, shapes, values) -> str:
-    parts = []
-    for v in sorted(values, reverse=True):
-        where = [f"{names[i]} dim {d}" for i, s in enumerate(shapes)
-                 for d, x in enumerate(s) if is_int(x) and x == v]
-        if where:
-            parts.append(f"{v} ({', '.join(where)})")
+def guided(error: CompileError, names: Sequence[str], ranks: Sequence[int]) -> tuple:
+    """Per operand, the dims the failing source line reads
+    (``mCos.shape[1]``; ``x.shape`` is every dim of x), matched to operand
+    names (``epilogue.mC`` matches ``mC``)."""
+    found = [0] * len(names)
+    for m in _SHAPE_READ.finditer(getattr(error, "source_line", "") or ""):
+        word, dim = m.group(1).rsplit(".", 1)[-1], m.group(2)
+        for i, nm in enumerate(names):
+            if nm == word or nm.endswith("." + word):
+                if dim is None:
+                    found[i] |= (1 << ranks[i]) - 1
+                elif -ranks[i] <= int(dim) < ranks[i]:
+                    found[i] |= 1 << (int(dim) % ranks[i])
+    return tuple(found)
+
+
+def summary(masks: Sequence[int], names: Sequence[str], shapes: Sequence) -> str:
+    """What a form compiles in, dim by dim: ``static extents 64 (mCos dim 1,
+    mSin dim 1), the rest dynamic``."""
+    if masks and all(m == EVERYTHING for m in masks):
+        return "every extent (and stride) static"
+    by_value: dict = {}
+    for i, (m, s) in enumerate(zip(masks, shapes)):
+        for d, on in enumerate(static_extents(m, len(s))):
+            if on:
+                by_value.setdefault(s[d], []).append(f"{names[i]} dim {d}")
+    parts = [f"{v} ({', '.join(w)})" for v, w in
+             sorted(by_value.items(), key=lambda kv: -kv[0] if is_int(kv[0]) else 0)]
     return "static extents " + "; ".join(parts) + ", the rest dynamic"
 
 
-def explicit_hint(style: str, rung: Rung, operands: Sequence) -> str:
-    """How a user asks for `rung` explicitly, in the front's words:
+def explicit_hint(style: str, masks: Sequence[int], operands: Sequence) -> str:
+    """How a user asks for `masks` explicitly, in the front's words:
     ``"cutlass_call"`` (``input_spec``/``output_spec``), ``"torch"``
     (``kernel(static=...)``) or ``"helion"`` (no such option). `operands`
     have ``name``, ``source`` and ``shape``."""
     ranks = [len(op.shape) for op in operands]
-    extents = [static_extents(m, r) for m, r in zip(rung.masks, ranks)]
+    extents = [static_extents(m, r) for m, r in zip(masks, ranks)]
     if style == "helion":
         return "nothing (Helion's launcher compiles what the kernel needs)"
     if style == "torch":
-        if rung.everything:
+        if all(m == EVERYTHING for m in masks):
             return "cutecall.torch.kernel(..., static=True)"
         parts = [f"{op.name!r}: {True if all(e) else e}"
                  for op, e in zip(operands, extents) if any(e)]
@@ -132,78 +148,107 @@ def explicit_hint(style: str, rung: Rung, operands: Sequence) -> str:
     return f"cutlass_call(..., {', '.join(parts)})"
 
 
-def climb(build: Callable[[Rung | None], Any], rungs: list, start: int, name: str,
+def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
           options: str, arch: str, fallback: bool | None,
-          explicit: Callable[[Rung], str]) -> tuple:
-    """Compiles the first form of a call the DSL accepts: ``build(None)``
-    (dynamic layouts), then ``build(rung)`` for each rung of `rungs`, from
-    level `start` (what worked last time; 0 = dynamic). `build` returns a
-    :class:`KernelSpec`. Returns (kernel, spec, level).
+          explicit: Callable[[tuple], str]) -> tuple:
+    """Compiles the first form of a call the DSL accepts: ``build(start)``
+    (`start`: per operand the masks to compile in beyond the front's own --
+    none, or what worked last time), then guided and searched forms (module
+    docstring). `build(masks)` returns a :class:`KernelSpec`; `operands`
+    have ``name`` and ``shape``. Returns (kernel, spec, masks, forms tried
+    before it).
 
-    Climbing warns once per kernel with :class:`StaticFallbackWarning`,
-    naming the rung and ``explicit(rung)``; with ``fallback=False`` (or
-    ``$CUTECALL_STATIC_FALLBACK=0``) the dynamic form's ``CompileError`` is
-    raised instead. Rejected keys are remembered for the process and
-    recorded in the artifact store: each fails once per user and version.
+    A form other than `start` warns once per kernel with
+    :class:`StaticFallbackWarning`, naming its dims and ``explicit(masks)``;
+    with ``fallback=False`` (or ``$CUTECALL_STATIC_FALLBACK=0``) the first
+    form's ``CompileError`` is raised instead. Rejected keys are remembered
+    for the process and recorded in the artifact store: each fails once per
+    user and version, not per call or process.
     """
     allowed = enabled(fallback)
-    first_error, seen, cause = None, set(), "rejected earlier in the process"
-    start = start if allowed else 0
-    cache = compile_cache
-    for level in range(start, len(rungs) + 1 if allowed else 1):
-        rung = rungs[level - 1] if level else None
-        spec = build(rung)
+    names = [op.name for op in operands]
+    shapes = [tuple(op.shape) for op in operands]
+    ranks = [len(s) for s in shapes]
+    start = tuple(start)
+    cache, state = compile_cache, {"first": None, "cause": "rejected earlier in the process"}
+
+    def forms() -> Iterator[tuple]:
+        yield start
+        if not allowed:
+            return
+        searched = iter(search(shapes))
+        current = start
+        while True:
+            error = state.get("last")
+            step = tuple(a | b for a, b in zip(current, guided(error, names, ranks))) \
+                if error is not None else current
+            if step == current:  # no guidance: the next searched form
+                step = next((tuple(a | b for a, b in zip(start, m)) for m in searched), None)
+                if step is None:
+                    return
+            state["last"] = None
+            current = step
+            yield step
+
+    seen = set()
+    for tried, masks in enumerate(forms()):
+        spec = build(masks)
         if spec.key in seen:
             continue
         seen.add(spec.key)
+        last_form = all(m == EVERYTHING for m in masks)
         with cache.lock:
             cached = cache.cached(spec.key)
-            stored = None if cached or cache.is_rejected(spec.key) or \
-                level == len(rungs) or not allowed \
-                else kernel_cache.rejection_cause(spec.key, arch)
+            stored = None if cached or cache.is_rejected(spec.key) or last_form \
+                or not allowed else kernel_cache.rejection(spec.key, arch)
             if stored is not None:
-                cause = f"{stored} (recorded by an earlier process)"
+                state["cause"] = f"{stored[0]} (recorded by an earlier process)"
             if cache.is_rejected(spec.key) or stored is not None:
-                cache.remember_rejection(spec.key, name)
+                source = stored[1] if stored else cache.rejected_source(spec.key)
+                cache.remember_rejection(spec.key, name, source)
+                state["last"] = CompileError(state["cause"], source_line=source)
                 continue
             try:
                 kernel = cache.get_locked(spec, name, options, arch)
             except CompileError as e:
                 logger.info("kernel '%s' rejected a form for %s: %s", name, arch,
                             e.root_cause)
-                first_error = first_error or e
-                cache.remember_rejection(spec.key, name)
-                if level < len(rungs) and allowed:
-                    kernel_cache.record_rejection(spec.key, name, arch, e.root_cause)
+                state["first"] = state["first"] or e
+                state["last"] = e
+                cache.remember_rejection(spec.key, name, e.source_line)
+                if allowed and not last_form:
+                    kernel_cache.record_rejection(spec.key, name, arch, e.root_cause,
+                                                  e.source_line)
                 continue
-            if level and not cached:
+            climbed = masks != start
+            what = summary([m & ~s for m, s in zip(masks, start)], names, shapes)
+            if climbed and not cached:
                 cache.count_fallback()
                 logger.info("kernel '%s': static fallback, compiled with %s (%s)",
-                            name, rung.summary,
-                            first_error.root_cause if first_error else cause)
-            warn = level > 0 and name not in cache.warned
+                            name, what, state["first"].root_cause if state["first"]
+                            else state["cause"])
+            warn = climbed and name not in cache.warned
             if warn:
                 cache.warned.add(name)
         if warn:
-            cause = first_error.root_cause if first_error else cause
+            cause = state["first"].root_cause if state["first"] else state["cause"]
             warnings.warn(
                 f"cutecall: kernel '{name}' does not compile with dynamic "
-                f"layouts ({cause}); compiled with {rung.summary}, as its "
-                f"authors' launch path or NVIDIA's cutlass_call would. To ask "
-                f"for this explicitly: {explicit(rung)}. To make it an error: "
-                f"static_fallback=False or {ENV}=0.",
-                StaticFallbackWarning, stacklevel=user_stacklevel())
-        return kernel, spec, level
-    if first_error is None:  # every form was rejected earlier in the process
-        spec = build(None)
+                f"layouts ({cause}); compiled with {what}, as its authors' launch "
+                f"path or NVIDIA's cutlass_call would. To ask for this explicitly: "
+                f"{explicit(masks)}. To make it an error: static_fallback=False or "
+                f"{ENV}=0.", StaticFallbackWarning, stacklevel=user_stacklevel())
+        return kernel, spec, masks, tried
+    first = state["first"]
+    if first is None:  # every form was rejected earlier in the process
+        spec = build(start)
         with cache.lock:
             cache.forget_rejection(spec.key)
             kernel = cache.get_locked(spec, name, options, arch)  # raises again
-        return kernel, spec, 0
-    if allowed and len(rungs):
+        return kernel, spec, start, 0
+    if allowed:
         raise CompileError(
-            f"{first_error}\n(no static form compiled either; the fully "
-            f"static one is tried last)", kernel=name, arch=arch,
-            root_cause=first_error.root_cause,
-            dsl_message=first_error.dsl_message) from first_error
-    raise first_error
+            f"{first}\n(no static form compiled either; the fully static one is "
+            "tried last)", kernel=name, arch=arch, root_cause=first.root_cause,
+            dsl_message=first.dsl_message, source_line=first.source_line) from first
+    raise first

@@ -115,19 +115,25 @@ def rejection_stamp(arch: str) -> dict:
     return record_stamp(arch, "rejection")
 
 
-def record_rejection(key: str, name: str, arch: str, cause: str) -> None:
+def record_rejection(key: str, name: str, arch: str, cause: str,
+                     source_line: str = "") -> None:
     """Remembers, for every process of this user, that the DSL rejected
-    specialization `key` (the static fallback then starts above it). Best
-    effort: a store failure is silent (the next process compiles again)."""
+    specialization `key` and where (the static fallback then starts above
+    it, guided by `source_line`). Best effort: a store failure is silent
+    (the next process compiles again)."""
     _write_record(_record_key("rejected", key), rejection_stamp(arch),
-                  {"rejected": key, "name": name, "cause": cause[:2000]}, replace=False)
+                  {"rejected": key, "name": name, "cause": cause[:2000],
+                   "source_line": source_line[:2000]}, replace=False)
 
 
-def rejection_cause(key: str, arch: str) -> str | None:
-    """Why the DSL rejected `key`, if a process recorded it (with the same
-    cutecall, DSL and CUDA versions); else None."""
+def rejection(key: str, arch: str) -> tuple[str, str] | None:
+    """(why, the failing source line) if a process recorded that the DSL
+    rejected `key` (with the same cutecall, DSL and CUDA versions); else
+    None."""
     meta = _read_record(_record_key("rejected", key), rejection_stamp(arch))
-    return None if meta is None else str(meta.get("cause", "?"))
+    if meta is None:
+        return None
+    return str(meta.get("cause", "?")), str(meta.get("source_line", ""))
 
 
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):

@@ -37,7 +37,8 @@ HINT_STYLES = ("cutlass_call", "torch", "helion")
 class Specialization:
     """What :meth:`Launcher.specialize` decided: the compiled kernel (named
     after this launcher), its spec, the static mask each operand was
-    compiled with (the front's request or a fallback rung) and the rung."""
+    compiled with (the front's request and the fallback's dims) and how many
+    forms were tried before it (0: the first compiled)."""
 
     kernel: CompiledKernel
     spec: KernelSpec
@@ -91,7 +92,9 @@ class Launcher:
         self.static_fallback = fallback.check_option(static_fallback)
         self.hint = hint
         self.keeps_static_masks = keeps_static_masks
-        self.level = 0  # the fallback rung that compiled last
+        # What the static fallback compiled in last, by operand name (fronts
+        # that do not keep masks themselves): later calls start there.
+        self.static_dims: dict[str, int] = {}
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -129,24 +132,22 @@ class Launcher:
         plan's operand and result counts (default: inputs, outputs). Climbs
         the static-fallback ladder when the DSL rejects a form."""
         options, arch = target.resolve_options(self.options, device_arch)
-        shapes = [tuple(op.shape) for op in operands]
-        rungs = fallback.ladder([op.name for op in operands], shapes)
 
-        def build(rung) -> KernelSpec:
+        def build(extra) -> KernelSpec:
             return self.spec(operands, binding, device_arch=arch, output_tree=output_tree,
-                             num_args=num_args, num_rets=num_rets,
-                             extra=rung.masks if rung else None)
+                             num_args=num_args, num_rets=num_rets, extra=extra)
 
-        start = 0 if self.keeps_static_masks else self.level
-        kernel, spec, level = fallback.climb(
-            build, rungs, start, self.name, options, arch, self.static_fallback,
-            lambda rung: fallback.explicit_hint(self.hint, rung, operands))
+        start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
+                 for op in operands]
+        kernel, spec, extra, level = fallback.climb(
+            build, operands, start, self.name, options, arch, self.static_fallback,
+            lambda masks: fallback.explicit_hint(
+                self.hint, [op.static | m for op, m in zip(operands, masks)], operands))
         if not self.keeps_static_masks:
-            self.level = level
+            self.static_dims.update({op.name: m for op, m in zip(operands, extra) if m})
         if kernel.name != self.name:  # a compile shared with another launcher
             kernel = dataclasses.replace(kernel, name=self.name)
-        masks = tuple(op.static | (rungs[level - 1].masks[i] if level else 0)
-                      for i, op in enumerate(operands))
+        masks = tuple(op.static | m for op, m in zip(operands, extra))
         return Specialization(kernel, spec, masks, level)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,

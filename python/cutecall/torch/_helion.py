@@ -229,10 +229,10 @@ class _HelionLaunch:
         launcher, binding, operands, positions = self._describe(args, props)
         result = launcher.specialize(operands, binding,
                                      device_arch=_describe.device_arch(device))
-        if result.level:  # a fallback rung: its masks key later calls
-            self.static_masks = arg_masks(binding, result.masks, len(args),
-                                          positions=positions, base=self.static_masks)
-            self.launch.set_static(self.static_masks)
+        masks = arg_masks(binding, result.masks, len(args), positions=positions)
+        if any(masks) and masks != self.static_masks:  # they key later calls
+            self.static_masks = masks
+            self.launch.set_static(masks)
         return launcher.entry(result, arg_uses(binding, len(args), positions=positions))
 
     def specialize(self, args, props, arch: str):
