@@ -106,13 +106,40 @@ def test_an_array_never_fills_a_scalar_parameter():
 
 
 def test_equally_good_bindings_are_ambiguous():
-    def launcher(x, o1=None, o2=None):
+    # By position the output would land on `eps`, a scalar: no fit. By rank
+    # o1 and o2 are equally good.
+    def launcher(x: cute.Tensor, eps: cutlass.Float32, o1: cute.Tensor = None,
+                 o2: cute.Tensor = None):
         pass
     sig = _signature.analyze(launcher)
-    with pytest.raises(TypeError, match=r"binds to its parameters \(x, o1, o2\) "
+    with pytest.raises(TypeError, match=r"binds to its parameters \(x, eps, o1, o2\) "
                                         r"in more than one way .*Annotate"):
-        placement.place_outputs(sig, [0, 1, 2], [placement.ARRAY], 2,
-                               "inputs_first", [s(4)])
+        placement.place_outputs(sig, [0, 1, 2, 3],
+                                [placement.ARRAY, placement.SCALAR_ARG], 1,
+                                "inputs_first", [s(4), 2.0])
+
+
+def combine_like(mO_partial: cute.Tensor, mLSE_partial: cute.Tensor,
+                 mO: cute.Tensor, mLSE: Optional[cute.Tensor] = None,
+                 cu_seqlens: Optional[cute.Tensor] = None,
+                 seqused: Optional[cute.Tensor] = None,
+                 stream: cuda.CUstream = None):
+    """FA4's FlashAttentionForwardCombine.__call__ (abridged): an optional
+    trailing output."""
+
+
+def test_outputs_follow_the_last_array_by_position():
+    # FA4 calls combine(out_partial, lse_partial, out, lse): the outputs are
+    # the parameters right after the inputs, defaults or not.
+    call = cutecall.cutlass_call(combine_like, output_shape_dtype=(s(2, 4), s(2)))
+    bound, _ = slots(call, s(3, 2, 4), s(3, 2))
+    assert bound["mO_partial"] == ("in", 0) and bound["mLSE_partial"] == ("in", 1)
+    assert bound["mO"] == ("out", 0) and bound["mLSE"] == ("out", 1)
+    assert bound["cu_seqlens"] == ("default",)
+    # One output: mO; mLSE stays at its default (None).
+    call = cutecall.cutlass_call(combine_like, output_shape_dtype=s(2, 4))
+    bound, _ = slots(call, s(3, 2, 4), s(3, 2))
+    assert bound["mO"] == ("out", 0) and bound["mLSE"] == ("default",)
 
 
 def test_outputs_first_mirrors_the_rule():

@@ -278,6 +278,20 @@ def test_runtime_scalar_sweep_compiles_once(compiles):
     assert compiles() <= 1
 
 
+def test_scalar_default_compiles_as_its_annotated_type(compiles):
+    # alpha: cutlass.Float32 = 0.5, left out: the kernel gets Float32(0.5)
+    # (compiled in, no runtime scalar); passed: a runtime scalar, one
+    # compile for every value.
+    call = cutecall.cutlass_call(signatures.scale_default, output_shape_dtype=like_first)
+    line = custom_call(call.lower(f32(64)))
+    assert int_attr(line, "scalars") == []
+    assert compiles() == 1
+    for v in (1.0, 2.0, 3.0):
+        line = custom_call(call.lower(f32(64), v))
+        assert int_attr(line, "scalars") == [int(np.float32(v).view(np.int32))]
+    assert compiles() == 2
+
+
 def test_runtime_scalar_errors():
     call = cutecall.cutlass_call(signatures.affine, output_shape_dtype=like_first)
     with pytest.raises(ValueError, match=r"'shift' \(Int32\) = 4294967296 is out of range"):

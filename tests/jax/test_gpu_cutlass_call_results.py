@@ -140,6 +140,10 @@ def test_signatures(jit):
          (x, None), {}, REFERENCES["add_optional_bias"](nx, None)),
         (cutecall.cutlass_call(signatures.fill, output_shape_dtype=lambda v: sds((77,), jnp.float32)),
          (2.5,), {}, REFERENCES["fill"]((77,), 2.5)),
+        (cutecall.cutlass_call(signatures.scale_default, output_shape_dtype=like),
+         (x,), {}, REFERENCES["scale_default"](nx)),
+        (cutecall.cutlass_call(signatures.scale_default, output_shape_dtype=like),
+         (x, 3.0), {}, REFERENCES["scale_default"](nx, 3.0)),
     ]
     for call, args, kwargs, want in cases:
         if jit:  # arrays traced, scalars and None closed over (host values)

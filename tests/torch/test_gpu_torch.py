@@ -58,6 +58,17 @@ def test_runtime_scalar_values_share_one_compile(compiles):
     assert compiles() <= 1 and len(k.launch) == 2
 
 
+def test_scalar_default_applies_when_left_out():
+    # signatures.scale_default(x, out, alpha: cutlass.Float32 = 0.5)
+    from cutecall.examples import signatures
+    k = ct.kernel(signatures.scale_default)
+    x, out = rand(1000), torch.empty(1000, device=DEV)
+    k(x, out)
+    torch.testing.assert_close(out, 0.5 * x)
+    k(x, out, 3.0)
+    torch.testing.assert_close(out, 3.0 * x)
+
+
 def test_allocate_mode_returns_outputs():
     k = ct.kernel(tk.axpby_2d, allocate=lambda x, y, alpha: torch.empty_like(x))
     x, y = rand(17, 129), rand(17, 129)

@@ -273,6 +273,18 @@ def test_vector_add_example_is_a_valid_launch_object():
     assert k.output_params == ["c"] and len(k.params) == 3
 
 
+def test_scalar_default_compiles_as_its_annotated_type(compiles):
+    # alpha: cutlass.Float32 = 0.5 reaches a `cute.Float` kernel parameter,
+    # which refuses a Python float: left out, cutecall passes Float32(0.5).
+    from cutecall.examples import signatures
+    k = ct.kernel(signatures.scale_default)
+    default = k.compile(*_descs(1000, 1000))
+    passed = k.compile(*_descs(1000, 1000), 2.0)
+    assert compiles() == 2 and default.key != passed.key
+    k.compile(*_descs(1000, 1000), 3.0)
+    assert compiles() == 2
+
+
 # -- shape contracts: dims= ---------------------------------------------------
 
 def _descs(*sizes):

@@ -31,6 +31,9 @@ class KernelSpec:
     slots: tuple = ()            # _binding.Binding.slots
     keyword_scalars: tuple = ()  # (keyword-only parameter, scalar index)
     scalar_types: tuple = ()     # runtime scalar types, slot order
+    # (parameter, DSL type, Python value): annotated scalars left at their
+    # default, passed as DSL values of their type
+    scalar_defaults: tuple = ()
     symbols: tuple = ()          # tied-dim symbol names, index order
     binding: str = ""            # how the call reached the launcher (errors)
 

@@ -32,7 +32,7 @@ def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str
                        slots: Sequence, scalar_types: Sequence[str],
                        keyword_scalars: Sequence, symbols: Sequence[str],
                        constexprs: Sequence, compile_options: str, compile_key: Any,
-                       arch: str) -> str:
+                       arch: str, scalar_defaults: Sequence = ()) -> str:
     """SHA-256 (hex) of the specialization's content. `launcher` is the
     launcher's fingerprint (taken once, when a front binds it: a kernel
     object's attributes may change while it is traced); `constexprs`
@@ -51,5 +51,7 @@ def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str
         "versions": versions(),
         "plan": PLAN_VERSION,
     }
+    if scalar_defaults:  # absent when empty: keys of other kernels unchanged
+        doc["scalar_defaults"] = [list(d) for d in scalar_defaults]
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()

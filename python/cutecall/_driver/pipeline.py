@@ -166,12 +166,16 @@ class Launcher:
         specs, symbols = tie_dims(specs, [tuple(op.shape) for op in operands], self.name)
         scalar_types = tuple(s.scalar_type for s in binding.scalars)
         params = self.sig.params if self.sig.inspected else ()
+        given = {p.name for p, slot in zip(params, binding.slots)
+                 if slot.kind != SlotKind.DEFAULT}
+        given |= {n for n, _ in binding.keyword_scalars} | set(dict(self.constexprs))
+        defaults = _signature.scalar_defaults(self.sig, given) if self.sig.inspected else ()
         key = specialization_key(
             launcher=self.fingerprint, operands=specs,
             trees=[t.key(_fingerprint.fingerprint) for t in trees], slots=binding.slots,
             scalar_types=scalar_types, keyword_scalars=binding.keyword_scalars,
             symbols=symbols, constexprs=self.constexprs, compile_options=options,
-            compile_key=self.compile_key, arch=arch)
+            compile_key=self.compile_key, arch=arch, scalar_defaults=defaults)
         return KernelSpec(
             launcher=self.fn, constexprs=self.constexprs, operands=tuple(specs),
             num_inputs=n_in, num_args=n_in if num_args is None else num_args,
@@ -180,7 +184,7 @@ class Launcher:
             param_names=tuple(p.name for p in params) or
             tuple(f"p{i}" for i in range(len(binding.slots))),
             slots=binding.slots, keyword_scalars=binding.keyword_scalars,
-            scalar_types=scalar_types, symbols=symbols,
+            scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
             binding=_binding.describe(self.sig, binding))
 
     # -- the typed entry for C++ ---------------------------------------------

@@ -1,6 +1,13 @@
 """Where a call's outputs sit among a launcher's parameters.
 
-The rule, the same in every front: outputs are tensor parameters (never one
+The rule, the same in every front. First, by position: the call's
+positional arguments fill the open parameters in order up to its last array
+(or ``None``), the outputs take the next tensor parameters, and trailing
+runtime scalars the ones after -- ``cutlass_call``'s own convention
+(``launcher(*inputs, *outputs)``), and how FA4 calls its split-KV combine
+(``combine(out_partial, lse_partial, out, lse=None, ...)``). When that does
+not fit (a parameter without a default left empty, a scalar where a tensor
+goes), by rank: outputs are tensor parameters (never one
 annotated as a runtime scalar) and, where possible, ones without a default
 and not ``Optional``; they follow the last array argument
 (``operand_order="inputs_first"``, the convention of QuACK, FA4 and
@@ -88,6 +95,34 @@ def placements(sig: LauncherSignature, open_params: Sequence[int],
         yield (score(order, outs, rest, given, params) if outs else (0,)), outs
 
 
+def by_position(sig: LauncherSignature, open_params: Sequence[int],
+                kinds: Sequence[str], num_outputs: int, order: str):
+    """The outputs' positions when the call reads positionally: with
+    ``inputs_first``, the arguments up to the last array or ``None`` fill
+    the first open parameters, the outputs the next `num_outputs` (all
+    tensor parameters), trailing scalars the ones after; with
+    ``outputs_first`` the outputs take the first open parameters and the
+    arguments the rest. ``None`` when that leaves a parameter without a
+    default empty or puts a value where its kind does not go."""
+    params = sig.params
+    if order == "inputs_first":
+        head = max((i + 1 for i, k in enumerate(kinds) if k != SCALAR_ARG), default=0)
+        outs = list(open_params[head:head + num_outputs])
+        rest = list(open_params[:head]) + list(open_params[head + num_outputs:])
+    else:
+        outs = list(open_params[:num_outputs])
+        rest = list(open_params[num_outputs:])
+    if len(outs) < num_outputs or len(kinds) > len(rest):
+        return None
+    if not all(params[i].kind == TENSOR for i in outs):
+        return None
+    if not all(_fits(params[i], k) for i, k in zip(rest, kinds)):
+        return None
+    if any(not params[i].has_default for i in rest[len(kinds):]):
+        return None
+    return tuple(outs)
+
+
 def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
                   kinds: Sequence[str], num_outputs: int, order: str,
                   values: Sequence[Any] = ()) -> tuple[int, ...]:
@@ -95,6 +130,9 @@ def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
     open parameters (those the call fills), the kinds of the call's
     positional arguments and the number of outputs. Raises ``TypeError``
     when no binding fits or two fit equally well."""
+    positional = by_position(sig, open_params, kinds, num_outputs, order)
+    if positional is not None:
+        return positional
     params = sig.params
     candidates = [i for i in open_params if params[i].kind == TENSOR]
     n = len(kinds)

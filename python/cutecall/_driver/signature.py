@@ -49,6 +49,9 @@ class Param:
     # Annotated as optional (``Optional[...]``, ``X | None``): an absent
     # input more often than an output.
     optional: bool = False
+    # The Python default (``inspect.Parameter.empty`` when none).
+    default: typing.Any = dataclasses.field(default=inspect.Parameter.empty,
+                                            compare=False, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,7 +115,21 @@ def _classify(p: inspect.Parameter) -> Param:
     annotated = kind == TENSOR and any("Tensor" in n for n in names)
     optional = any(n in ("Optional", "NoneType", "None") for n in names)
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
-                 p.kind == p.KEYWORD_ONLY, annotated, optional)
+                 p.kind == p.KEYWORD_ONLY, annotated, optional, p.default)
+
+
+def scalar_defaults(sig: LauncherSignature, given) -> tuple:
+    """``(name, scalar type, value)`` for each parameter annotated as a DSL
+    runtime scalar that the call leaves at a Python-number default
+    (``eps: cutlass.Float32 = 1e-6``): the generated entry passes it as a
+    value of its annotated type (``cutlass.Float32(1e-6)``), which the DSL
+    does not do for a default. `given`: the names the call fills."""
+    out = []
+    for p in sig.params + sig.keyword_only:
+        if p.kind == SCALAR and p.name not in given and \
+                isinstance(p.default, (bool, numbers.Number, np.generic)):
+            out.append((p.name, p.scalar_type, python_value(p.default, p.name)))
+    return tuple(out)
 
 
 def analyze(fn) -> LauncherSignature:

@@ -124,6 +124,8 @@ def call_launcher(stream, tensors, scalars, spec):
             args.append(value)
     for name, s in spec.keyword_scalars:
         kwargs[name] = scalars[s]
+    for name, scalar_type, value in spec.scalar_defaults:
+        kwargs[name] = getattr(cutlass, scalar_type)(value)
     with dsl.launches_on(stream):
         spec.launcher(*args, **kwargs)
 

@@ -15,7 +15,7 @@ import cutlass
 import cutlass.cute as cute
 
 __all__ = ["axpby_stream_last", "scale_no_stream", "scale_outputs_first",
-           "add_optional_bias", "affine", "fill", "REFERENCES"]
+           "add_optional_bias", "affine", "fill", "scale_default", "REFERENCES"]
 
 _THREADS = 256
 
@@ -138,6 +138,30 @@ def fill(stream, value, out: cute.Tensor):
             grid=_grid(n), block=(_THREADS, 1, 1), stream=stream)
 
 
+@cute.kernel
+def _scale_any_float_kernel(x: cute.Tensor, out: cute.Tensor, alpha: cute.Float):
+    # `cute.Float` is abstract: a Python float is refused ("can't cast"), a
+    # DSL Float32 taken as is -- as CUTLASS's CtaNorm.kernel(eps: cute.Float).
+    tidx, _, _ = cute.arch.thread_idx()
+    bidx, _, _ = cute.arch.block_idx()
+    i = bidx * _THREADS + tidx
+    if i < out.shape[0]:
+        out[i] = (alpha * x[i].to(cutlass.Float32)).to(out.element_type)
+
+
+@cute.jit
+def scale_default(x: cute.Tensor, out: cute.Tensor,
+                  alpha: cutlass.Float32 = 0.5, stream: cuda.CUstream = None):
+    """``out = alpha * x``, with ``alpha`` a runtime scalar whose Python
+    default (as CUTLASS's ``CtaNorm.__call__(..., eps: cutlass.Float32 =
+    1e-6)``) applies when the call leaves it out: the kernel sees
+    ``cutlass.Float32(0.5)``."""
+    n = out.shape[0]
+    if n > 0:
+        _scale_any_float_kernel(x, out, alpha).launch(
+            grid=_grid(n), block=(_THREADS, 1, 1), stream=stream)
+
+
 def _affine_ref(x, scale, shift, offset, negate):
     v = np.float32(scale) * x + np.float32(shift) + np.float32(offset)
     return -v if negate else v
@@ -150,4 +174,5 @@ REFERENCES = {
     "add_optional_bias": lambda x, bias: x if bias is None else x + bias,
     "affine": _affine_ref,
     "fill": lambda shape, value: np.full(shape, value, np.float32),
+    "scale_default": lambda x, alpha=0.5: alpha * x,
 }
