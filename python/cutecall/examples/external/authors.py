@@ -1,0 +1,115 @@
+"""The authors' own objects: run a third-party compile function up to its
+``cute.compile`` and keep what it would compile.
+
+QuACK's and FA4's host code builds its kernel objects and argument
+containers (``GemmCls.EpilogueArguments(...)``, ``TileSchedulerOptions``,
+``VarlenArguments``, ``AuxData``) right before ``cute.compile(kernel,
+*args)``. :func:`compile_args` runs such a function with ``cute.compile``
+intercepted: it returns the kernel object and the arguments exactly as the
+authors built them (fake tensors included) and compiles nothing. A corpus
+case hands that kernel object to cutecall unchanged, and a test compares
+the pytree :func:`structure` of the arguments cutecall's call passes with
+the authors' (same container classes, ``None`` where they pass ``None``,
+same dtypes and ranks, same compile-time values).
+
+    from quack import gemm as qgemm
+    captured = compile_args(qgemm._compile_gemm.__wrapped__, ...)  # no compile
+    captured.kernel      # the GemmDefaultSm90 object, configured as QuACK does
+    captured.args        # (mA, mB, mD, mC, epi_args, scheduler_args, ...)
+
+Imports CuTe DSL when called, never at import.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Callable, NamedTuple
+
+_LOCK = threading.Lock()
+
+
+class Captured(NamedTuple):
+    """What a compile function hands to ``cute.compile``."""
+
+    kernel: Any        # the callable compiled (a kernel object or @cute.jit)
+    args: tuple        # its positional arguments, as the authors built them
+    kwargs: dict       # keyword arguments (``options=...``)
+
+
+class _Stop(BaseException):
+    def __init__(self, captured: Captured):
+        self.captured = captured
+
+
+def compile_args(fn: Callable, *args, **kwargs) -> Captured:
+    """Runs ``fn(*args, **kwargs)`` until it calls ``cute.compile`` and
+    returns that call's arguments; nothing is compiled. Raises
+    ``RuntimeError`` if `fn` returns without compiling (a cached path:
+    call the undecorated function, e.g. ``f.__wrapped__`` of QuACK's
+    ``@jit_cache`` functions)."""
+    import cutlass.cute as cute
+
+    def intercept(kernel, *a, **kw):
+        raise _Stop(Captured(kernel, a, kw))
+
+    with _LOCK:
+        original = cute.compile
+        cute.compile = intercept
+        try:
+            fn(*args, **kwargs)
+        except _Stop as stop:
+            return stop.captured
+        finally:
+            cute.compile = original
+    raise RuntimeError(f"{getattr(fn, '__qualname__', fn)!r} returned without "
+                       "calling cute.compile (a cached path?)")
+
+
+def _dtype_name(x) -> str:
+    """The CuTe DSL name of a tensor's element type: a DSL tensor or fake
+    tensor (``element_type``), a JAX array or ShapeDtypeStruct, a torch
+    tensor."""
+    et = getattr(x, "element_type", None)
+    if et is not None:
+        return getattr(et, "__name__", str(et))
+    from cutecall._driver.dtypes import cutlass_dtype
+    dtype = x.dtype
+    if type(dtype).__module__.startswith("torch"):
+        dtype = str(dtype).replace("torch.", "")
+    return cutlass_dtype(dtype, "structure")[0]
+
+
+def structure(x) -> Any:
+    """A comparable description of an argument pytree: tensors as
+    ``("tensor", dtype, rank)``, DSL numbers and pointers as
+    ``("scalar", type)``, containers as ``(class name, {field:
+    structure})``; ``None`` and other Python values as themselves. A Python
+    number in a field annotated with a DSL type (QuACK's ``max_swizzle_size:
+    Int32``) is a scalar of that type, as cutecall reads it."""
+    return _structure(x, None)
+
+
+def _structure(x, annotation) -> Any:
+    from cutecall._driver import pytree
+    from cutecall._driver.signature import SCALAR_TYPES, annotation_names
+    if x is None:
+        return None
+    shape = getattr(x, "shape", None)
+    if shape is not None and (hasattr(x, "element_type") or hasattr(x, "dtype")) \
+            and not isinstance(x, (int, float)) and len(tuple(shape)) > 0:
+        return ("tensor", _dtype_name(x), len(tuple(shape)))
+    st = pytree.dsl_scalar_type(x)
+    if st is not None:
+        return ("scalar", st)
+    if type(x).__name__ == "_Pointer" or "Pointer" in type(x).__name__:
+        return ("scalar", "Pointer")
+    if pytree.is_container(x):
+        kind, cls, keys, children, notes = pytree._children(x)
+        name = cls.__qualname__ if cls is not None else kind
+        return (name, {k: _structure(c, n) for k, c, n in zip(keys, children, notes)})
+    names = annotation_names(annotation) if annotation is not None else []
+    annotated = next((n for n in names if n in SCALAR_TYPES), None)
+    if annotated and not (names and names[0].startswith("Constexpr")) and \
+            isinstance(x, (int, float)) and not isinstance(x, bool):
+        return ("scalar", annotated)
+    return x
