@@ -186,11 +186,12 @@ def describe(name: str, source: int, index: int, x, spec, static_default: bool,
 
 
 def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
-                      top) -> list:
+                      top, unpassed) -> list:
     """The description step of CutlassCall `call`: an OperandDesc per input
-    array leaf, then per output leaf the kernel writes (aliased ones
+    array leaf, then per output leaf the kernel writes (`aliased` ones
     excluded), named after the launcher parameter it binds to plus its key
-    path (``epilogue_args.mC``)."""
+    path (``epilogue_args.mC``); `unpassed`: the top-level outputs the
+    launcher does not receive."""
     param_of = call.launcher.parameter_names(binding)
     arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
                  for a, k in enumerate(binding.arrays)]
@@ -202,7 +203,7 @@ def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
             if leaf.kind in (pytree.ARRAY, pytree.NONE)]
     names = [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
     in_specs = flat_specs(call.input_spec, present, "input_spec", names)
-    kept = [j for j in range(top) if j not in call.whole_outputs]
+    kept = [j for j in range(top) if j not in unpassed]
     out_names = []
     for b in range(len(out_structs)):
         j = out_paths[b][0].value

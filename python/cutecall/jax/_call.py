@@ -56,7 +56,8 @@ class CutlassCall:
         self.input_spec = input_spec
         self.output_spec = output_spec
         self.aliases = _jax_args.check_aliases(input_output_aliases)
-        # Top-level outputs aliased whole: not passed to the launcher.
+        # Top-level outputs aliased whole: not passed to the launcher (unless
+        # output_params names one parameter per output: see _unpassed).
         self.whole_outputs = frozenset(o for _, o in self.aliases
                                        if isinstance(o, int))
         self.allow_cuda_graph = bool(allow_cuda_graph)
@@ -83,7 +84,18 @@ class CutlassCall:
                                 f"got {type(o).__name__}: {o!r}")
             structs.append(jax.ShapeDtypeStruct(o.shape, o.dtype))
         top = len(outs) if isinstance(outs, (list, tuple)) else 1
-        return tree, tuple(structs), top
+        return tree, tuple(structs), top, self._unpassed(top)
+
+    def _unpassed(self, top: int) -> frozenset:
+        """The top-level outputs the launcher does not receive: those aliased
+        whole to an input, which the kernel writes through. When
+        ``output_params`` names a parameter for every output, aliased ones
+        included, each reaches its parameter too -- the same buffer as the
+        input it aliases (QuACK's symmetric GEMM writes D through ``mD`` and
+        through ``epilogue_args.mAuxOut``, a transposed view of D)."""
+        if self.output_params is not None and len(self.output_params) == top:
+            return frozenset()
+        return self.whole_outputs
 
     def _bind(self, args, kwargs):
         for i, x in enumerate(args):  # before output_shape_dtype reads them
@@ -100,7 +112,7 @@ class CutlassCall:
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
         binding, values = self.launcher.bind(
-            args, kwargs, num_outputs=outs[2] - len(self.whole_outputs),
+            args, kwargs, num_outputs=outs[2] - len(outs[3]),
             order=self.operand_order, output_names=self.output_params,
             scalar_value=_jax_args.scalar_value, is_array=_jax_args.is_array)
         return binding, tuple(values), outs
@@ -118,7 +130,7 @@ class CutlassCall:
 
     # -- trace ----------------------------------------------------------------
     def _trace(self, flat_in, binding, outs):
-        ret_tree, out_structs, top = outs
+        ret_tree, out_structs, top, unpassed = outs
         flat_in = list(flat_in)
         # Leaf paths rooted at the call's positional arguments, for aliases.
         in_paths = [(pytree.Key("index", binding.arrays[a]),) + path
@@ -138,14 +150,16 @@ class CutlassCall:
                                  f"{x.dtype}{list(x.shape)} of '{self.name}' cannot "
                                  f"alias output {pytree.keystr(out_paths[b])} "
                                  f"{o.dtype}{list(o.shape)}")
-        aliased = {b for _, b in pairs}
+        # Aliased outputs the launcher also receives are operands of their own.
+        passed = {b for b, p in enumerate(out_paths) if p[0].value not in unpassed}
+        aliased = {b for _, b in pairs} - (passed - hidden)
         operands = _jax_args.describe_operands(
-            self, flat_in, binding, out_structs, out_paths, aliased, top)
+            self, flat_in, binding, out_structs, out_paths, aliased, top, unpassed)
 
         # The kernel's outputs: top-level outputs not aliased whole, with
         # path-aliased leaves hidden (None).
         kernel_positional = []
-        for j in (j for j in range(top) if j not in self.whole_outputs):
+        for j in (j for j in range(top) if j not in unpassed):
             leaves, tree = jax.tree.flatten(positional[j])
             base = _jax_args.leaves_under(out_paths, (pytree.Key("index", j),))
             kernel_positional.append(jax.tree.unflatten(
@@ -162,6 +176,12 @@ class CutlassCall:
         out_layout = {op.index: _jax_args.xla_layout(op) for op in spec.operands
                       if op.source == SOURCE_RET}
         for a, b in pairs:
+            if b in out_layout and out_layout[b] != in_layouts[a]:
+                raise ValueError(
+                    f"cutecall: output {pytree.keystr(out_paths[b])} of '{self.name}' "
+                    f"reaches its parameter with XLA layout {out_layout[b]} but "
+                    f"aliases input {pytree.keystr(in_paths[a])} of layout "
+                    f"{in_layouts[a]}; give both the same TensorSpec layout")
             out_layout[b] = in_layouts[a]
         batch = _batching.resolve(
             self.batch_modes, self.name, spec.operands,
