@@ -13,7 +13,7 @@ PIP       := $(VENV)/bin/pip
 # The third-party kernel corpus (tests/external): pyproject's `external` extra.
 EXTERNAL  := "quack-kernels>=0.6.5,<0.7" "flash-attn-4>=4.0.0b36,<4.1" \
              "apache-tvm-ffi>=0.1.11,<0.2" torch-c-dlpack-ext einops
-DEPS      := "jax>=0.7.2,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
+DEPS      := "jax>=0.8.1,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
              "torch>=2.10,<2.16" flatbuffers \
              "nanobind>=2.4" "scikit-build-core>=0.10" "pytest>=8" numpy \
              $(EXTERNAL)
@@ -21,7 +21,8 @@ SOURCES   := $(shell find cpp python -type f \( -name '*.cc' -o -name '*.h' -o -
              CMakeLists.txt pyproject.toml
 JOBS      ?= 2
 
-.PHONY: demo test test-cpp test-sanitize test-fuzz fuzz fuzz-build test-python install clean
+.PHONY: demo test test-cpp test-sanitize test-fuzz fuzz fuzz-build test-python install clean \
+        wheel test-install
 
 $(VENV)/.deps: pyproject.toml
 	@test -x $(PY) || $$(tools/find_python.sh) -m venv $(VENV)
@@ -34,6 +35,12 @@ $(VENV)/.installed: $(VENV)/.deps $(SOURCES)
 	@touch $@
 
 install: $(VENV)/.installed
+
+# A manylinux wheel for WHEEL_PYTHON (default 3.12) in dist/: needs no
+# compiler to install (tools/wheel.sh: scikit-build-core, auditwheel).
+WHEEL_PYTHON ?= 3.12
+wheel:
+	tools/wheel.sh $(WHEEL_PYTHON)
 
 demo: $(VENV)/.installed
 	$(PY) -m cutecall.demo

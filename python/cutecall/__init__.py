@@ -21,8 +21,13 @@ Where things live (``docs/architecture.md`` has the whole map):
 from __future__ import annotations
 
 import importlib
+import os
 
 from ._version import __version__
+
+if os.environ.get("CUTECALL_DSL_FLAVOUR"):  # make the DSL load the pinned flavour
+    from ._driver import flavour as _flavour
+    _flavour.pin_dsl()
 
 # Public name -> the module that defines it (imported on first use).
 _NAMES = {

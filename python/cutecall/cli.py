@@ -207,12 +207,19 @@ def _gpu():
     return gpus or f"none ({why})"
 
 
+def _flavour():
+    from ._driver import flavour
+    chosen = flavour.selected()  # FlavourError: reported as an error
+    return f"{chosen.name} ({chosen.how}; installed: " + \
+        ", ".join(f"cu{m}" for m in sorted(flavour.installed())) + ")"
+
+
 def _runtime_library():
     from ._driver import runtime as _runtime
     path = _runtime.find_runtime_library()
     if path is None:
-        return "error: not found (install nvidia-cutlass-dsl-libs-cu13 or set "\
-            "CUTECALL_DSL_RUNTIME)"
+        return "error: not found (pip install 'cutecall[cu12]' or 'cutecall[cu13]', "\
+            "or set CUTECALL_DSL_RUNTIME)"
     return path if os.path.exists(path) else f"error: {path} does not exist"
 
 
@@ -232,12 +239,13 @@ def doctor(args) -> int:
         "jax": _probe(_jax),
         "pytorch": _probe(_torch),
         "cute dsl": _probe(_dsl),
+        "dsl flavour": _probe(_flavour),
         "runtime library": _probe(_runtime_library),
         "target arch": _probe(_target_arch),
         "cache": _probe(_cache_health),
     }
     # Without these cutecall cannot run a kernel; the rest is information.
-    problems = [k for k in ("runtime library", "cache")
+    problems = [k for k in ("dsl flavour", "runtime library", "cache")
                 if str(checks[k]).startswith("error")]
     if args.json:
         print(json.dumps({"checks": checks, "problems": problems}, indent=2,

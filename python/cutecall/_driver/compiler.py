@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import dsl
+from . import dsl, flavour
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger
@@ -23,6 +23,7 @@ from .plan import encode_plan
 
 def compile_kernel(spec: KernelSpec, name: str, options: str,
                    arch: str) -> CompiledKernel:
+    flavour.selected()  # FlavourError (not a compile failure: no fallback)
     try:
         import cuda.bindings.driver as cuda
         import cutlass.cute as cute
@@ -31,7 +32,7 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
     except ImportError as e:
         raise CompileError(
             f"cutecall: compiling kernel '{name}' needs the CuTe DSL "
-            f"(pip install 'nvidia-cutlass-dsl[cu13]'): {e}", kernel=name,
+            f"(pip install 'cutecall[cu12]' or 'cutecall[cu13]'): {e}", kernel=name,
             arch=arch, root_cause=f"the CuTe DSL is not importable: {e}") from e
     prefix = "cc_" + spec.key[:16]
     start = time.perf_counter()

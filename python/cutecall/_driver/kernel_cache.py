@@ -14,7 +14,7 @@ import warnings
 from typing import Callable
 
 from .._version import __version__
-from . import dsl
+from . import dsl, flavour
 from .compiled import CompiledKernel
 from .log import logger
 from .store import default_store
@@ -36,7 +36,8 @@ def current_stamp(arch: str) -> dict:
 @functools.lru_cache(maxsize=1)
 def _versions_stamp() -> dict:  # package metadata look-ups cost ~1 ms each
     return {"format": FORMAT, "cutecall": __version__,
-            "dsl": dsl.dsl_version(), "cuda": cuda_versions()}
+            "dsl": dsl.dsl_version(), "flavour": flavour.name_or_none(),
+            "cuda": cuda_versions()}
 
 
 def _tuples(value):

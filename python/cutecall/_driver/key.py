@@ -16,7 +16,7 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-from . import dsl
+from . import dsl, flavour as _flavour
 from .fingerprint import fingerprint
 from .plan import PLAN_VERSION
 
@@ -25,7 +25,8 @@ from .plan import PLAN_VERSION
 def versions() -> dict:
     """The versions every key and store entry carries."""
     from .._version import __version__
-    return {"cutecall": __version__, "dsl": dsl.dsl_version()}
+    return {"cutecall": __version__, "dsl": dsl.dsl_version(),
+            "flavour": _flavour.name_or_none()}
 
 
 def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str],

@@ -5,30 +5,26 @@ targets itself (``cutecall.jax._targets``)."""
 
 from __future__ import annotations
 
-import glob
 import os
-import sys
 import threading
 
 from .. import _core
+from . import flavour as _flavour
 
 _lock = threading.Lock()
 
 
 def find_runtime_library() -> str | None:
     """Path of libcute_dsl_runtime.so: $CUTECALL_DSL_RUNTIME, else the
-    installed nvidia-cutlass-dsl-libs-cu13 (preferred) or -cu12 wheel.
-    Found without importing the DSL compiler."""
+    runtime of the CUDA flavour the DSL compiles for (:mod:`.flavour`);
+    None when none is installed. Found without importing the DSL compiler.
+    Raises ``flavour.FlavourError`` when the flavour cannot run here."""
     env = os.environ.get("CUTECALL_DSL_RUNTIME")
     if env:
         return env
-    for base in sys.path:
-        for flavour in ("cu13", "cu12"):
-            hits = glob.glob(os.path.join(base, "nvidia_cutlass_dsl", flavour,
-                                          "lib", "libcute_dsl_runtime.so"))
-            if hits:
-                return hits[0]
-    return None
+    if not _flavour.installed():
+        return None
+    return _flavour.selected().runtime
 
 
 def ensure_runtime_path() -> None:
@@ -37,7 +33,7 @@ def ensure_runtime_path() -> None:
     if _core.runtime_path():
         return
     with _lock:
-        path = find_runtime_library()
+        path = find_runtime_library()  # FlavourError: driver too old, etc.
         if path and not _core.runtime_path():
             _core.set_runtime_path(path)
 

@@ -27,8 +27,8 @@ from ..jax import _targets
 from ..jax import _contract
 from .._driver.tensor_spec import TensorSpec
 
-# cutecall's own floors (pyproject.toml: jax>=0.7.2, requires-python>=3.10).
-CUTE_DSL_MIN_SUPPORTED_JAX_VERSION = (0, 7, 2)
+# cutecall's own floors (pyproject.toml: jax>=0.8.1, requires-python>=3.10).
+CUTE_DSL_MIN_SUPPORTED_JAX_VERSION = (0, 8, 1)
 CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION = (3, 10)
 
 # NVIDIA's legacy name for TensorSpec.

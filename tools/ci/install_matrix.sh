@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# make test-install: cutecall's wheels (dist/, from `make wheel`) installed
+# the ways users install them, each into a fresh venv with no compiler on
+# PATH, each running the tests that install must pass. One line per venv:
+#
+#   name               python  what pip installs                      tests
+#   all-cu13           3.12    wheel[all,cu13] + corpus, newest jax    the whole Python suite
+#   cu12-oldest-jax    3.13    wheel[all] (the DSL's default flavour:  DSL-compiling smoke: corpus
+#                              cu12 only), jax/jaxlib 0.8.1 (oldest)   compiles, examples, JAX lowering
+#   torch-only         3.10    wheel[torch] (cu12), no jax             the torch front
+#   jax-only           3.12    wheel[jax,cu13], no torch               the JAX front and bundles
+#
+# The venvs live in build/ci/<name> (recreated each run); logs in
+# build/ci/<name>.log. MATRIX="torch-only jax-only" runs a subset.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root="$PWD"
+EXTERNAL=("quack-kernels>=0.6.5,<0.7" "flash-attn-4>=4.0.0b36,<4.1"
+          "apache-tvm-ffi>=0.1.11,<0.2" torch-c-dlpack-ext einops)
+
+# Compilers shadowed: an install or test that tries to build fails loudly.
+nocc="$root/build/ci/no-compiler"
+mkdir -p "$nocc"
+for tool in cc gcc g++ c++ clang clang++ cmake ninja make ld; do
+  printf '#!/bin/sh\necho "%s: no compiler in this environment (test-install)" >&2\nexit 127\n' \
+    "$tool" > "$nocc/$tool"
+  chmod +x "$nocc/$tool"
+done
+
+wheel_for() {  # the wheel for a python version, e.g. 3.12 -> dist/cutecall-...-cp312-...
+  local tag="cp${1/./}"
+  ls "$root"/dist/cutecall-*-"$tag"-"$tag"-manylinux_*.whl 2>/dev/null | head -1 \
+    || { echo "no $tag wheel in dist/: make wheel WHEEL_PYTHON=$1" >&2; exit 1; }
+}
+
+run_venv() {  # name python-version "pip args" "check" "pytest args"
+  local name="$1" version="$2" pip_args="$3" check="$4" tests="$5"
+  local venv="$root/build/ci/$name" log="$root/build/ci/$name.log"
+  local py; py="$(tools/find_python.sh "$version")"
+  local whl; whl="$(wheel_for "$version")"
+  rm -rf "$venv"
+  "$py" -m venv "$venv"
+  echo "== $name (python $version): pip install ${pip_args//@WHEEL@/$(basename "$whl")}"
+  local start=$SECONDS
+  (
+    export PATH="$nocc:$venv/bin:$PATH" PIP_ONLY_BINARY=":all:"
+    # shellcheck disable=SC2086
+    "$venv/bin/pip" install -q ${pip_args//@WHEEL@/$whl} "pytest>=8"
+    "$venv/bin/python" -c "$check"
+    cd "$root"  # the tests import the installed wheel: no source tree on sys.path
+    # shellcheck disable=SC2086
+    "$venv/bin/python" -I -m pytest $tests -q -p no:cacheprovider -x
+  ) > "$log" 2>&1 || { tail -n 60 "$log"; echo "test-install $name FAILED (log: $log)"; exit 1; }
+  echo "   $(tail -n 1 "$log") [$((SECONDS - start)) s]"
+}
+
+# What each venv must see: the wheel (not the source tree), the flavour,
+# and which frameworks are importable.
+check() {  # flavour jax? torch?
+  cat <<EOF
+import importlib.util as u, os, sys, cutecall
+from cutecall._driver import flavour
+assert "/site-packages/cutecall/" in cutecall.__file__, cutecall.__file__
+assert flavour.selected().name == "$1", flavour.selected()
+assert (u.find_spec("jax") is not None) == $2, "jax"
+assert (u.find_spec("torch") is not None) == $3, "torch"
+print("cutecall", cutecall.__version__, flavour.selected().name, sys.version.split()[0])
+EOF
+}
+
+want="${MATRIX:-all-cu13 cu12-oldest-jax torch-only jax-only}"
+for name in $want; do
+  case "$name" in
+    all-cu13)
+      run_venv all-cu13 3.12 "@WHEEL@[all,cu13] ${EXTERNAL[*]}" \
+        "$(check cu13 True True)" "tests" ;;
+    cu12-oldest-jax)
+      run_venv cu12-oldest-jax 3.13 "@WHEEL@[all] jax==0.8.1 jaxlib==0.8.1 ${EXTERNAL[*]}" \
+        "$(check cu12 True True)" \
+        "tests/external/test_quack_compile.py tests/external/test_fa4_compile.py tests/examples tests/jax/test_cutlass_call_surface.py tests/driver/test_flavour.py" ;;
+    torch-only)
+      run_venv torch-only 3.10 "@WHEEL@[torch]" "$(check cu12 False True)" "tests/torch" ;;
+    jax-only)
+      run_venv jax-only 3.12 "@WHEEL@[jax,cu13]" "$(check cu13 True False)" \
+        "tests/jax tests/bundle" ;;
+    *) echo "unknown venv $name" >&2; exit 2 ;;
+  esac
+done
