@@ -42,10 +42,18 @@ WHEEL_PYTHON ?= 3.12
 wheel:
 	tools/wheel.sh $(WHEEL_PYTHON)
 
+# The wheels for every Python CI covers, each installed the ways users
+# install it into a fresh venv with no compiler on PATH, running the tests
+# that install must pass (tools/ci/install_matrix.sh lists the venvs).
+WHEEL_PYTHONS ?= 3.10 3.12 3.13
+test-install:
+	for v in $(WHEEL_PYTHONS); do tools/wheel.sh $$v || exit 1; done
+	tools/ci/install_matrix.sh
+
 demo: $(VENV)/.installed
 	$(PY) -m cutecall.demo
 
-test: test-cpp test-sanitize test-fuzz test-python
+test: test-cpp test-sanitize test-fuzz test-python test-install
 
 test-cpp: $(VENV)/.deps
 	@mkdir -p build

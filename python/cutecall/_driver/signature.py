@@ -49,9 +49,11 @@ class Param:
     # Annotated as optional (``Optional[...]``, ``X | None``): an absent
     # input more often than an output.
     optional: bool = False
-    # The Python default (``inspect.Parameter.empty`` when none).
-    default: typing.Any = dataclasses.field(default=inspect.Parameter.empty,
-                                            compare=False, repr=False)
+    # The Python default (None when none: ``has_default`` tells them apart).
+    # Not ``inspect.Parameter.empty``: Python 3.10's dataclass docstring
+    # would read it as "no default" and reject the class.
+    default: typing.Any = dataclasses.field(default=None, compare=False,
+                                            repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +117,8 @@ def _classify(p: inspect.Parameter) -> Param:
     annotated = kind == TENSOR and any("Tensor" in n for n in names)
     optional = any(n in ("Optional", "NoneType", "None") for n in names)
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
-                 p.kind == p.KEYWORD_ONLY, annotated, optional, p.default)
+                 p.kind == p.KEYWORD_ONLY, annotated, optional,
+                 None if p.default is inspect.Parameter.empty else p.default)
 
 
 def scalar_defaults(sig: LauncherSignature, given) -> tuple:
