@@ -26,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import glob
+import importlib.abc
 import importlib.util
 import os
 import re
@@ -176,3 +177,26 @@ def pin_dsl() -> None:
     except BaseException:
         sys.modules.pop(_IR_MODULE, None)
         raise
+    sys.meta_path.insert(0, _BindToParent())
+
+
+class _BindToParent(importlib.abc.MetaPathFinder):
+    """Once the DSL imports ``cutlass._mlir._mlir_libs`` (whose own loader
+    returns early: the pinned module is already in ``sys.modules``), binds
+    the pinned module as its ``_cutlass_ir`` attribute, as the DSL's loader
+    does (its preprocessor reads the attribute). Removes itself at once."""
+
+    def find_spec(self, name, path, target=None):
+        if name != _IR_MODULE.rpartition(".")[0]:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module._cutlass_ir = sys.modules[_IR_MODULE]
+        spec.loader.exec_module = exec_module
+        return spec
