@@ -70,6 +70,23 @@ def describe_jax(call, args) -> dict:
                          for n, op in zip(kernel.operand_names.split(","), ops)]}
 
 
+def tensor_leaves(x) -> list:
+    """The torch tensors in `x`, a tensor or a container of them (tuples,
+    NamedTuples, lists, dicts, dataclasses), in order."""
+    import dataclasses
+
+    import torch
+    if isinstance(x, torch.Tensor):
+        return [x]
+    if isinstance(x, dict):
+        x = list(x.values())
+    elif dataclasses.is_dataclass(x) and not isinstance(x, type):
+        x = [getattr(x, f.name) for f in dataclasses.fields(x)]
+    if isinstance(x, (tuple, list)):
+        return [t for v in x for t in tensor_leaves(v)]
+    return []
+
+
 def run_case(case, args) -> dict:
     import jax
     import numpy as np
@@ -117,13 +134,15 @@ def run_case(case, args) -> dict:
     guard("cutecall_torch", cutecall_torch)
     if case.authors_torch is not None and targs is not None:
         def authors_torch():
-            ours = [targs[i].clone() for i in case.torch_outputs]
+            # An output may sit in a container (an epilogue's mAuxOut):
+            # compare every tensor leaf of each output argument.
+            ours = [t.clone() for i in case.torch_outputs for t in tensor_leaves(targs[i])]
             _, theirs_args = case.torch("cuda", 0)
             case.authors_torch(*theirs_args)
             torch.cuda.synchronize()
+            theirs = [t for i in case.torch_outputs for t in tensor_leaves(theirs_args[i])]
             rec["max_abs_diff_vs_authors"] = max(
-                float((a.float() - theirs_args[i].float()).abs().max())
-                for a, i in zip(ours, case.torch_outputs))
+                float((a.float() - b.float()).abs().max()) for a, b in zip(ours, theirs))
             return ("torch", lambda: case.authors_torch(*theirs_args))
         guard("authors_torch", authors_torch)
     rec["compiles"] = cutecall.compile_stats()["compiles"] - before["compiles"]
@@ -202,8 +221,12 @@ def main():
     import torch
 
     import cutecall
-    from cutecall.examples.external import fa4_corpus, quack_corpus
-    cases = quack_corpus.cases(args.size) + fa4_corpus.cases(args.size)
+    from cutecall.examples.external import (fa4_combine_corpus, fa4_corpus, fa4_flex_corpus,
+                                            quack_corpus, quack_gemm_corpus,
+                                            quack_lce_corpus, quack_rotary_corpus)
+    corpora = (quack_corpus, quack_gemm_corpus, quack_rotary_corpus, quack_lce_corpus,
+               fa4_corpus, fa4_flex_corpus, fa4_combine_corpus)
+    cases = [c for corpus in corpora for c in corpus.cases(args.size)]
     wanted = [w for w in args.cases.split(",") if w]
     cases = [c for c in cases if not wanted or any(w in c.name for w in wanted)]
     results = []

@@ -83,7 +83,7 @@ def _jax_args_from(case, targs):
     inputs = tuple(a for i, a in enumerate(targs) if i not in case.torch_outputs)
     torch.cuda.synchronize()
     return jax.tree.map(
-        lambda t: jnp.from_dlpack(t.detach().contiguous(), copy=True)
+        lambda t: jnp.from_dlpack(t.detach().clone().contiguous())
         if isinstance(t, torch.Tensor) else t, inputs)
 
 

@@ -33,6 +33,14 @@
 # SETUP_SKIP_HANDLER=1. Exit 3: stage 1 was lost (redo both calls).
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then exec bash "$(dirname "$0")/gpu" setup "$@"; fi
 
+# /tmp/cutecall_sp/<site name>/site-packages -> the site; prints the link.
+site_packages_link() {
+  local link
+  link="/tmp/cutecall_sp/$(basename "$1")/site-packages"
+  mkdir -p "$(dirname "$link")" && ln -sfn "$1" "$link"
+  echo "$link"
+}
+
 cmd_setup() (
   set -euo pipefail
   # shellcheck disable=SC2153  # SITE, REPO, WHEEL_SITE, PY, OUT: set by tools/gpu/gpu
@@ -81,9 +89,14 @@ cmd_setup() (
   fi
 
   # ------------------------------------------------------------ env.sh ----
-  dsl_pkgs="$WHEEL_SITE/nvidia_cutlass_dsl/dsl_packages"
+  # Each site is imported through a link named site-packages, as a pip
+  # install is: QuACK fingerprints its epilogues' dependencies and treats
+  # only code under a site-packages (or the stdlib) directory as installed.
+  site_link="$(site_packages_link "$site")"
+  wheel_link="$(site_packages_link "$WHEEL_SITE")"
+  dsl_pkgs="$wheel_link/nvidia_cutlass_dsl/dsl_packages"
   [ -d "$dsl_pkgs/cutlass" ] || die "$dsl_pkgs/cutlass missing after install"
-  path="$dsl_pkgs:$site"; [ -z "$suffix" ] || path="$path:$WHEEL_SITE"
+  path="$dsl_pkgs:$site_link"; [ -z "$suffix" ] || path="$path:$wheel_link"
   cat >"$site/env.sh" <<EOF
 # Written by tools/gpu/gpu setup (tree $tree). Source it: . $site/env.sh
 # $dsl_pkgs stands in for nvidia_cutlass_dsl_packages.pth, which Python does
