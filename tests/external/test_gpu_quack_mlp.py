@@ -125,8 +125,10 @@ def test_float16_operands():
         assert_close(a, b, name)
 
 
-def test_autotuned_mlp_tunes_each_site_then_takes_the_stored_winners(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+def test_autotuned_mlp_tunes_each_site_then_takes_the_stored_winners(fresh_key_space):
+    # fresh_key_space: an empty store of its own AND no kernel earlier tests
+    # compiled in this process (a kernel served from memory is never
+    # written to this test's store, and the second pass would compile it).
     quack_mlp._tuner.cache_clear()
     x, w1, w2, dout = data(2048, 1024, 2816)
     mlp = lambda x, w1, w2: quack_mlp.mlp(x, w1, w2, "silu", candidates=TILES)  # noqa: E731

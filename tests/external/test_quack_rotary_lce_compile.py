@@ -63,6 +63,9 @@ def fresh_fallback(compiles, monkeypatch):
     process); compiles counted in a fresh key space."""
     monkeypatch.setattr(compile_cache, "_rejected", collections.OrderedDict())
     monkeypatch.setattr(compile_cache, "warned", set())
+    # The launch objects remember the static dims they learned (Launcher.
+    # static_dims): earlier tests in this process (the GPU file) used them.
+    rotary._calls.cache_clear()
     return compiles
 
 

@@ -4,7 +4,8 @@
 # PATH, each running the tests that install must pass. One line per venv:
 #
 #   name               python  what pip installs                      tests
-#   all-cu13           3.12    wheel[all,cu13] + corpus, newest jax    the whole Python suite
+#   all-cu13           3.12    wheel[all,cu13,test,external]          the whole Python suite
+#                              (newest jax), the third-party corpus
 #   cu12-oldest-jax    3.13    wheel[all] (the DSL's default flavour:  DSL-compiling smoke: corpus
 #                              cu12 only), jax/jaxlib 0.8.1 (oldest)   compiles, examples, JAX lowering
 #   torch-only         3.10    wheel[torch] (cu12), no jax             the torch front
@@ -15,8 +16,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
-EXTERNAL=("quack-kernels>=0.6.5,<0.7" "flash-attn-4>=4.0.0b36,<4.1"
-          "apache-tvm-ffi>=0.1.11,<0.2" torch-c-dlpack-ext einops)
 
 # Compilers shadowed: an install or test that tries to build fails loudly.
 nocc="$root/build/ci/no-compiler"
@@ -45,7 +44,7 @@ run_venv() {  # name python-version "pip args" "check" "pytest args"
   (
     export PATH="$nocc:$venv/bin:$PATH" PIP_ONLY_BINARY=":all:"
     # shellcheck disable=SC2086
-    "$venv/bin/pip" install -q ${pip_args//@WHEEL@/$whl} "pytest>=8"
+    "$venv/bin/pip" install -q ${pip_args//@WHEEL@/$whl}
     "$venv/bin/python" -c "$check"
     cd "$root"  # the tests import the installed wheel: no source tree on sys.path
     # shellcheck disable=SC2086
@@ -72,16 +71,16 @@ want="${MATRIX:-all-cu13 cu12-oldest-jax torch-only jax-only}"
 for name in $want; do
   case "$name" in
     all-cu13)
-      run_venv all-cu13 3.12 "@WHEEL@[all,cu13] ${EXTERNAL[*]}" \
+      run_venv all-cu13 3.12 "@WHEEL@[all,cu13,test,external]" \
         "$(check cu13 True True)" "tests" ;;
     cu12-oldest-jax)
-      run_venv cu12-oldest-jax 3.13 "@WHEEL@[all] jax==0.8.1 jaxlib==0.8.1 ${EXTERNAL[*]}" \
+      run_venv cu12-oldest-jax 3.13 "@WHEEL@[all,test,external] jax==0.8.1 jaxlib==0.8.1" \
         "$(check cu12 True True)" \
         "tests/external/test_quack_compile.py tests/external/test_fa4_compile.py tests/examples tests/jax/test_cutlass_call_surface.py tests/driver/test_flavour.py" ;;
     torch-only)
-      run_venv torch-only 3.10 "@WHEEL@[torch]" "$(check cu12 False True)" "tests/torch" ;;
+      run_venv torch-only 3.10 "@WHEEL@[torch,test]" "$(check cu12 False True)" "tests/torch" ;;
     jax-only)
-      run_venv jax-only 3.12 "@WHEEL@[jax,cu13]" "$(check cu13 True False)" \
+      run_venv jax-only 3.12 "@WHEEL@[jax,cu13,test]" "$(check cu13 True False)" \
         "tests/jax tests/bundle" ;;
     *) echo "unknown venv $name" >&2; exit 2 ;;
   esac

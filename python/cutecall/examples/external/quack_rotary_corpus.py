@@ -110,7 +110,6 @@ def _rotate(x, cos, sin, cat):
 def case(batch: int, seqlen: int, nheads: int, headdim: int) -> Case:
     """QuACK's rotary forward on x (batch, seqlen, nheads, headdim) bf16."""
     shape, half = (batch, seqlen, nheads, headdim), headdim // 2
-    calls = _calls(headdim)
 
     def jax_case(concrete, seed):
         import jax.numpy as jnp
@@ -118,7 +117,7 @@ def case(batch: int, seqlen: int, nheads: int, headdim: int) -> Case:
         x = r.normal(shape, bf16())
         cos, sin = _angles(seqlen, half, True) if concrete else \
             (r.normal((seqlen, half), jnp.float32),) * 2
-        return calls[0](), (x, cos, sin, None, None, seqlen)
+        return _calls(headdim)[0](), (x, cos, sin, None, None, seqlen)
 
     def torch_case(device, seed):
         import torch
@@ -130,7 +129,7 @@ def case(batch: int, seqlen: int, nheads: int, headdim: int) -> Case:
             cos, sin = (t.to(r.device) for t in _angles(seqlen, half, False))
         # On a device, out starts NaN-filled: an element the kernel misses shows.
         out = torch.full(shape, float("nan"), dtype=bf16(False), device=r.device)
-        return calls[1](), (x, cos, sin, None, None, out, seqlen)
+        return _calls(headdim)[1](), (x, cos, sin, None, None, out, seqlen)
 
     def jax_ref(x, cos, sin, offsets, cu_seqlens, max_seqlen):
         import jax.numpy as jnp
