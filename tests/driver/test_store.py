@@ -434,6 +434,16 @@ def test_lock_of_a_killed_builder_is_released(store):
     assert built and entry.data == b"after"
 
 
+def test_a_store_that_cannot_be_created_warns_and_the_kernel_is_used(monkeypatch, compiles):
+    # /proc takes no new directories, root or not: a read-only store location.
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", "/proc/cutecall-no-store/cache")
+    cutecall.clear_cache()
+    with pytest.warns(RuntimeWarning, match=r"artifact store /proc/cutecall-no-store/cache "
+                      r"failed \(cutecall: cannot create cache directory"):
+        lowered = vector_add_call().lower(S((1000,), jnp.float32), S((1000,), jnp.float32))
+    assert "cutecall" in lowered.as_text() and compiles() == 1
+
+
 def test_driver_survives_store_io_failure(monkeypatch, tmp_path, compiles):
     monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
 

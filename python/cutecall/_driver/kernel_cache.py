@@ -141,7 +141,8 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     """(CompiledKernel, compiled?) through the default store: a verified
     entry, else ``compile()``'s kernel, stored. No store: compiles. The
     stamp names CompiledKernel's fields, so changing them invalidates.
-    An unsafe directory raises CacheError; an I/O failure of the store
+    An unsafe directory raises CacheError; a store that cannot be created
+    (StoreUnavailable, an OSError) or an I/O failure of the store
     (read-only, full, EIO) warns and the kernel is used without it."""
     store = default_store()
     if store is None:

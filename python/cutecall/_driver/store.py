@@ -38,7 +38,7 @@ import warnings
 from typing import Callable
 
 from .log import logger
-from .store_format import (DEFAULT_MAX_BYTES, FORMAT, CacheError,
+from .store_format import (DEFAULT_MAX_BYTES, FORMAT, CacheError, StoreUnavailable,
                            CorruptEntry, Entry, check_private_dir, decode,
                            encode, file_lock)
 
@@ -75,7 +75,11 @@ class ArtifactStore:
         if self._ready and os.path.isdir(self.locks_dir) \
                 and os.path.isdir(self.entries_dir):
             return
-        os.makedirs(os.path.dirname(self.root), exist_ok=True)
+        try:
+            os.makedirs(os.path.dirname(self.root), exist_ok=True)
+        except OSError as e:
+            raise StoreUnavailable(f"cutecall: cannot create cache directory "
+                                   f"{os.path.dirname(self.root)}: {e.strerror}") from e
         for d in (self.root, self.base, self.entries_dir, self.locks_dir):
             check_private_dir(d)
         self._ready = True

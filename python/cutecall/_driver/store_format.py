@@ -25,6 +25,13 @@ class CacheError(RuntimeError):
     """The artifact store cannot be used (message names the path and why)."""
 
 
+class StoreUnavailable(CacheError, OSError):
+    """The store's directory cannot be created (a read-only file system, no
+    permission). An OSError too: the driver warns and uses the kernel it
+    compiled without the store (docs/cache.md), where an unsafe directory
+    (another owner, group-writable) stays a hard CacheError."""
+
+
 class CorruptEntry(Exception):
     """An entry failed verification (internal; never loaded)."""
 
@@ -86,8 +93,8 @@ def check_private_dir(path: str) -> None:
     except FileExistsError:
         pass
     except OSError as e:
-        raise CacheError(f"cutecall: cannot create cache directory {path}: "
-                         f"{e.strerror}") from e
+        raise StoreUnavailable(f"cutecall: cannot create cache directory {path}: "
+                               f"{e.strerror}") from e
     st = os.stat(path)
     fix = ("cutecall stores machine code there; use a private directory "
            "(chmod 700, or set CUTECALL_CACHE_DIR) or set CUTECALL_CACHE=0")
