@@ -320,3 +320,11 @@ def test_dims_of_the_wrong_rank_are_refused():
     k = ct.kernel(kernels.vector_add, dims={"a": ("m", "n")})
     with pytest.raises(ValueError, match=r"dims\['a'\] names 2 dims, but the tensor has rank 1"):
         k.compile(*_descs(8, 8, 8))
+
+
+def test_an_arch_the_dsl_does_not_know_is_named_before_compiling(monkeypatch, compiles):
+    monkeypatch.setenv("CUTECALL_ARCH", "sm_999")
+    with pytest.raises(ValueError, match=r"target arch 'sm_999' \(from \$CUTECALL_ARCH\) is "
+                                         r"not one the CuTe DSL compiles for; it knows .*sm_90a"):
+        ct.kernel(kernels.vector_add).compile(*[ct.TensorDesc((8,), "float32")] * 3)
+    assert compiles() == 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import dsl, flavour
+from . import dsl, flavour, target
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger
@@ -34,6 +34,8 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
             f"cutecall: compiling kernel '{name}' needs the CuTe DSL "
             f"(pip install 'cutecall[cu12]' or 'cutecall[cu13]'): {e}", kernel=name,
             arch=arch, root_cause=f"the CuTe DSL is not importable: {e}") from e
+    from cutlass.base_dsl.enums import Arch
+    target.check_arch(arch, Arch.__members__)
     prefix = "cc_" + spec.key[:16]
     start = time.perf_counter()
     try:

@@ -47,3 +47,16 @@ def resolve_options(compile_options: str | None,
         return options, m.group(1)
     arch = default_arch(device_arch)
     return (options + f" --gpu-arch {arch}").strip(), arch
+
+
+def check_arch(arch: str, known) -> None:
+    """A ValueError naming where `arch` came from unless the CuTe DSL
+    compiles for it (`known`: the DSL's arch names). Not a compile failure:
+    no static fallback follows."""
+    if arch in known:
+        return
+    source = (f"${ARCH_ENV}" if os.environ.get(ARCH_ENV) == arch
+              else "--gpu-arch in the compile options, or the GPU")
+    names = sorted(known, key=lambda a: (len(a), a))
+    raise ValueError(f"cutecall: target arch {arch!r} (from {source}) is not one the "
+                     f"CuTe DSL compiles for; it knows {', '.join(names)}")
