@@ -181,11 +181,12 @@ def _dsl():
     from ._driver import dsl
     version = dsl.dsl_version()
     if version is None:
-        return "not installed: compiling needs pip install 'nvidia-cutlass-dsl[cu13]'"
+        return "error: not installed: compiling needs pip install 'cutecall[cu12]' " \
+            "or 'cutecall[cu13]'"
     try:
         import cutlass.cute  # noqa: F401  (does it import on this machine?)
     except Exception as e:
-        return (f"nvidia-cutlass-dsl {version} installed, but import cutlass.cute "
+        return (f"error: nvidia-cutlass-dsl {version} installed, but import cutlass.cute "
                 f"fails ({type(e).__name__}: {e}): no compiles; stored kernels "
                 f"and bundles still load")
     return f"nvidia-cutlass-dsl {version} (imports)"
@@ -205,6 +206,14 @@ def _cache_health():
 def _gpu():
     gpus, why = _gpus()
     return gpus or f"none ({why})"
+
+
+def _machine(gpu) -> str:
+    """What this machine can do with kernels, from the gpu line."""
+    if isinstance(gpu, list) and gpu:
+        return "compile and launch"
+    return ("compile-only machine: kernels compile and lower here (for the target "
+            "arch), bundles export; nothing launches without a GPU")
 
 
 def _flavour():
@@ -234,6 +243,7 @@ def doctor(args) -> int:
         "cutecall": __version__,
         "python": sys.version.split()[0],
         "gpu": _probe(_gpu),
+        "machine": None,
         "driver CUDA": _probe(_driver_cuda),
         "CUDA packages": _probe(kernel_cache.cuda_versions) or "none found",
         "jax": _probe(_jax),
@@ -244,8 +254,9 @@ def doctor(args) -> int:
         "target arch": _probe(_target_arch),
         "cache": _probe(_cache_health),
     }
+    checks["machine"] = _machine(checks["gpu"])
     # Without these cutecall cannot run a kernel; the rest is information.
-    problems = [k for k in ("dsl flavour", "runtime library", "cache")
+    problems = [k for k in ("cute dsl", "dsl flavour", "runtime library", "cache")
                 if str(checks[k]).startswith("error")]
     if args.json:
         print(json.dumps({"checks": checks, "problems": problems}, indent=2,

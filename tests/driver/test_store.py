@@ -408,11 +408,13 @@ def test_doctor_survives_missing_packages(monkeypatch, tmp_path, capsys):
     for name in ("torch", "cutlass", "cutlass.cute", "jax.numpy"):
         monkeypatch.setitem(sys.modules, name, None)  # import fails
     monkeypatch.setenv("PATH", "")  # no nvidia-smi
-    assert cli.main(["doctor"]) == 0
+    assert cli.main(["doctor"]) == 1  # a DSL that cannot import is a problem
     out = capsys.readouterr().out
     for line in ("gpu ", "driver CUDA", "pytorch", "cute dsl", "runtime library", "cache "):
         assert line in out, line
-    assert "problems: none" in out
+    assert "machine          compile-only machine: kernels compile and lower here" in out
+    assert "cute dsl         error: nvidia-cutlass-dsl" in out
+    assert "problems: cute dsl" in out
 
 
 def test_lock_of_a_killed_builder_is_released(store):
