@@ -456,3 +456,21 @@ def test_driver_survives_store_io_failure(monkeypatch, tmp_path, compiles):
     with pytest.warns(RuntimeWarning, match="kernel 'vector_add' is used without it"):
         vector_add_call().lower(S((1000,), jnp.float32), S((1000,), jnp.float32))
     assert compiles() == 1
+
+
+def test_cli_user_errors_and_a_closed_pipe_print_no_traceback(tmp_path):
+    env = {**os.environ, "CUTECALL_CACHE_DIR": str(tmp_path / "cache")}
+    cli_cmd = [PY, "-m", "cutecall.cli"]
+    for args, message in ((["warmup", "nosuch:attr"], "cannot import module 'nosuch'"),
+                          (["warmup", "cutecall:nosuch"], "has no attribute 'nosuch'")):
+        out = subprocess.run(cli_cmd + args, capture_output=True, text=True, env=env,
+                             timeout=120)
+        assert out.returncode == 2 and message in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+    # The reader of `cutecall doctor | head -0` is gone before the first line.
+    proc = subprocess.Popen(cli_cmd + ["doctor"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err

@@ -283,7 +283,12 @@ def main(argv: list[str]) -> int:
     module, _, attr = args.tasks.partition(":")
     if not attr:
         ap.error(f"tasks must be module:attr, got {args.tasks!r}")
-    found: Any = getattr(importlib.import_module(module), attr)
+    try:
+        found: Any = getattr(importlib.import_module(module), attr)
+    except ImportError as e:
+        ap.error(f"tasks {args.tasks!r}: cannot import module {module!r} ({e})")
+    except AttributeError:
+        ap.error(f"tasks {args.tasks!r}: module {module!r} has no attribute {attr!r}")
     report = warmup(found() if callable(found) else found, workers=args.workers,
                     preload=[module, *args.preload], start=args.start)
     print(report)
