@@ -4,6 +4,7 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/string.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace nb = nanobind;
@@ -34,6 +35,11 @@ abi::Slot ReadScalarSlot(PyObject* o, abi::ScalarType type,
         fail("= " + shown() + " is not representable as a float");
       }
       if (type == abi::ScalarType::kFloat32) {
+        // Out of range becomes inf silently in C; NaN and inf stay accepted.
+        if (std::isfinite(d) && !std::isfinite(float(d))) {
+          fail("= " + shown() +
+               " is out of range for Float32 (largest finite 3.4028235e+38)");
+        }
         s.f32 = float(d);
       } else {
         s.f64 = d;

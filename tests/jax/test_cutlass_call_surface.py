@@ -300,6 +300,10 @@ def test_runtime_scalar_errors():
         call.lower(f32(8), 1.0, 1.5, 0, False)
     with pytest.raises(TypeError, match=r"'negate' \(Boolean\) must be a bool"):
         call.lower(f32(8), 1.0, 1, 0, 7)
+    with pytest.raises(ValueError, match=r"\(Float32\) = 1e\+40 is out of range for Float32"):
+        call.lower(f32(8), 1e40, 1, 0, False)  # not a silent inf
+    call.lower(f32(8), float("inf"), 1, 0, False)  # inf and NaN are values
+    call.lower(f32(8), float("nan"), 1, 0, False)
     with pytest.raises(TypeError, match="is a traced JAX value"):
         jax.jit(lambda x, s: call(x, s, 1, 0, False)).trace(jnp.zeros(8), 1.0)
     # A concrete JAX scalar is a host value: fine.

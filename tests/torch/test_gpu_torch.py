@@ -98,6 +98,8 @@ def test_errors_before_launch_name_the_kernel():
     with pytest.raises(ValueError, match=r"helion_add_kernel': argument 6 \(Int64\) "
                                          r"= 1180591620717411303424 is out of range"):
         ct.default_cute_launcher(tk.helion_add_kernel, (1,), y, y, y, 1 << 70, 1.0)
+    with pytest.raises(ValueError, match=r"= 1e\+40 is out of range for Float32"):
+        ct.default_cute_launcher(tk.helion_add_kernel, (1,), y, y, y, 64, 1e40)
 
 
 # -- Helion's launcher ------------------------------------------------------

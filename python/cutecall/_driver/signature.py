@@ -239,7 +239,13 @@ def encode_scalar(name: str, scalar_type: str, value) -> ScalarArg:
             raise TypeError(f"cutecall: {what} must be a real number, got "
                             f"{type(value).__name__}: {value!r}")
         if scalar_type == "Float32":
-            bits = int(np.array(value, dtype=np.float32).view(np.int32))
+            with np.errstate(over="ignore"):
+                f32 = np.array(value, dtype=np.float32)
+            if np.isfinite(float(value)) and not np.isfinite(f32):
+                raise ValueError(f"cutecall: {what} = {value!r} is out of range for "
+                                 f"Float32 (largest finite 3.4028235e+38); NaN and inf "
+                                 f"are accepted")
+            bits = int(f32.view(np.int32))
         else:
             bits = int(np.array(value, dtype=np.float64).view(np.int64))
         return ScalarArg(name, scalar_type, bits)
