@@ -89,16 +89,18 @@ def cache_list(args) -> int:
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
-    print(f"{'key':16}  {'kernel':24}  {'arch':8}  {'size':>10}  {'used':>5}  status")
+    # The kernel last, whole: names such as FlashAttentionForwardSm90 are
+    # longer than any fixed column.
+    print(f"{'key':16}  {'arch':8}  {'size':>10}  {'used':>5}  {'status':8}  kernel")
     for r in rows:
         kernel = str(r.get("kernel", "?"))
         if r.get("kind") == "rejected":
-            kernel = kernel[:13] + " (rejected)"
+            kernel += " (rejected)"
         elif r.get("kind") == "autotune":
             kernel = f"{r.get('kernel')} {json.dumps(r.get('config'))}"
-        print(f"{r['key'][:16]:16}  {kernel[:24]:24}  "
-              f"{str(r.get('arch', '?')):8}  {_size(r['bytes']):>10}  "
-              f"{_age(r['age_s'] or 0):>5}  {r['status']}")
+        print(f"{r['key'][:16]:16}  {str(r.get('arch', '?')):8}  "
+              f"{_size(r['bytes']):>10}  {_age(r['age_s'] or 0):>5}  "
+              f"{r['status']:8}  {kernel}")
     print(f"{len(rows)} entries")
     return 0
 

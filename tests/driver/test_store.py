@@ -332,7 +332,8 @@ def fill(root, n=3):
     stamp = kernel_cache.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
-        store.get_or_build(k, stamp, lambda k=k: ({"name": "kern_" + k[:4]}, b"o" * 500))
+        store.get_or_build(k, stamp, lambda k=k: (
+            {"name": "FlashAttentionForwardSm90_kern_" + k[:4]}, b"o" * 500))
     return store, keys
 
 
@@ -344,7 +345,8 @@ def test_cli_cache_commands(monkeypatch, tmp_path, capsys):
     assert stats["entries"] == 3 and stats["root"] == store.root
     assert cli.main(["cache", "list"]) == 0
     out = capsys.readouterr().out
-    assert all(k[:16] in out for k in keys) and "kern_" in out and "3 entries" in out
+    assert all(k[:16] in out for k in keys) and "3 entries" in out
+    assert all(f"FlashAttentionForwardSm90_kern_{k[:4]}" in out for k in keys)  # whole names
     with open(store.path(keys[0]), "r+b") as f:
         f.truncate(10)
     assert cli.main(["cache", "verify"]) == 1  # found (and removed) one

@@ -328,3 +328,8 @@ def test_an_arch_the_dsl_does_not_know_is_named_before_compiling(monkeypatch, co
                                          r"not one the CuTe DSL compiles for; it knows .*sm_90a"):
         ct.kernel(kernels.vector_add).compile(*[ct.TensorDesc((8,), "float32")] * 3)
     assert compiles() == 0
+
+
+def test_a_negative_extent_in_a_tensor_desc_is_refused():
+    with pytest.raises(ValueError, match=r"TensorDesc shape \(64, -1\): dim 1 = -1 is negative"):
+        ct.TensorDesc((64, -1), "float32")

@@ -46,6 +46,10 @@ class TensorDesc:
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(x) for x in self.shape))
+        bad = [(d, n) for d, n in enumerate(self.shape) if n < 0]
+        if bad:
+            raise ValueError(f"cutecall: TensorDesc shape {self.shape}: dim {bad[0][0]} "
+                             f"= {bad[0][1]} is negative; extents are >= 0")
         if self.strides is None:
             acc, strides = 1, []
             for n in reversed(self.shape):
