@@ -245,7 +245,7 @@ def test_close_candidates_are_timed_again_and_one_noisy_time_does_not_win():
 
 def test_torch_tensors_tune_on_the_first_call_of_a_key_on_its_own_tensors():
     torch = pytest.importorskip("torch")
-    from cutecall.services.timing import _time_torch, default_timer
+    from cutecall.services.timing import NoGPU, _time_torch, default_timer
     seen = []
 
     class OwnTensors(Timer):
@@ -271,4 +271,23 @@ def test_torch_tensors_tune_on_the_first_call_of_a_key_on_its_own_tensors():
                               timer=later, key=key, name="scale_torch")
     assert torch.equal(again(x), x * 2)
     assert again.report(x).source == "store" and later.runs == []
-    assert default_timer((x,)) is _time_torch   # CUDA events for torch tensors
+    if torch.cuda.is_available():
+        assert default_timer((x.cuda(),)) is _time_torch  # CUDA events for torch tensors
+    with pytest.raises(NoGPU):  # CPU tensors: nothing to time them with
+        default_timer((x,))
+
+
+def test_without_a_gpu_the_default_timer_says_so_before_building_anything():
+    built = []
+
+    def build(k):
+        built.append(k)
+        return lambda x: x * k
+    tune = cutecall.autotune(build, configs=[{"k": 1}, {"k": 2}],
+                             key=lambda x: x.shape, name="no_gpu")
+    if jax.devices()[0].platform == "gpu":
+        pytest.skip("a GPU is visible: the default timer can time")
+    with pytest.raises(RuntimeError, match=r"autotune 'no_gpu': timing its 2 configs needs "
+                                           r"a GPU, and none is visible.*CUTECALL_AUTOTUNE=0"):
+        tune(jnp.ones(8))
+    assert built == []

@@ -36,7 +36,7 @@ from typing import Any, Callable, Sequence
 
 from .._driver import kernel_cache
 from .._driver.fingerprint import fingerprint, source_digest
-from .timing import concrete_jax, default_timer, device_name, is_torch
+from .timing import NoGPU, concrete_jax, default_timer, device_name, is_torch
 from .._driver.log import logger
 
 __all__ = ["autotune", "Autotuned", "TuningResult"]
@@ -128,7 +128,16 @@ class Autotuned:
                         key, stored["winner"])
             return TuningResult(stored["winner"], tuple(stored["times_us"]),
                                 tuple(stored["errors"]), "store")
-        result = self._tune(args)
+        # The timer first, before compiling any candidate: the default one
+        # needs a GPU and says so at once.
+        try:
+            timer = self.timer or default_timer(args)
+        except NoGPU as e:
+            raise RuntimeError(
+                f"cutecall.autotune '{self.name}': timing its {len(self.configs)} configs "
+                f"{e}. On a machine that only compiles, set {ENV_OFF}=0 (config 0) or "
+                f"{ENV_FORCE}=<index>, or pass timer=") from None
+        result = self._tune(args, timer)
         kernel_cache.store_record(record_key, device, "autotune", {
             "autotune": self.name, "name": f"{self.name} (autotune winner)",
             "winner": result.winner,
@@ -160,8 +169,7 @@ class Autotuned:
                                 preload=_warmup.defining_modules([self.build]))
         logger.info("autotune '%s': %s", self.name, str(report).splitlines()[0])
 
-    def _tune(self, args) -> TuningResult:
-        timer = self.timer or default_timer(args)
+    def _tune(self, args, timer) -> TuningResult:
         if not any(is_torch(x) for x in args):
             if self.compile_workers > 1:
                 self._compile_in_workers(args)

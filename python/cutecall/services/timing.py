@@ -16,19 +16,34 @@ def is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 
 
+NO_GPU = "no-gpu"
+
+
 def device_name(args) -> str:
+    """The GPU the arguments' kernels run on, or NO_GPU."""
     for x in args:
         if is_torch(x) and getattr(x, "is_cuda", False):
             import torch
             return torch.cuda.get_device_name(x.device)
+    if any(is_torch(x) for x in args):
+        return NO_GPU  # torch tensors, none on a GPU (and maybe no JAX)
     import jax
     try:
         return jax.devices("cuda")[0].device_kind
     except RuntimeError:
-        return "no-gpu"
+        return NO_GPU
+
+
+class NoGPU(RuntimeError):
+    """Timing needs a GPU and none is visible (the message completes
+    "timing ... ")."""
 
 
 def default_timer(args) -> Callable:
+    """CUDA-event timing for torch tensors, chained calls in one jit for
+    JAX; NoGPU where no GPU is visible to run them."""
+    if device_name(args) == NO_GPU:
+        raise NoGPU("needs a GPU, and none is visible")
     return _time_torch if any(is_torch(x) for x in args) else _time_jax
 
 
