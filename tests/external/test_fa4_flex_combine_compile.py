@@ -34,6 +34,7 @@ from cutecall.examples.external import authors  # noqa: E402
 from cutecall.examples.external import fa4_combine_corpus as combine  # noqa: E402
 from cutecall.examples.external import fa4_flex_corpus as flex  # noqa: E402
 from cutecall.examples.external import fa4_reference as ref  # noqa: E402
+from corpus_checks import split_arrays  # noqa: E402
 
 FLEX = flex.cases("test")[0]
 COMBINE = combine.cases("test")[0]
@@ -105,23 +106,9 @@ def test_jax_lowers_fa4_object_to_one_custom_call(case, compiles):
     lowered = call.lower(*args)
     assert lowered.as_text().count(TARGET) == 1
     assert compiles() == 1
-    arrays, rebuild = _split(args)
+    arrays, rebuild = split_arrays(args, jax.ShapeDtypeStruct)
     expected = jax.eval_shape(lambda *a: case.jax_reference(*rebuild(a)), *arrays)
     assert [o.shape for o in lowered.out_info] == [e.shape for e in expected]
-
-
-def _split(args):
-    """(the array leaves of a call's arguments, a function putting arrays
-    back in their places); None and DSL scalars stay as they are."""
-    leaves, tree = jax.tree.flatten(args)
-    where = [i for i, x in enumerate(leaves) if isinstance(x, jax.ShapeDtypeStruct)]
-
-    def rebuild(arrays):
-        full = list(leaves)
-        for i, a in zip(where, arrays):
-            full[i] = a
-        return jax.tree.unflatten(tree, full)
-    return [leaves[i] for i in where], rebuild
 
 
 @pytest.mark.parametrize("name", IDS)

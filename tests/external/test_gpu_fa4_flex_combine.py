@@ -24,6 +24,7 @@ import jax.numpy as jnp  # noqa: E402
 import cutecall  # noqa: E402
 from cutecall.examples.external import fa4_combine_corpus as combine  # noqa: E402
 from cutecall.examples.external import fa4_flex_corpus as flex  # noqa: E402
+from corpus_checks import as_numpy, assert_close, assert_same, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -32,40 +33,6 @@ COMBINE = combine.cases("test")[0]
 CASES = [FLEX, COMBINE]
 IDS = ["flex", "combine"]
 SEED = 0
-
-
-def _np(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(jnp.asarray(x).astype(jnp.float32))
-
-
-def _close(got, want, case, what):
-    g, w = _np(got), _np(want)
-    assert g.shape == w.shape, (what, g.shape, w.shape)
-    assert np.isfinite(g).all(), f"{case.name}: {what} has non-finite values"
-    np.testing.assert_allclose(g, w, atol=case.atol, rtol=case.rtol,
-                               err_msg=f"{case.name}: {what}")
-
-
-def _same(got, want, case, what):
-    g, w = _np(got), _np(want)
-    assert g.shape == w.shape, (what, g.shape, w.shape)
-    np.testing.assert_array_equal(g, w, err_msg=f"{case.name}: {what}")
-
-
-def _split(args):
-    """(the array leaves of a call's arguments, their rebuild); None and
-    DSL scalars (``AuxData``'s logit scale) stay Python values."""
-    leaves, tree = jax.tree.flatten(args)
-    where = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
-
-    def rebuild(arrays):
-        full = list(leaves)
-        for i, a in zip(where, arrays):
-            full[i] = a
-        return jax.tree.unflatten(tree, full)
-    return [leaves[i] for i in where], rebuild
 
 
 def _torch_run(case, runner=None):
@@ -94,7 +61,7 @@ def test_jax_matches_reference(case):
     want = case.jax_reference(*args)
     assert len(got) == len(want) == 2
     for i, (g, w) in enumerate(zip(got, want)):
-        _close(g, w, case, f"output {i}")
+        assert_close(g, w, case, f"output {i}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -102,18 +69,18 @@ def test_jax_under_jit_is_eager(case):
     """Inside a jitted program, arrays traced (the aux tensor included),
     the runtime scalars Python values: the same kernel, the same bits."""
     call, args = case.jax(True, SEED)
-    arrays, rebuild = _split(args)
+    arrays, rebuild = split_arrays(args)
     eager = call(*args)
     jitted = jax.jit(lambda *a: call(*rebuild(a)))(*arrays)
     for i, (e, j) in enumerate(zip(eager, jitted)):
-        _same(j, e, case, f"output {i}, jit vs eager")
+        assert_same(j, e, case, f"output {i}, jit vs eager")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_torch_matches_reference(case):
     args, want = _torch_run(case)
     for i, w in zip(case.torch_outputs, want):
-        _close(args[i], w, case, f"output {i}")
+        assert_close(args[i], w, case, f"output {i}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -121,7 +88,7 @@ def test_torch_matches_fa4_own_path(case):
     ours, want = _torch_run(case)
     theirs, _ = _torch_run(case, case.authors_torch)
     for i, w in zip(case.torch_outputs, want):
-        _close(theirs[i], w, case, f"FA4's path, output {i}")
+        assert_close(theirs[i], w, case, f"FA4's path, output {i}")
         assert torch.equal(ours[i], theirs[i]), \
             f"{case.name}: output {i} differs from FA4's"
 
@@ -132,7 +99,7 @@ def test_jax_matches_fa4_own_path(case):
     call, _ = case.jax(False, SEED)
     got = jax.block_until_ready(call(*_jax_args_from(case, theirs)))
     for g, i in zip(got, case.torch_outputs):
-        _same(g, theirs[i], case, f"output {i} vs FA4's")
+        assert_same(g, theirs[i], case, f"output {i} vs FA4's")
 
 
 def test_flex_matches_flash_attn_func():
@@ -168,9 +135,9 @@ def test_flex_new_logit_scale_runs_the_same_kernel():
     kernel(*args)
     torch.cuda.synchronize()
     for i, w in zip(FLEX.torch_outputs, want):
-        _close(args[i], w, FLEX, f"torch output {i}, logit scale 1.25")
+        assert_close(args[i], w, FLEX, f"torch output {i}, logit scale 1.25")
     jargs = jargs[:-1] + (flex.aux_data(jargs[-1].tensors[0], 1.25),)
     got = jax.block_until_ready(call(*jargs))
     for i, (g, w) in enumerate(zip(got, FLEX.jax_reference(*jargs))):
-        _close(g, w, FLEX, f"JAX output {i}, logit scale 1.25")
+        assert_close(g, w, FLEX, f"JAX output {i}, logit scale 1.25")
     assert cutecall.compile_stats()["compiles"] == before

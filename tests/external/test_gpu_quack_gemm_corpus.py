@@ -23,6 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import cutecall  # noqa: E402
 from cutecall.examples.external import quack_gemm_cases as qc  # noqa: E402
 from cutecall.examples.external import quack_gemm_corpus as corpus  # noqa: E402
+from corpus_checks import as_numpy, assert_close, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -30,12 +31,6 @@ CASES = corpus.cases("test")
 IDS = list(corpus.KERNELS)
 BY_NAME = dict(zip(IDS, CASES))
 SEED = 0
-
-
-def _np(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(jnp.asarray(x).astype(jnp.float32))
 
 
 def _written(case, args) -> list:
@@ -47,14 +42,6 @@ def _written(case, args) -> list:
 
 def _values(want) -> list:
     return [w["mAuxOut"] if isinstance(w, dict) else w for w in want]
-
-
-def _close(got, want, case, what):
-    g, w = _np(got), _np(want)
-    assert g.shape == w.shape, (what, g.shape, w.shape)
-    assert np.isfinite(g).all(), f"{case.name}: {what} has non-finite values"
-    np.testing.assert_allclose(g, w, atol=case.atol, rtol=case.rtol,
-                               err_msg=f"{case.name}: {what}")
 
 
 def _nan_filled(case, args):
@@ -72,20 +59,6 @@ def _torch_run(case, runner=None):
     return args, want
 
 
-def _split(args):
-    """(the array leaves of a call's arguments, their rebuild); None and
-    scalars stay Python values."""
-    leaves, tree = jax.tree.flatten(args)
-    where = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
-
-    def rebuild(arrays):
-        full = list(leaves)
-        for i, a in zip(where, arrays):
-            full[i] = a
-        return jax.tree.unflatten(tree, full)
-    return [leaves[i] for i in where], rebuild
-
-
 def _outputs(got) -> list:
     return list(got) if isinstance(got, (tuple, list)) else [got]
 
@@ -97,24 +70,24 @@ def test_jax_matches_reference(case):
     want = _outputs(case.jax_reference(*args))
     assert len(got) == len(want) == len(case.torch_outputs)
     for i, (g, w) in enumerate(zip(got, want)):
-        _close(g, w, case, f"output {i}")
+        assert_close(g, w, case, f"output {i}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_jax_under_jit_is_eager(case):
     call, args = case.jax(True, SEED)
-    arrays, rebuild = _split(args)
+    arrays, rebuild = split_arrays(args)
     eager = _outputs(call(*args))
     jitted = _outputs(jax.jit(lambda *a: call(*rebuild(a)))(*arrays))
     for e, j in zip(eager, jitted):
-        np.testing.assert_array_equal(_np(j), _np(e), err_msg=case.name)
+        np.testing.assert_array_equal(as_numpy(j), as_numpy(e), err_msg=case.name)
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_torch_matches_reference(case):
     args, want = _torch_run(case)
     for i, (g, w) in enumerate(zip(_written(case, args), want)):
-        _close(g, w, case, f"output {i}")
+        assert_close(g, w, case, f"output {i}")
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -122,7 +95,7 @@ def test_torch_matches_quack_own_path(case):
     ours, want = _torch_run(case)
     theirs, _ = _torch_run(case, case.authors_torch)
     for i, (o, t, w) in enumerate(zip(_written(case, ours), _written(case, theirs), want)):
-        _close(t, w, case, f"QuACK's path, output {i}")
+        assert_close(t, w, case, f"QuACK's path, output {i}")
         assert torch.equal(o, t), f"{case.name}: output {i} differs from QuACK's"
 
 
@@ -134,7 +107,7 @@ def test_jax_matches_quack_own_path(name):
     got = _outputs(jax.block_until_ready(
         call(*corpus.jax_args_from_torch(name, theirs))))
     for i, (g, t) in enumerate(zip(got, _written(case, theirs))):
-        np.testing.assert_array_equal(_np(g), _np(t), err_msg=f"{case.name}: output {i}")
+        np.testing.assert_array_equal(as_numpy(g), as_numpy(t), err_msg=f"{case.name}: output {i}")
 
 
 @pytest.mark.parametrize("name", IDS)
@@ -158,7 +131,7 @@ def test_references_are_quacks(name):
     else:
         theirs = [gi.gemm_ref(a, b.mT, cu_seqlens_m=var.mCuSeqlensM)]
     for w, t in zip(_values(case.torch_reference(*args)), theirs):
-        np.testing.assert_allclose(_np(w), _np(t), atol=1e-3, rtol=1e-3, err_msg=name)
+        np.testing.assert_allclose(as_numpy(w), as_numpy(t), atol=1e-3, rtol=1e-3, err_msg=name)
 
 
 def test_symmetric_output_is_symmetric():
@@ -181,7 +154,7 @@ def test_new_alpha_beta_run_the_same_kernel():
     want = _values(case.torch_reference(*args))
     kernel(*args)
     torch.cuda.synchronize()
-    _close(args[2], want[0], case, "torch, alpha -1.5, beta 0.25")
+    assert_close(args[2], want[0], case, "torch, alpha -1.5, beta 0.25")
     jargs = jargs[:3] + (jargs[3]._replace(alpha=-1.5, beta=0.25),) + jargs[4:]
-    _close(call(*jargs), case.jax_reference(*jargs), case, "JAX, alpha -1.5, beta 0.25")
+    assert_close(call(*jargs), case.jax_reference(*jargs), case, "JAX, alpha -1.5, beta 0.25")
     assert cutecall.compile_stats()["compiles"] == before

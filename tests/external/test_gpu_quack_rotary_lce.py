@@ -25,6 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import cutecall  # noqa: E402
 from cutecall.examples.external import quack_lce_corpus as lce  # noqa: E402
 from cutecall.examples.external import quack_rotary_corpus as rotary  # noqa: E402
+from corpus_checks import as_numpy, split_arrays  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.filterwarnings("ignore::cutecall.StaticFallbackWarning"),
@@ -37,12 +38,6 @@ IDS = ["rotary", "lce"]
 MODULE = {ROTARY.name: rotary, LCE.name: lce}
 SECOND = {ROTARY.name: rotary.case(6, 2025, 4, 128), LCE.name: lce.case(2024, 1536, 512)}
 SEED = 0
-
-
-def _np(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor):
-        return x.detach().float().cpu().numpy()
-    return np.asarray(jnp.asarray(x).astype(jnp.float32))
 
 
 def _torch_outputs(case, args) -> list:
@@ -60,7 +55,7 @@ def _torch_want(case, args) -> list:
 
 
 def _matches_reference(case, got, want, what):
-    got, want = [_np(g) for g in got], [_np(w) for w in want]
+    got, want = [as_numpy(g) for g in got], [as_numpy(w) for w in want]
     for i, (g, w) in enumerate(zip(got, want)):
         assert g.shape == w.shape, (what, i, g.shape, w.shape)
         assert np.isfinite(g).all(), f"{case.name}: {what} output {i} has non-finite values"
@@ -85,21 +80,7 @@ def _matches_reference(case, got, want, what):
 def _same(case, got, want, what):
     assert len(got) == len(want)
     for i, (g, w) in enumerate(zip(got, want)):
-        np.testing.assert_array_equal(_np(g), _np(w), err_msg=f"{case.name}: {what} {i}")
-
-
-def _split(args):
-    """(the array leaves of a call's arguments, their rebuild); None, ints
-    and DSL scalars stay Python values."""
-    leaves, tree = jax.tree.flatten(args)
-    where = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
-
-    def rebuild(arrays):
-        full = list(leaves)
-        for i, a in zip(where, arrays):
-            full[i] = a
-        return jax.tree.unflatten(tree, full)
-    return [leaves[i] for i in where], rebuild
+        np.testing.assert_array_equal(as_numpy(g), as_numpy(w), err_msg=f"{case.name}: {what} {i}")
 
 
 def _torch_run(case, runner=None):
@@ -123,7 +104,7 @@ def test_jax_under_jit_is_eager(case):
     """Inside a jitted program (arrays traced, the epilogue's sinks
     included; ints and DSL scalars Python values): the same bits."""
     call, args = case.jax(True, SEED)
-    arrays, rebuild = _split(args)
+    arrays, rebuild = split_arrays(args)
     eager = jax.tree.leaves(call(*args))
     jitted = jax.tree.leaves(jax.jit(lambda *a: call(*rebuild(a)))(*arrays))
     _same(case, jitted, eager, "jit vs eager, output")
