@@ -316,3 +316,20 @@ def test_bundle_entry_exports_with_symbolic_shapes(bundle_dir):
     assert str(exp.out_avals[0]) == "float32[n]"
     assert "@cutecall_call_v1(" in exp.mlir_module()
     assert json.loads(json.dumps(b["vector_add"].contract.to_json()))
+
+
+def test_a_kernel_with_pytree_arguments_exports_and_is_called_flat(tmp_path):
+    """A kernel taking a NamedTuple (arrays and a runtime scalar inside)
+    exports like any other; the bundle is called with the flat arrays and
+    the scalar named by its key path; the recorded entry rebuilds the
+    container itself."""
+    from cutecall.examples import pytrees as pt
+    s = f32(1000)
+    k = cutecall.compile(pt.scaled_add, s, pt.Epilogue(bias=s, alpha=2.0),
+                         output_shape_dtype=lambda x, e: x)
+    cutecall.export(str(tmp_path / "b"), {"scaled_add": k})
+    f = cutecall.load_bundle(str(tmp_path / "b"))["scaled_add"]
+    assert f.scalars == (("epilogue.alpha", "Float32"),)
+    for call in (lambda x, b: f(x, b, 3.0), lambda x, b: f(x, b, **{"epilogue.alpha": 3.0})):
+        text = jax.jit(call).trace(s, s).lower(lowering_platforms=("cuda",)).as_text()
+        assert text.count("cutecall_call") >= 1
