@@ -98,8 +98,10 @@ def test_errors_before_launch_name_the_kernel():
     with pytest.raises(ValueError, match=r"helion_add_kernel': argument 6 \(Int64\) "
                                          r"= 1180591620717411303424 is out of range"):
         ct.default_cute_launcher(tk.helion_add_kernel, (1,), y, y, y, 1 << 70, 1.0)
+    x2 = rand(4, 8)
+    k(x2, x2, torch.empty_like(x2), 1.0)  # compiled: the next call is the fast path
     with pytest.raises(ValueError, match=r"= 1e\+40 is out of range for Float32"):
-        ct.default_cute_launcher(tk.helion_add_kernel, (1,), y, y, y, 64, 1e40)
+        k(x2, x2, torch.empty_like(x2), 1e40)  # read by the C++ launcher
 
 
 # -- Helion's launcher ------------------------------------------------------
