@@ -386,3 +386,11 @@ def test_layout_and_mode_must_be_permutations():
         with pytest.raises(ValueError, match=f"kernel 'copy2d', input 'x': {msg} .* is not "
                                              f"a permutation"):
             call.lower(f32(4, 4))
+
+
+def test_a_call_its_output_function_cannot_take_names_the_count():
+    call = cutecall.cutlass_call(kernels.vector_add,
+                                 output_shape_dtype=lambda a, b: a)
+    with pytest.raises(TypeError, match=r"'vector_add' was called with 1 positional "
+                                        r"arguments, but its output_shape_dtype function"):
+        call.lower(f32(8))

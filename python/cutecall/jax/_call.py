@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
@@ -74,6 +75,16 @@ class CutlassCall:
     def _outputs(self, args):
         outs = self.output_shape_dtype
         if callable(outs) and not isinstance(outs, jax.ShapeDtypeStruct):
+            try:
+                inspect.signature(outs).bind(*args)
+            except TypeError as e:
+                raise TypeError(
+                    f"cutecall: '{self.name}' was called with {len(args)} positional "
+                    f"arguments, but its output_shape_dtype function {outs!r} does not "
+                    f"take them ({e}); it receives the call's positional arguments"
+                ) from None
+            except ValueError:  # no signature to read (a builtin): just call it
+                pass
             outs = outs(*args)
         leaves, tree = jax.tree.flatten(outs)
         structs = []
