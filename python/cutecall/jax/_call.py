@@ -76,16 +76,21 @@ class CutlassCall:
         outs = self.output_shape_dtype
         if callable(outs) and not isinstance(outs, jax.ShapeDtypeStruct):
             try:
-                inspect.signature(outs).bind(*args)
+                outs = outs(*args)
             except TypeError as e:
-                raise TypeError(
-                    f"cutecall: '{self.name}' was called with {len(args)} positional "
-                    f"arguments, but its output_shape_dtype function {outs!r} does not "
-                    f"take them ({e}); it receives the call's positional arguments"
-                ) from None
-            except ValueError:  # no signature to read (a builtin): just call it
-                pass
-            outs = outs(*args)
+                # Only now read its signature (off the per-call path): the
+                # call's arguments do not fit it, or the error is its own.
+                try:
+                    inspect.signature(outs).bind(*args)
+                except TypeError as unfit:
+                    raise TypeError(
+                        f"cutecall: '{self.name}' was called with {len(args)} positional "
+                        f"arguments, but its output_shape_dtype function {outs!r} does "
+                        f"not take them ({unfit}); it receives the call's positional "
+                        f"arguments") from None
+                except ValueError:  # no signature to read (a builtin)
+                    pass
+                raise
         leaves, tree = jax.tree.flatten(outs)
         structs = []
         for j, o in enumerate(leaves):
