@@ -45,3 +45,22 @@ def split_arrays(args, kind=None):
             full[i] = a
         return jax.tree.unflatten(tree, full)
     return [leaves[i] for i in where], rebuild
+
+
+
+def heavy_imports_after_building(modules, heavy) -> list:
+    """The `heavy` modules a fresh process has imported after building every
+    case of the corpus `modules` (names under cutecall.examples.external) at
+    both sizes: building a case must import none of them."""
+    import json
+    import os
+    import subprocess
+    import sys
+    code = ("import importlib, json, sys\n"
+            f"for name in {list(modules)!r}:\n"
+            "    m = importlib.import_module('cutecall.examples.external.' + name)\n"
+            "    m.cases('test'); m.cases('bench')\n"
+            f"print(json.dumps([m for m in {list(heavy)!r} if m in sys.modules]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, check=True, env=os.environ.copy())
+    return json.loads(out.stdout.strip().splitlines()[-1])

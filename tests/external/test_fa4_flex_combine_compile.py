@@ -13,10 +13,7 @@ what the references mean: ALiBi with a unit logit scale and zero slopes is
 plain causal attention, and combining per-split attentions is attention.
 """
 
-import os
 import re
-import subprocess
-import sys
 import warnings
 
 import numpy as np
@@ -34,7 +31,7 @@ from cutecall.examples.external import authors  # noqa: E402
 from cutecall.examples.external import fa4_combine_corpus as combine  # noqa: E402
 from cutecall.examples.external import fa4_flex_corpus as flex  # noqa: E402
 from cutecall.examples.external import fa4_reference as ref  # noqa: E402
-from corpus_checks import split_arrays  # noqa: E402
+from corpus_checks import heavy_imports_after_building, split_arrays  # noqa: E402
 
 FLEX = flex.cases("test")[0]
 COMBINE = combine.cases("test")[0]
@@ -77,15 +74,8 @@ def _fa4_args(name: str) -> tuple:
 
 
 def test_building_cases_imports_nothing_heavy():
-    code = ("import sys\n"
-            "from cutecall.examples.external import fa4_flex_corpus as f, "
-            "fa4_combine_corpus as c\n"
-            "for m in (f, c): m.cases('test'); m.cases('bench')\n"
-            "print([m for m in ('flash_attn', 'cutlass', 'torch', 'jax') "
-            "if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, check=True, env=os.environ.copy())
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert heavy_imports_after_building(('fa4_flex_corpus', 'fa4_combine_corpus'),
+                                        ('flash_attn', 'cutlass', 'torch', 'jax')) == []
 
 
 def test_cases_and_sizes():

@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
@@ -33,6 +31,7 @@ pytest.importorskip("cutlass")
 
 import cutecall  # noqa: E402
 from cutecall.examples.external import quack_corpus, split_arrays  # noqa: E402
+from corpus_checks import heavy_imports_after_building  # noqa: E402
 
 KERNELS = quack_corpus.KERNELS
 SHAPES = quack_corpus.SHAPES["test"]
@@ -60,13 +59,8 @@ def _other_m(m: int, same_class: bool) -> int:
 
 
 def test_building_cases_imports_nothing_heavy():
-    code = ("import sys\n"
-            "from cutecall.examples.external import quack_corpus\n"
-            "quack_corpus.cases('test'); quack_corpus.cases('bench')\n"
-            "print([m for m in ('quack', 'cutlass', 'torch') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                         text=True, check=True, env=os.environ.copy())
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert heavy_imports_after_building(('quack_corpus',),
+                                        ('quack', 'cutlass', 'torch')) == []
 
 
 def test_cases_sizes():

@@ -17,10 +17,7 @@ torch references agree (QuACK's own reference functions need CUDA's
 ``torch.mm(out_dtype=)``: the GPU tests compare with them).
 """
 
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -32,6 +29,7 @@ from cutecall._driver.binding import SlotKind  # noqa: E402
 from cutecall.examples.external import authors  # noqa: E402
 from cutecall.examples.external import quack_gemm_cases as qc  # noqa: E402
 from cutecall.examples.external import quack_gemm_corpus as corpus  # noqa: E402
+from corpus_checks import heavy_imports_after_building  # noqa: E402
 
 CASES = corpus.cases("test")
 IDS = list(corpus.KERNELS)
@@ -57,13 +55,8 @@ def _lower(case, args=None) -> str:
 
 
 def test_building_cases_imports_nothing_heavy():
-    code = ("import sys\n"
-            "from cutecall.examples.external import quack_gemm_corpus as c\n"
-            "c.cases('test'); c.cases('bench')\n"
-            "print([m for m in ('quack', 'cutlass', 'torch', 'jax') if m in sys.modules])")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=os.environ.copy())
-    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+    assert heavy_imports_after_building(('quack_gemm_corpus',),
+                                        ('quack', 'cutlass', 'torch', 'jax')) == []
 
 
 def test_cases_and_sizes():
