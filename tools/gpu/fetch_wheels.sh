@@ -129,8 +129,7 @@ if [ ! -f "$whl/cu12/SHA256SUMS" ] || ! (cd "$whl/cu12" && sha256sum -c --quiet 
   download "$cu12_spec"
   cu12_whl="$(wheel_file "$cu12_spec")"
   unpacked="$(mktemp -d)"
-  "${pip[0]%/pip}/python" -m zipfile -e "$cu12_whl" "$unpacked" 2>/dev/null ||
-    python3 -m zipfile -e "$cu12_whl" "$unpacked"
+  python3 -m zipfile -e "$cu12_whl" "$unpacked"
   mkdir -p "$whl/cu12"
   (cd "$unpacked" && tar -cf - . | xz -9 -T0 >"$cu12_tar.tmp") && mv "$cu12_tar.tmp" "$cu12_tar"
   rm -rf "$unpacked"
