@@ -159,6 +159,7 @@ NB_MODULE(_core, m) {
       .def_ro("unit_dim", &py::LayoutProps::unit_dim)
       .def_ro("align", &py::LayoutProps::align)
       .def_ro("wide", &py::LayoutProps::wide)
+      .def_ro("overlap", &py::LayoutProps::overlap)
       .def_ro("rank", &py::LayoutProps::rank)
       .def_prop_ro("extent_classes", [](const py::LayoutProps& p) {
         return Classes(p.extent_log2, p.rank);

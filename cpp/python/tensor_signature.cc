@@ -1,5 +1,7 @@
 #include "tensor_signature.h"
 
+#include <cstdlib>
+
 #include <limits>
 
 namespace cutecall::py {
@@ -57,7 +59,31 @@ LayoutProps ReadLayout(const dlpack::Tensor& t) {
     p.extent_log2[d] = uint8_t(ClassLog2(t.shape[d], cap));
     p.stride_log2[d] = uint8_t(ClassLog2(strides[d], cap));
   }
+  p.overlap = MayOverlap(t.shape, strides, t.ndim);
   return p;
+}
+
+bool MayOverlap(const int64_t* shape, const int64_t* strides, int ndim) {
+  int order[abi::kMaxRank];
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] <= 1) continue;
+    if (strides[d] == 0) return true;
+    int k = n++;  // insertion sort by |stride| (rank <= kMaxRank)
+    while (k > 0 && std::llabs(strides[order[k - 1]]) > std::llabs(strides[d])) {
+      order[k] = order[k - 1];
+      --k;
+    }
+    order[k] = d;
+  }
+  int64_t span = 0;  // the largest offset the smaller-stride dims reach
+  for (int i = 0; i < n; ++i) {
+    const int d = order[i];
+    const int64_t stride = std::llabs(strides[d]);
+    if (stride <= span) return true;
+    span += (shape[d] - 1) * stride;
+  }
+  return false;
 }
 
 size_t AppendTensorSignature(const dlpack::Tensor& t, StaticMask mask,
@@ -67,7 +93,7 @@ size_t AppendTensorSignature(const dlpack::Tensor& t, StaticMask mask,
   out[n++] = kTagTensor | int64_t(t.dtype.code) << 8 |
              int64_t(t.dtype.bits) << 16 | int64_t(t.dtype.lanes) << 24 |
              int64_t(t.ndim) << 40 | int64_t(p.unit_dim + 1) << 48;
-  out[n++] = int64_t(p.align) | int64_t(p.wide) << 8 |
+  out[n++] = int64_t(p.align) | int64_t(p.wide) << 8 | int64_t(p.overlap) << 9 |
              int64_t(t.device.device_id) << 16;
   int64_t classes = 0;
   for (int d = 0; d < t.ndim; ++d) {

@@ -39,6 +39,10 @@ struct LayoutProps {
   int unit_dim = -1;  // the dim with stride 1 (and extent > 1), or -1
   int align = 16;     // pointer alignment in bytes, at most 16
   bool wide = false;  // some extent needs 64 bits
+  // Two indices may reach one element (a zero stride on an extent > 1, as
+  // expand() makes, or strides that interleave, as as_strided can): such a
+  // tensor must not be written. Conservative: true means "may overlap".
+  bool overlap = false;
   int32_t rank = 0;
   uint8_t extent_log2[abi::kMaxRank] = {};  // log2 of each extent's class
   uint8_t stride_log2[abi::kMaxRank] = {};  // log2 of each stride's class
@@ -52,6 +56,11 @@ int ClassLog2(int64_t value, int cap_log2);
 int CapLog2(const dlpack::DataType& dtype);
 
 LayoutProps ReadLayout(const dlpack::Tensor& t);
+
+// Whether two indices of a tensor with these extents and strides may reach
+// one element: a zero stride on an extent > 1, or (dims of extent > 1 in
+// increasing stride order) a stride not past the span of the smaller ones.
+bool MayOverlap(const int64_t* shape, const int64_t* strides, int ndim);
 
 // Which extents (bit d) and strides (bit kStaticStrideShift + d) a kernel
 // compiled in: their exact values join the signature. The one form of

@@ -100,5 +100,24 @@ TEST(TensorSignatureTest, MaskedExtentsAndStridesJoinExactly) {
   EXPECT_EQ(one.Words(all), other.Words(all));
 }
 
+TEST(TensorSignatureTest, OverlappingLayoutsAreFlaggedAndSignedApart) {
+  auto overlap = [](std::vector<int64_t> shape, std::vector<int64_t> strides) {
+    return MayOverlap(shape.data(), strides.data(), int(shape.size()));
+  };
+  EXPECT_FALSE(overlap({4, 4}, {4, 1}));      // row-major
+  EXPECT_FALSE(overlap({4, 4}, {1, 4}));      // column-major
+  EXPECT_FALSE(overlap({4, 4}, {8, 1}));      // padded rows
+  EXPECT_FALSE(overlap({1, 5}, {0, 1}));      // a zero stride on extent 1
+  EXPECT_FALSE(overlap({2, 2, 2}, {1, 2, 4}));
+  EXPECT_TRUE(overlap({4, 4}, {0, 1}));       // expand() of a row
+  EXPECT_TRUE(overlap({3}, {0}));
+  EXPECT_TRUE(overlap({4, 4}, {1, 1}));       // as_strided sliding window
+  EXPECT_TRUE(overlap({2, 3}, {2, 1}));       // rows overlap by one
+  // A flagged tensor never shares a signature with an unflagged one.
+  Fixture owned({4, 4}, {4, 1}, 0x10000);
+  Fixture expanded({4, 4}, {0, 1}, 0x10000);
+  EXPECT_NE(owned.Words(), expanded.Words());
+}
+
 }  // namespace
 }  // namespace cutecall::py

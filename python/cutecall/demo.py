@@ -31,9 +31,11 @@ def main() -> int:
     print(f"cutecall {cutecall.__version__} | jax {jax.__version__} | "
           f"nvidia-cutlass-dsl {dsl.dsl_version()}")
     n = 1 << 20
+    one_length = cutecall.TensorSpec(dims=("n",))  # a, b, c: one length n
     add = cutecall.cutlass_call(
         vector_add,
-        output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(a.shape, a.dtype))
+        output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(a.shape, a.dtype),
+        input_spec=one_length, output_spec=one_length)
 
     spec = jax.ShapeDtypeStruct((n,), jnp.float32)
     t0 = time.perf_counter()

@@ -188,7 +188,7 @@ def test_every_dtype_reaches_the_kernel(dtype, x64):
 
 def test_unsupported_dtype_names_the_operand():
     call = cutecall.cutlass_call(kernels.copy, output_shape_dtype=like_first)
-    with pytest.raises(TypeError, match="x has dtype complex64"):
+    with pytest.raises(TypeError, match="kernel 'copy', input 'x' has dtype complex64"):
         call.lower(sds((8,), jnp.complex64))
 
 

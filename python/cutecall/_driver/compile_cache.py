@@ -34,6 +34,9 @@ _counters = _Counters()
 # Dynamic-form keys the DSL rejected (their kernels compile static), and the
 # kernel names already warned about; both bounded like the cache.
 _rejected: collections.OrderedDict[str, tuple] = collections.OrderedDict()
+# Calls no form compiled for, by their first form's key: the error, raised
+# again without compiling when the same call comes back.
+_failed: collections.OrderedDict[str, CompileError] = collections.OrderedDict()
 warned: set[str] = set()
 
 
@@ -52,6 +55,7 @@ def clear_cache() -> None:
     """Drops every in-process compiled kernel (counters are kept)."""
     with lock:
         _entries.clear()
+        _failed.clear()
 
 
 def cached(key: str) -> bool:
@@ -104,6 +108,19 @@ def remember_rejection(key: str, name: str, source_line: str = "") -> None:
     _rejected.move_to_end(key)
     while len(_rejected) > CAPACITY:
         _rejected.popitem(last=False)
+
+
+def remember_failure(key: str, error: CompileError) -> None:
+    _failed[key] = error
+    _failed.move_to_end(key)
+    while len(_failed) > CAPACITY:
+        _failed.popitem(last=False)
+
+
+def failure(key: str) -> CompileError | None:
+    """The error of a call (by its first form's key) that nothing compiled
+    for earlier in the process, or None."""
+    return _failed.get(key)
 
 
 def forget_rejection(key: str) -> None:

@@ -243,12 +243,18 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
     if first is None:  # every form was rejected earlier in the process
         spec = build(start)
         with cache.lock:
+            earlier = cache.failure(spec.key)
+            if earlier is not None:  # the same call failed: no compile again
+                raise earlier
             cache.forget_rejection(spec.key)
             kernel = cache.get_locked(spec, name, options, arch)  # raises again
         return kernel, spec, start, 0
     if allowed:
-        raise CompileError(
+        first = CompileError(
             f"{first}\n(no static form compiled either; the fully static one is "
             "tried last)", kernel=name, arch=arch, root_cause=first.root_cause,
-            dsl_message=first.dsl_message, source_line=first.source_line) from first
+            dsl_message=first.dsl_message, source_line=first.source_line)
+        first.__cause__ = state["first"]
+    with cache.lock:
+        cache.remember_failure(build(start).key, first)
     raise first

@@ -14,6 +14,7 @@ No framework, no CuTe DSL.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Sequence
 
 import numpy as np
@@ -46,6 +47,9 @@ def static_strides(mask: int, rank: int) -> tuple[bool, ...]:
 
 def is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+INT32_MAX = 2**31 - 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,7 +170,7 @@ def make_operand(d: OperandDesc, extra: int = 0,
                          "(rank-0 tensors are not supported)")
     if rank > MAX_RANK:
         raise ValueError(f"{w} has rank {rank} > {MAX_RANK}")
-    ct, nbytes = dtypes.cutlass_dtype(d.dtype, d.name)
+    ct, nbytes = dtypes.cutlass_dtype(d.dtype, w.removeprefix("cutecall: "))
     mask = int(d.static) | int(extra)
     static = static_extents(mask, rank)
     dims = (None,) * rank if d.dims is None else \
@@ -200,8 +204,19 @@ def make_operand(d: OperandDesc, extra: int = 0,
         name=d.name, source=d.source, index=d.index, cutlass_dtype=ct,
         elem_bytes=nbytes, rank=rank, static_shape=static_shape,
         divisibility=div, order=order, mode=mode, align=align,
-        shape64=bool(d.wide), strided=strided, static_stride=static_stride,
+        shape64=bool(d.wide) or needs_64bit_extents(shape, strided), strided=strided, static_stride=static_stride,
         dims=tuple(dims), tie=(-1,) * rank, stride_div=stride_div)
+
+
+def needs_64bit_extents(shape, strided: bool) -> bool:
+    """Whether an operand's extents must reach the kernel as Int64: an
+    extent past Int32, or (for a compact operand, whose strides the kernel
+    derives from its extents) an element offset past Int32. A strided
+    operand's strides are Int64 already."""
+    known = [int(e) for e in shape if is_int(e)]
+    if any(e > INT32_MAX for e in known):
+        return True
+    return not strided and len(known) == len(shape) and math.prod(known) > INT32_MAX + 1
 
 
 def tie_dims(operands: Sequence[OperandSpec], shapes, kernel: str | None = None

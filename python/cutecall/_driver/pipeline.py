@@ -23,8 +23,9 @@ from typing import Any, Callable, Mapping, Sequence
 
 from .. import _core
 from . import binding as _binding, fallback, fingerprint as _fingerprint, runtime
-from . import signature as _signature, target
+from . import diagnosis, launcher_kind, signature as _signature, target
 from .binding import Binding, SlotKind
+from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
 from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
@@ -75,6 +76,9 @@ class Launcher:
         self.fn = fn
         self.sig = _signature.analyze(fn)
         self.name = name or self.sig.name
+        self._launches = False  # checked before the first compile
+        # What each argument was in the calls that compiled (diagnosis).
+        self.history = diagnosis.CallHistory()
         self.fingerprint = _fingerprint.launcher_fingerprint(fn)
         self.constexprs = tuple(sorted((constexprs or {}).items()))
         for k, v in self.constexprs:  # fail early on unusable constexprs
@@ -131,6 +135,9 @@ class Launcher:
         `output_tree` holds them (default: none); `num_args`/`num_rets`: the
         plan's operand and result counts (default: inputs, outputs). Climbs
         the static-fallback ladder when the DSL rejects a form."""
+        if not self._launches:  # a plain function would compile to nothing
+            launcher_kind.check(self.fn, self.name)
+            self._launches = True
         options, arch = target.resolve_options(self.options, device_arch)
 
         def build(extra) -> KernelSpec:
@@ -139,10 +146,14 @@ class Launcher:
 
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
-        kernel, spec, extra, level = fallback.climb(
-            build, operands, start, self.name, options, arch, self.static_fallback,
-            lambda masks: fallback.explicit_hint(
-                self.hint, [op.static | m for op, m in zip(operands, masks)], operands))
+        try:
+            kernel, spec, extra, level = fallback.climb(
+                build, operands, start, self.name, options, arch, self.static_fallback,
+                lambda masks: fallback.explicit_hint(
+                    self.hint, [op.static | m for op, m in zip(operands, masks)], operands))
+        except CompileError as e:  # name the argument that likely caused it
+            raise diagnosis.annotate(e, operands, self.history) from e
+        self.history.record(operands)
         if not self.keeps_static_masks:
             self.static_dims.update({op.name: m for op, m in zip(operands, extra) if m})
         if kernel.name != self.name:  # a compile shared with another launcher

@@ -158,6 +158,7 @@ def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
                     f"argument(s) ({shown}) and {num_outputs} output(s) for "
                     f"parameters ({', '.join(names)})")
     if best is None:
+        _refuse_rank0(sig, names, values)
         raise TypeError(
             f"cutecall: launcher '{sig.name}' has {len(names)} parameters for "
             f"arrays and runtime scalars ({', '.join(names) or 'none'}), "
@@ -177,6 +178,21 @@ def place_outputs(sig: LauncherSignature, open_params: Sequence[int],
             "(e.g. `eps: cutlass.Float32`) and tensors (`cute.Tensor`), or "
             "pass the scalars by keyword.")
     return best
+
+
+def _refuse_rank0(sig: LauncherSignature, names: Sequence[str],
+                  values: Sequence[Any]) -> None:
+    """A rank-0 array among the arguments is the usual reason no binding
+    fits: a CuTe tensor has rank >= 1, and a runtime scalar is a number."""
+    for k, v in enumerate(values):
+        if getattr(v, "shape", None) == () and hasattr(v, "dtype"):
+            param = f" (parameter {names[k]!r})" if k < len(names) else ""
+            raise TypeError(
+                f"cutecall: launcher '{sig.name}': positional argument {k}{param} "
+                f"is a rank-0 array ({v.dtype}[]). A tensor parameter needs rank "
+                ">= 1: pass x.reshape(1). A runtime scalar is a Python number or "
+                "a CuTe DSL value (cutlass.Float32(x)); inside jax.jit a traced "
+                "value cannot be one: close over it or pass it as a shape-(1,) array.")
 
 
 def _show(v) -> str:

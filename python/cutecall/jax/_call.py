@@ -238,9 +238,11 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         import jax, jax.numpy as jnp, cutecall
         from cutecall.examples.kernels import vector_add
 
+        n = cutecall.TensorSpec(dims=("n",))   # a, b, c: one length
         add = cutecall.cutlass_call(
             vector_add,
-            output_shape_dtype=jax.ShapeDtypeStruct((4096,), jnp.float32))
+            output_shape_dtype=jax.ShapeDtypeStruct((4096,), jnp.float32),
+            input_spec=n, output_spec=n)
         c = add(a, b)               # eager
         c = jax.jit(add)(a, b)      # or inside any jitted program
 

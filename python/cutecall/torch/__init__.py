@@ -6,7 +6,7 @@ Two ways in, both through the same C++ launcher as cutecall's JAX path:
   takes)::
 
       import cutecall.torch
-      add = cutecall.torch.kernel(vector_add_launcher)
+      add = cutecall.torch.kernel(vector_add, dims={"a": ("n",), "b": ("n",), "c": ("n",)})
       add(a, b, out)
 
 * Helion's CuTe launcher, argument for argument::

@@ -46,6 +46,9 @@ class TensorDesc:
 
     def __post_init__(self):
         object.__setattr__(self, "shape", tuple(int(x) for x in self.shape))
+        if not self.shape:
+            raise ValueError("cutecall: TensorDesc shape (): rank-0 tensors are not "
+                             "supported; describe a shape-(1,) tensor")
         bad = [(d, n) for d, n in enumerate(self.shape) if n < 0]
         if bad:
             raise ValueError(f"cutecall: TensorDesc shape {self.shape}: dim {bad[0][0]} "

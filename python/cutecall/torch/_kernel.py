@@ -172,6 +172,13 @@ class Kernel:
             mask = self.param_masks.get(nm, 0) | (kept[at[i]] if kept else 0)
             operands.append(_describe.describe(nm, i, t, props[i], mask, per_dim))
             if nm in self.output_params:
+                if props[i].overlap:
+                    raise ValueError(
+                        f"cutecall: output '{nm}' of '{self.name}' (shape "
+                        f"{tuple(t.shape)}, strides {tuple(t.stride())}) has elements "
+                        "that several indices reach (an expand()ed or overlapping "
+                        "as_strided view): the kernel's writes would race. Pass a "
+                        "tensor that owns its elements (.contiguous() or .clone()).")
                 written.append(i)
         return binding, operands, written
 
@@ -223,7 +230,7 @@ class Kernel:
 
         Example::
 
-            k = cutecall.torch.kernel(vector_add_launcher)
+            k = cutecall.torch.kernel(vector_add)
             meta = torch.empty(4096, device="meta")
             k.compile(meta, meta, meta)         # a server warms up, CI checks
             k.compile(TensorDesc((4096,), torch.float32), ...)   # or describe
@@ -266,14 +273,15 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
     Example::
 
         import torch, cutecall.torch
-        from cutecall.examples.kernels import vector_add_launcher
+        from cutecall.examples.kernels import vector_add
 
-        add = cutecall.torch.kernel(vector_add_launcher)
+        one_length = {"a": ("n",), "b": ("n",), "c": ("n",)}
+        add = cutecall.torch.kernel(vector_add, dims=one_length)
         a, b = torch.randn(1000, device="cuda"), torch.randn(1000, device="cuda")
         out = torch.empty_like(a)
         add(a, b, out)                      # caller-allocated: returns None
 
-        add2 = cutecall.torch.kernel(vector_add_launcher,
+        add2 = cutecall.torch.kernel(vector_add, dims=one_length,
                                      allocate=lambda a, b: torch.empty_like(a))
         out = add2(a, b)                    # the launch object allocates
 

@@ -1,0 +1,126 @@
+"""A failed compile explained in terms of the call: which argument, with
+which dtype and shape, most likely made the kernel fail.
+
+The DSL reports a mismatched dtype as ``'cute.copy' op ... cannot vectorize
+copy`` and a mismatched rank as ``'cute.elem_less' op expects inputs that
+are congruent`` (or as the launcher's own ``not enough values to unpack``):
+true, but silent about the argument. A kernel's annotations (``cute.Tensor``)
+carry no dtype or rank, so nothing can be refused before the first compile;
+what is known is the call itself and the calls of the same launcher that
+compiled before. :func:`explain` turns both into one sentence naming the
+argument and its value, which :func:`annotate` puts on the error's first
+line, followed by every array of the call.
+
+Example (a ``float32`` kernel called with a ``bfloat16`` ``b``)::
+
+    cutecall: kernel 'vector_add' failed to compile for sm_90a: argument 'b'
+    is bfloat16[4096] but 'a', 'c' are float32 (the call's arrays differ in
+    dtype); the DSL says: 'cute.copy' op ... cannot vectorize copy ...
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Sequence
+
+from . import dtypes
+from .compile_error import CompileError
+
+
+def shown(op) -> str:
+    """``float32[4096, 8]`` for an operand description."""
+    return f"{dtypes.dtype_name(op.dtype)}{list(op.shape)}"
+
+
+class CallHistory:
+    """What each argument (by operand name) was in the calls of one
+    launcher that compiled: {name: {(dtype, rank)}}."""
+
+    def __init__(self):
+        self.seen: dict[str, set] = {}
+
+    def record(self, operands: Sequence) -> None:
+        for op in operands:
+            self.seen.setdefault(op.name, set()).add(
+                (dtypes.dtype_name(op.dtype), len(op.shape)))
+
+    def differs(self, op) -> str:
+        """How `op` differs from every earlier call's argument of its name,
+        or "" (first call, or it matches one)."""
+        earlier = self.seen.get(op.name)
+        here = (dtypes.dtype_name(op.dtype), len(op.shape))
+        if not earlier or here in earlier:
+            return ""
+        if any(r == here[1] for _, r in earlier):
+            was = sorted({d for d, r in earlier if r == here[1]})
+            return f"earlier calls that compiled passed {' or '.join(was)}"
+        ranks = sorted({r for _, r in earlier})
+        return f"earlier calls that compiled passed rank {' or '.join(map(str, ranks))}"
+
+
+def _odd_one(operands: Sequence, key, what: str) -> str:
+    """'argument b is bfloat16[4096] but a, c are float32 (...)' when one
+    value of `key` is shared by most arrays and others differ."""
+    groups = collections.defaultdict(list)
+    for op in operands:
+        groups[key(op)].append(op)
+    if len(groups) < 2:
+        return ""
+    common, members = max(groups.items(), key=lambda kv: len(kv[1]))
+    odd = [op for op in operands if key(op) != common]
+    names = ", ".join(f"'{op.name}'" for op in members)
+    verb = "is" if len(members) == 1 else "are"
+    odd_text = ", ".join(f"'{op.name}' is {shown(op)}" for op in odd)
+    return f"argument {odd_text} but {names} {verb} {_value(common, what)} " \
+           f"(the call's arrays differ in {what})"
+
+
+def _value(v, what: str) -> str:
+    return f"rank {v}" if what == "rank" else str(v)
+
+
+# Words of the DSL's (or the launcher's) messages for a dtype or a rank
+# mismatch: many kernels mix dtypes and ranks on purpose, so the call's own
+# arrays are named only when the failure reads like one of these.
+_DTYPE_WORDS = ("copy", "vectoriz", "type", "element", "dtype")
+_RANK_WORDS = ("congruent", "unpack", "rank", "coord", "mode", "index")
+
+
+def explain(operands: Sequence, history: CallHistory | None = None,
+            cause: str = "") -> str:
+    """One sentence naming the argument that most likely made the compile
+    fail (`cause`: the failure's root cause), or "" when nothing stands
+    out."""
+    if history is not None:
+        for op in operands:
+            why = history.differs(op)
+            if why:
+                return f"argument '{op.name}' is {shown(op)}; {why}"
+    cause = cause.lower()
+    if any(w in cause for w in _RANK_WORDS):
+        why = _odd_one(operands, lambda op: len(op.shape), "rank")
+        if why:
+            return why
+    if any(w in cause for w in _DTYPE_WORDS):
+        return _odd_one(operands, lambda op: dtypes.dtype_name(op.dtype), "dtype")
+    return ""
+
+
+def annotate(error: CompileError, operands: Sequence,
+             history: CallHistory | None = None) -> CompileError:
+    """`error` with the call's arguments: the likely culprit on its first
+    line (:func:`explain`), every array on the next."""
+    text = str(error)
+    head, _, rest = text.partition("\n")
+    why = explain(operands, history, error.root_cause)
+    prefix = f"cutecall: kernel '{error.kernel}' failed to compile for {error.arch}: "
+    if why and head.startswith(prefix):
+        head = f"{prefix}{why}; the DSL says: {head[len(prefix):]}"
+    arrays = "  arrays: " + ", ".join(
+        f"{op.name} {shown(op)}" + (" (output)" if op.source else "") for op in operands)
+    out = CompileError("\n".join([head, arrays] + ([rest] if rest else [])),
+                       kernel=error.kernel, arch=error.arch,
+                       root_cause=error.root_cause, dsl_message=error.dsl_message,
+                       source_line=error.source_line)
+    out.explanation = why
+    return out
