@@ -1,7 +1,7 @@
 """Timing helpers shared by the benchmarks: device time of JAX calls from a
 profiler trace of a chain of calls in one ``jit``, wall time from the
-difference of two chain lengths, and CUDA-event device time of torch calls.
-Imported by ``bench/*/run.py`` (which put ``bench/`` on ``sys.path``)."""
+difference of two chain lengths, CUDA-event device time of torch calls, and
+per-kernel device-time tables (JAX profiler, ``torch.profiler``). Imported by ``bench/*/run.py`` (which put ``bench/`` on ``sys.path``)."""
 
 from __future__ import annotations
 
@@ -67,12 +67,11 @@ _DERIVED_LINES = ("XLA Modules", "XLA Ops", "Launch Stats", "Steps",
                   "TensorFlow Name Scope", "Source code", "Framework Name Scope")
 
 
-def jax_trace_us(call, args, k: int) -> tuple[float, float]:
-    """(span, busy) µs per call of a k-call chain, read from a JAX profiler
-    trace of one run: span is the first GPU kernel's start to the last's
-    end, divided by k (like CUDA events around k launches); busy is the
-    kernels' summed durations divided by k (no gaps). Copies and memsets
-    are left out."""
+def jax_trace_events(call, args, k: int, runs: int = 1) -> list[list[tuple[str, float, float]]]:
+    """For each of ``runs`` traced runs of a k-call chain (``jax_chain``,
+    compiled and run once before): (name, start_us, end_us) of every GPU
+    event (kernels, copies, memsets) in its JAX profiler trace, in time
+    order. An event that several trace lines repeat is listed once."""
     import glob
     import shutil
     import tempfile
@@ -82,31 +81,95 @@ def jax_trace_us(call, args, k: int) -> tuple[float, float]:
 
     run = jax_chain(call, args, k)
     run()
-    folder = tempfile.mkdtemp(prefix="cutecall_trace_")
-    try:
-        jax.profiler.start_trace(folder)
+    traces = []
+    for _ in range(runs):
+        folder = tempfile.mkdtemp(prefix="cutecall_trace_")
         try:
-            run()
+            jax.profiler.start_trace(folder)
+            try:
+                run()
+            finally:
+                jax.profiler.stop_trace()
+            (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
+            events: dict[tuple[int, int], str] = {}
+            for plane in ProfileData.from_file(path).planes:
+                if not plane.name.startswith("/device:GPU"):
+                    continue
+                lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
+                    or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
+                for line in lines:
+                    for e in line.events:
+                        events.setdefault((e.start_ns, e.end_ns), e.name)
         finally:
-            jax.profiler.stop_trace()
-        (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
-        events = set()
-        for plane in ProfileData.from_file(path).planes:
-            if not plane.name.startswith("/device:GPU"):
-                continue
-            lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
-                or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
-            for line in lines:
-                for e in line.events:
-                    if not e.name.lower().startswith(("memcpy", "memset")):
-                        events.add((e.start_ns, e.end_ns))
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
-    if not events:
+            shutil.rmtree(folder, ignore_errors=True)
+        traces.append(sorted(((name, s / 1e3, e / 1e3) for (s, e), name in events.items()),
+                             key=lambda x: x[1]))
+    return traces
+
+
+def _is_copy(name: str) -> bool:
+    return name.lower().startswith(("memcpy", "memset"))
+
+
+def _span_busy(events, k: int) -> tuple[float, float]:
+    kernels = [(s, e) for name, s, e in events if not _is_copy(name)]
+    if not kernels:
         raise RuntimeError("the profiler trace holds no GPU kernel")
-    span = max(e for _, e in events) - min(s for s, _ in events)
-    busy = sum(e - s for s, e in events)
-    return span / k / 1e3, busy / k / 1e3
+    span = max(e for _, e in kernels) - min(s for s, _ in kernels)
+    return span / k, sum(e - s for s, e in kernels) / k
+
+
+def jax_trace_us(call, args, k: int) -> tuple[float, float]:
+    """(span, busy) µs per call of a k-call chain, read from a JAX profiler
+    trace of one run: span is the first GPU kernel's start to the last's
+    end, divided by k (like CUDA events around k launches); busy is the
+    kernels' summed durations divided by k (no gaps). Copies and memsets
+    are left out."""
+    return _span_busy(jax_trace_events(call, args, k)[0], k)
+
+
+def jax_trace_best_us(call, args, k: int, trials: int) -> tuple[float, float]:
+    """``jax_trace_us`` of the best of ``trials`` traced runs (least span),
+    the chain compiled once."""
+    return min(_span_busy(ev, k) for ev in jax_trace_events(call, args, k, trials))
+
+
+def kernel_table(events, k: int) -> dict:
+    """Per-kernel device time of a k-call trace: ``{"kernels": [{"name",
+    "launches", "us"}...] (µs and launches per call, in order of first
+    launch), "span_us", "busy_us"}``; copies and memsets are listed (they
+    are part of a program) but left out of span and busy, as in
+    ``jax_trace_us``. ``events``: (name, start_us, end_us), in time order."""
+    table: dict[str, list] = {}
+    for name, s, e in events:
+        row = table.setdefault(name, [0, 0])
+        row[0] += 1
+        row[1] += e - s
+    span, busy = _span_busy(events, k)
+    return {"kernels": [{"name": n, "launches": c / k, "us": t / k} for n, (c, t) in table.items()],
+            "span_us": span, "busy_us": busy}
+
+
+def jax_kernel_table(call, args, k: int) -> dict:
+    """``kernel_table`` of a JAX profiler trace of a k-call chain."""
+    return kernel_table(jax_trace_events(call, args, k)[0], k)
+
+
+def torch_kernel_table(fn, k: int) -> dict:
+    """``kernel_table`` of ``torch.profiler``'s CUDA events over k calls of
+    ``fn`` (called once before, untraced)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(k):
+            fn()
+        torch.cuda.synchronize()
+    ev = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()
+          if e.device_type == torch.autograd.DeviceType.CUDA]
+    return kernel_table(sorted(ev, key=lambda x: x[1]), k)
 
 
 def torch_device_us(fn, n: int) -> float:

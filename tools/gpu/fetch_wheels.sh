@@ -9,6 +9,9 @@
 #
 #   .whl/part1/  first byte chunk of the cu13 libs wheel          (device call 1)
 #   .whl/part2/  second chunk + every other wheel + SHA256SUMS     (device call 2)
+#                (fa4-jax and its stack in .whl/part2/fa4jax/: `gpu setup`
+#                installs them into a site of their own, /tmp/fa4jax_site,
+#                because they pin jax-tvm-ffi 0.1.2 and the main site has 0.1.3)
 #
 # .whl/dl/ keeps the downloaded wheels themselves (never carried). The split
 # point balances the two parts. part1 holds SHA256SUMS.part1 (for stage1.sh)
@@ -44,6 +47,16 @@ SMALL=(
   "quack-kernels==0.6.5"                       # the third-party corpus (tests/external, bench/external)
   "flash-attn-4==4.0.0b36"                     # the third-party corpus: module flash_attn.cute
   "torch-c-dlpack-ext==0.1.5"                  # flash-attn-4 and quack import it
+  "tqdm==4.70.1"                               # cutecall's progress bars (a dependency; pure Python)
+)
+# bench/attention's fa4_jax path: a site of their own on the device
+# (/tmp/fa4jax_site): cutejax excludes jax-tvm-ffi 0.1.3, the main site's.
+FA4JAX=(
+  "fa4-jax==0.1.0"                             # FA4's kernels from JAX through cutejax
+  "cutejax==0.1.5"                             # fa4-jax's kernel caller (TVM-FFI targets)
+  "jax-tvm-ffi==0.1.2"                         # cutejax: jax-tvm-ffi!=0.1.3
+  "jaxtyping==0.3.11"                          # fa4-jax's annotations
+  "wadler-lindig==0.1.8"                       # jaxtyping's one dependency
 )
 
 download() {
@@ -79,6 +92,7 @@ mib() { awk -v b="$1" 'BEGIN { if (b < 1048576) printf "%.0f KiB", b / 1024; els
 mkdir -p "$dl"
 echo "== downloading into $dl"
 download "$BIG" "${SMALL[@]}"
+download "${FA4JAX[@]}"  # apart: pip refuses two pins of jax-tvm-ffi in one resolve
 
 big_file="$(wheel_file "$BIG")"
 big_name="$(basename "$big_file")"
@@ -88,6 +102,12 @@ small_total=0
 for spec in "${SMALL[@]}"; do
   f="$(wheel_file "$spec")"
   small_files+=("$f")
+  small_total=$((small_total + $(size_of "$f")))
+done
+fa4jax_files=()
+for spec in "${FA4JAX[@]}"; do
+  f="$(wheel_file "$spec")"
+  fa4jax_files+=("$f")
   small_total=$((small_total + $(size_of "$f")))
 done
 
@@ -103,6 +123,8 @@ chunk1="$whl/part2/$big_name.chunk1"
 head -c "$cut" "$big_file" >"$chunk0"
 tail -c +"$((cut + 1))" "$big_file" >"$chunk1"
 for f in "${small_files[@]}"; do cp "$f" "$whl/part2/"; done
+mkdir -p "$whl/part2/fa4jax"
+for f in "${fa4jax_files[@]}"; do cp "$f" "$whl/part2/fa4jax/"; done
 
 # Sanity: the chunks must rebuild the wheel byte for byte.
 big_sha="$(sha256sum "$big_file" | cut -d' ' -f1)"
@@ -116,7 +138,7 @@ fi
 {
   echo "$big_sha  $big_name"
   (cd "$whl/part1" && sha256sum -- *.chunk0)
-  (cd "$whl/part2" && sha256sum -- *.chunk1 *.whl)
+  (cd "$whl/part2" && sha256sum -- *.chunk1 *.whl fa4jax/*.whl)
 } >"$whl/part2/SHA256SUMS"
 
 # The CUDA 12 flavour (`gpu cu12`, a third call): its libs wheel is as big
@@ -152,6 +174,9 @@ echo "== wheels"
 for f in "$big_file" "${small_files[@]}"; do
   printf '  %-12s %s\n' "$(mib "$(size_of "$f")")" "$(basename "$f")"
 done
+for f in "${fa4jax_files[@]}"; do
+  printf '  %-12s fa4jax/%s\n' "$(mib "$(size_of "$f")")" "$(basename "$f")"
+done
 echo
 echo "== carry sets (limit 64 MiB per call, working tree included)"
 printf '  .whl/part1  %-12s -> call 1 carries %s with the tree\n' "$(mib "$p1")" "$(mib $((p1 + tree_bytes)))"
@@ -165,4 +190,4 @@ for p in "$p1" "$p2" "$p3"; do
   fi
 done
 echo
-ls -l "$whl/part1" "$whl/part2"
+ls -l "$whl/part1" "$whl/part2" "$whl/part2/fa4jax"

@@ -25,10 +25,17 @@
 # 4. The hand-written XLA FFI handler (bench/overhead/handwritten_ffi.cu) to
 #    /tmp/cutecall_bench/libhandwritten_ffi.so, in parallel with 3; for the
 #    wheel site, or when missing.
-# 5. Versions.
+# 5. fa4-jax (bench/attention's fa4_jax path), for the wheel site: the
+#    wheels in .whl/part2/fa4jax/ into a site of their own,
+#    FA4JAX_SITE (/tmp/fa4jax_site), once: they pin jax-tvm-ffi 0.1.2
+#    and the wheel site holds 0.1.3. bench/attention puts that site first
+#    on sys.path itself; nothing else sees it. An import check follows; a
+#    failure there is a warning (the benchmark records it per row).
+# 6. Versions.
 #
 # Environment: PYTHON (python3), CUTECALL_SITE (default --site, /tmp/site),
 # CUTECALL_WHEEL_SITE (/tmp/site), CUTECALL_STAGE (/tmp/cutecall_stage),
+# FA4JAX_SITE (/tmp/fa4jax_site),
 # CUTECALL_HANDWRITTEN_SO, CUTECALL_BUILD_DIR, SETUP_SKIP_CUTECALL=1,
 # SETUP_SKIP_HANDLER=1. Exit 3: stage 1 was lost (redo both calls).
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then exec bash "$(dirname "$0")/gpu" setup "$@"; fi
@@ -118,6 +125,7 @@ EOF
   step "import check: cutlass DSL"
   "$PY" -c 'import cutlass, cutlass.cute, cutlass.jax; print("cutlass", cutlass.__file__)' ||
     die "the CuTe DSL does not import from $site"
+  [ -n "$suffix" ] || install_fa4jax "$part2"
 
   # ------------------------------------- hand-written handler (background) ----
   handler_pid=""
@@ -227,6 +235,44 @@ sys.exit(0 if v >= (4, 13) else 1)
   cp "$sums" "$site/.cutecall_wheels.sha256sums"
 }
 
+# fa4-jax and its stack (.whl/part2/fa4jax/) -> FA4JAX_SITE, once; then
+# an import check with that site first on the path (a warning if it fails).
+install_fa4jax() {  # PART2
+  local part2="$1" site="${FA4JAX_SITE:-/tmp/fa4jax_site}" sums stamp
+  stamp="$site/.cutecall_fa4jax.sha256sums"
+  if [ ! -d "$part2/fa4jax" ]; then
+    if [ -f "$stamp" ]; then
+      step "fa4-jax already installed in $site (no .whl/part2 carried)"
+    else
+      step "fa4-jax: no .whl/part2/fa4jax carried; bench/attention's fa4_jax path will record that"
+      return 0
+    fi
+  else
+    sums="$(grep ' fa4jax/' "$part2/SHA256SUMS" || true)"
+    [ -n "$sums" ] || die "$part2/SHA256SUMS lists no fa4jax/ wheels: re-run tools/gpu/fetch_wheels.sh"
+    if [ -f "$stamp" ] && [ "$sums" = "$(cat "$stamp")" ]; then
+      step "fa4-jax already installed in $site (same wheels): skipping"
+    else
+      (cd "$part2" && echo "$sums" | sha256sum -c --quiet -) ||
+        die "fa4jax wheels: sha256 mismatch; re-run tools/gpu/fetch_wheels.sh and carry .whl/part2 again"
+      step "fa4-jax: pip install --target $site (a site of its own: jax-tvm-ffi 0.1.2)"
+      rm -rf "$site"
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+        --disable-pip-version-check --target "$site" "$part2"/fa4jax/*.whl
+      "$PY" -m compileall -q -j 0 "$site" >/dev/null 2>&1 || true
+      echo "$sums" >"$stamp"
+    fi
+  fi
+  step "import check: fa4-jax from $site"
+  (cd / && PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}" "$PY" - <<'EOF') ||
+import importlib.metadata as md
+import jax_tvm_ffi, cutejax, fa4_jax, fa4_jax.kernels  # noqa: F401
+print("fa4-jax", md.version("fa4-jax"), "cutejax", md.version("cutejax"),
+      "jax-tvm-ffi", md.version("jax-tvm-ffi"), jax_tvm_ffi.__file__)
+EOF
+    echo "gpu setup: WARNING: fa4-jax does not import from $site (bench/attention's fa4_jax rows will say why)" >&2
+}
+
 print_versions() {
   step "versions"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
@@ -240,7 +286,7 @@ for dist in ("jax", "jaxlib", "jax-cuda13-plugin", "jax-cuda13-pjrt",
              "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base",
              "nvidia-cutlass-dsl-libs-cu13", "cuda-bindings", "apache-tvm-ffi",
              "jax-tvm-ffi", "torch", "nanobind", "scikit-build-core",
-             "typing-extensions", "cutecall"):
+             "typing-extensions", "tqdm", "cutecall"):
     try:
         print(f"{dist:30s} {md.version(dist)}")
     except md.PackageNotFoundError:
