@@ -104,6 +104,26 @@ def test_errors_before_launch_name_the_kernel():
         k(x2, x2, torch.empty_like(x2), 1e40)  # read by the C++ launcher
 
 
+def test_bad_tensors_on_the_fast_path_are_refused_by_name(compiles):
+    k = ct.kernel(tk.axpby_2d)
+    x = rand(4, 8)
+    k(x, x, torch.empty_like(x), 1.0)  # compiled: later calls take the C++ path
+    n = compiles()
+    row = rand(1, 8).expand(4, 8)  # an expand()ed view: read is fine ...
+    out = torch.empty_like(x)
+    k(row, row, out, 2.0)
+    torch.testing.assert_close(out, 2.0 * row + row)
+    with pytest.raises(ValueError, match=r"output 'out' of 'axpby_2d' \(shape \(4, 8\), "
+                                         r"strides \(0, 1\)\) has elements that several"):
+        k(x, x, rand(1, 8).expand(4, 8), 1.0)  # ... writing is not
+    window = torch.empty(11, device=DEV).as_strided((4, 8), (1, 1))
+    with pytest.raises(ValueError, match="has elements that several indices reach"):
+        k(x, x, window, 1.0)
+    with pytest.raises(TypeError, match=r"has dtype torch.complex64, which has no CuTe DSL"):
+        k(x, x, torch.empty(4, 8, dtype=torch.complex64, device=DEV), 1.0)
+    assert compiles() == n
+
+
 # -- Helion's launcher ------------------------------------------------------
 
 def test_helion_add_kernel_grid_block_constexpr(compiles):

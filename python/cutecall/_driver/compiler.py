@@ -6,7 +6,8 @@ the target arch; the object is taken with ``dump_to_object`` and checked by
 the C++ core before anything keeps it: the plan parses
 (``_core.KernelEntry``) and the object defines the function. Callers hold
 ``compile_cache.lock`` (the DSL is not thread-safe); ``compile_cache``
-decides when to compile.
+decides when to compile. A compile that runs past a couple of seconds says
+so on a terminal (``progress.compiling``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import dsl, flavour, target
+from . import dsl, flavour, progress, target
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger
@@ -39,7 +40,7 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
     prefix = "cc_" + spec.key[:16]
     start = time.perf_counter()
     try:
-        with dsl.dsl_compile_settings(arch):
+        with progress.compiling(name, arch), dsl.dsl_compile_settings(arch):
             compiled = cute.compile(_wrapper.cutecall_entry, cuda.CUstream(0),
                                     *_wrapper.example_slots(spec), spec=spec,
                                     options=options)

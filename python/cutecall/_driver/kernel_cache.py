@@ -157,7 +157,8 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
                 kernel.module)
 
     try:
-        entry, built = store.get_or_build(key, kernel_stamp(arch), build)
+        entry, built = store.get_or_build(key, kernel_stamp(arch), build,
+                                          rebuilt=f"kernel '{name}' is recompiled")
     except OSError as e:
         if "started" in done and "kernel" not in done:
             raise  # the compile itself failed

@@ -4,7 +4,9 @@ eviction, and every static fallback, at level INFO.
 
 Nothing is printed unless the application configures logging, or the
 environment asks: ``CUTECALL_LOG=info`` (or ``debug``, ``warning``) prints
-the records to stderr. Example::
+the records to stderr, each line with its local time to the millisecond
+(``2026-11-24 13:45:01.123 cutecall INFO: ...``). A corrupt store entry is
+logged at WARNING, which Python prints to stderr even then. Example::
 
     import logging
     logging.basicConfig()
@@ -19,6 +21,9 @@ import warnings
 
 logger = logging.getLogger("cutecall")
 ENV = "CUTECALL_LOG"
+# 2026-11-24 13:45:01.123 cutecall INFO: compiled kernel 'vector_add' ...
+FORMAT = "%(asctime)s.%(msecs)03d cutecall %(levelname)s: %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}
 
@@ -33,7 +38,7 @@ def configure_from_env() -> None:
                       f"({', '.join(_LEVELS)}); ignored", RuntimeWarning, stacklevel=2)
         return
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("cutecall %(levelname)s: %(message)s"))
+    handler.setFormatter(logging.Formatter(FORMAT, datefmt=DATE_FORMAT))
     logger.addHandler(handler)
     logger.setLevel(_LEVELS[value])
     logger._cutecall_env_handler = handler

@@ -15,7 +15,8 @@ the stamp (format, versions of cutecall / the DSL / CUDA, target arch), the
 object's size and sha256, and ``meta`` (for kernels: every field of a
 ``CompiledKernel`` but the bytes). Both digests are checked on every read: a
 corrupt, truncated or empty entry is never loaded; it is removed (under its
-key's lock) and rebuilt. A stamp that differs from the current one is a miss.
+key's lock) and rebuilt, with a WARNING on the ``cutecall`` log. A stamp
+that differs from the current one is a miss.
 
 Writes go to a temp file in ``entries/``, are fsync'ed and renamed over the
 entry (``os.replace``): readers see the old entry or the new one, never half
@@ -105,30 +106,43 @@ class ArtifactStore:
     def load(self, key: str, stamp: dict) -> Entry | None:
         """The entry for `key` if present, valid and stamped `stamp` (then
         its mtime is touched, for LRU); else None. Removes nothing."""
+        return self._lookup(key, stamp)[0]
+
+    def _lookup(self, key: str, stamp: dict) -> tuple[Entry | None, str | None]:
+        """(:meth:`load`'s entry, why the file failed verification or None)."""
         self.ensure()
         try:
             entry = self.read(key)
-        except (FileNotFoundError, CorruptEntry):
-            return None
+        except FileNotFoundError:
+            return None, None
+        except CorruptEntry as e:
+            return None, str(e)
         if entry.stamp != stamp:
-            return None
+            return None, None
         with contextlib.suppress(OSError):
             os.utime(self.path(key))
-        return entry
+        return entry, None
 
     # -- build ----------------------------------------------------------------
     def get_or_build(self, key: str, stamp: dict,
-                     build: Callable[[], tuple[dict, bytes]]) -> tuple[Entry, bool]:
+                     build: Callable[[], tuple[dict, bytes]],
+                     rebuilt: str = "it is rebuilt") -> tuple[Entry, bool]:
         """(entry, built): the stored entry, or `build()`'s ``(meta, data)``
         stored under the key's lock (so each key builds once across
-        processes). Corrupt or stale entries are replaced."""
+        processes). Stale entries are replaced; a corrupt one is too, with a
+        WARNING naming its path, the key, what failed and `rebuilt`
+        (e.g. "kernel 'add' is recompiled")."""
         entry = self.load(key, stamp)
         if entry is not None:
             return entry, False
         with file_lock(self._lock_path(key)):
-            entry = self.load(key, stamp)  # another process may have built it
+            # another process may have built (or repaired) it meanwhile
+            entry, corrupt = self._lookup(key, stamp)
             if entry is not None:
                 return entry, False
+            if corrupt:
+                logger.warning("corrupt store entry %s (key %s): %s; removed, and %s",
+                               self.path(key), key[:16], corrupt, rebuilt)
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path(key))  # corrupt or stale: never loaded
             meta, data = build()

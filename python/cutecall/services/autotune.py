@@ -21,6 +21,10 @@ The winner is stored in the artifact store, keyed by the content of
 cutecall, the DSL and CUDA. A later process picks it with zero timing runs
 and zero compiles of the losers (``cutecall cache list`` shows it).
 
+While it tunes, a ``tqdm`` bar of the candidates (each compiled, if it is
+new, then timed) shows on stderr when it is a terminal; ``CUTECALL_PROGRESS=1``
+always shows it, ``0`` never (``compile_workers`` adds warm-up's bar).
+
 Environment: ``CUTECALL_AUTOTUNE=0`` uses the first config without tuning;
 ``CUTECALL_AUTOTUNE_CONFIG=<i>`` forces config i (for every tuner).
 """
@@ -34,7 +38,7 @@ import os
 import threading
 from typing import Any, Callable, Sequence
 
-from .._driver import kernel_cache
+from .._driver import kernel_cache, progress
 from .._driver.fingerprint import fingerprint, source_digest
 from .timing import NoGPU, concrete_jax, default_timer, device_name, is_torch
 from .._driver.log import logger
@@ -175,23 +179,27 @@ class Autotuned:
                 self._compile_in_workers(args)
             args = concrete_jax(args)  # once per key, not once per candidate
         times, errors, runs = [], [], 0
-        for i, config in enumerate(self.configs):
-            try:
-                us = timer(self.candidate(i), args, self.warmup, self.rep)
-                runs += 1
-                times.append(float(us))
-                errors.append(None)
-            except Exception as e:  # noqa: BLE001 (a failed candidate is skipped)
-                times.append(None)
-                errors.append(f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
-                logger.info("autotune '%s': config %d %s failed: %s", self.name, i,
-                            config, errors[-1])
-        ok = [i for i, t in enumerate(times) if t is not None]
-        if not ok:
-            raise RuntimeError(f"cutecall.autotune '{self.name}': every config failed: "
-                               + "; ".join(f"{self.configs[i]}: {e}"
-                                           for i, e in enumerate(errors)))
-        runs += self._look_again(timer, args, times)
+        with progress.bar(len(self.configs), f"cutecall autotune '{self.name}'",
+                          "config") as bar:
+            for i, config in enumerate(self.configs):
+                try:
+                    us = timer(self.candidate(i), args, self.warmup, self.rep)
+                    runs += 1
+                    times.append(float(us))
+                    errors.append(None)
+                except Exception as e:  # noqa: BLE001 (a failed candidate is skipped)
+                    times.append(None)
+                    errors.append(f"{type(e).__name__}: "
+                                  f"{str(e).splitlines()[0] if str(e) else ''}")
+                    logger.info("autotune '%s': config %d %s failed: %s", self.name, i,
+                                config, errors[-1])
+                bar.update(1)
+            ok = [i for i, t in enumerate(times) if t is not None]
+            if not ok:
+                raise RuntimeError(f"cutecall.autotune '{self.name}': every config "
+                                   f"failed: " + "; ".join(f"{self.configs[i]}: {e}"
+                                                           for i, e in enumerate(errors)))
+            runs += self._look_again(timer, args, times, bar)
         winner = min(ok, key=lambda i: times[i])
         logger.info("autotune '%s': config %d %s wins (%.1f us; %s)", self.name, winner,
                     self.configs[winner], times[winner],
@@ -199,7 +207,7 @@ class Autotuned:
         return TuningResult(winner, tuple(times), tuple(errors), "tuned", runs)
 
 
-    def _look_again(self, timer, args, times: list) -> int:
+    def _look_again(self, timer, args, times: list, bar) -> int:
         """Times each candidate within CLOSE of the fastest once more, and
         keeps the mean of its two times, so that one noisy measurement does
         not pick the winner among close ones. Returns the timing runs made."""
@@ -207,6 +215,7 @@ class Autotuned:
         close = [i for i, t in enumerate(times) if t is not None and t <= bound]
         if len(close) < 2:
             return 0
+        bar.set_postfix_str(f"timing the {len(close)} closest again")
         runs = 0
         for i in close:
             try:

@@ -25,8 +25,9 @@ a task compiles lands in the store. Example::
 A task is any picklable callable (a module-level function, or
 ``functools.partial`` of one); its return value is ignored. A task that
 raises is reported and the rest go on; a worker that dies (killed, out of
-memory) is reported as such, never waited on forever. Progress shows as a bar
-on a terminal (``tqdm``, if installed) and as ``cutecall`` log lines.
+memory) is reported as such, never waited on forever. Progress shows as a
+``tqdm`` bar of tasks on stderr when it is a terminal (``CUTECALL_PROGRESS=1``:
+always, ``0``: never), and as ``cutecall`` log lines; the workers show none.
 ``python -m cutecall warmup module:attr --workers 4`` runs the task list
 ``module.attr`` (a list, or a function returning one).
 """
@@ -43,6 +44,7 @@ import time
 from typing import Any, Callable, Sequence
 
 from . import workers as _warmup_start
+from .._driver import progress
 from .._driver.log import logger
 
 __all__ = ["warmup", "jax_task", "torch_task", "jax_warmup_task", "torch_warmup_task",
@@ -132,10 +134,12 @@ def _init_worker(environ: dict, arch: str) -> None:
     it is now (the fork server's is a copy from when it started), targets the
     caller's arch (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU
     client (a CUDA context and a memory pool per worker would cost seconds
-    and most of the GPU's memory)."""
+    and most of the GPU's memory). It shows no progress of its own: the
+    caller draws the bar, and workers share its terminal."""
     os.environ.clear()
     os.environ.update(environ)
     os.environ.setdefault("CUTECALL_ARCH", arch)
+    os.environ[progress.ENV] = "0"
     os.environ["JAX_PLATFORMS"] = "cpu"
     if "jax" in sys.modules:  # preloaded: its config read the server's env
         sys.modules["jax"].config.update("jax_platforms", "cpu")
@@ -177,16 +181,6 @@ def _run(task) -> tuple:
             after["disk_hits"] - before["disk_hits"], error)
 
 
-def _progress(total: int):
-    if sys.stderr.isatty():
-        try:
-            from tqdm import tqdm
-            return tqdm(total=total, desc="cutecall warm-up", unit="task")
-        except ImportError:
-            pass
-    return None
-
-
 def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
            preload: Sequence[str] = (), start: str = "auto") -> WarmupReport:
     """Runs `tasks` in `workers` processes (default: the CPU count, at most
@@ -194,7 +188,9 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     out in order, so put the longest first. `preload`: more modules for the
     workers to have imported (e.g. ``("flash_attn.cute", "quack")``).
     `start`: "auto" (fork this process while JAX has started no backend in
-    it, else a fork server), "fork" or "forkserver"."""
+    it, else a fork server), "fork" or "forkserver". A bar of the tasks
+    shows on stderr when it is a terminal (``CUTECALL_PROGRESS``: 1 always,
+    0 never)."""
     _warmup_start.check_start(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
@@ -213,53 +209,59 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
                             f"to a worker process ({e}); use module-level functions "
                             f"or functools.partial of them") from e
     workers = max(1, min(workers or os.cpu_count() or 1, len(tasks) or 1))
-    began, results, bar = time.perf_counter(), {}, _progress(len(tasks))
+    began, results = time.perf_counter(), {}
+    modules = _modules(tasks, preload)
+    with progress.bar(len(tasks), "cutecall warm-up", "task") as bar:
+        bar.set_postfix_str("importing the tasks' modules")
+        method, why = _warmup_start.choose(start, modules)
+        from .._driver.target import default_arch
+        arch = default_arch()  # reads the driver, starts no GPU client
+        logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
+        bar.set_postfix_str(f"{workers} workers by {method}")
+        setup = (_warmup_start.context(method, modules), (dict(os.environ), arch))
 
-    def done(i, result):
-        results[i] = result
-        logger.info("warm-up: %s", _line(result))
-        if bar is not None:
+        def done(i, result):
+            results[i] = result
+            logger.info("warm-up: %s", _line(result))
             bar.update(1)
 
-    modules = _modules(tasks, preload)
-    method, why = _warmup_start.choose(start, modules)
-    from .._driver.target import default_arch
-    arch = default_arch()  # reads the driver, starts no GPU client
-    logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
-    setup = (_warmup_start.context(method, modules),
-             (dict(os.environ), arch))
-    # All tasks in one pool. A worker that dies breaks the pool without
-    # saying which task it ran: the unfinished tasks then run one per pool,
-    # so the one that dies is named.
-    unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup)
-    for i in unfinished:
-        if _run_pool(tasks, [i], 1, done, setup):
-            done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
-    if bar is not None:
-        bar.close()
+        # All tasks in one pool. A worker that dies breaks the pool without
+        # saying which task it ran: the unfinished tasks then run one per
+        # pool, so the one that dies is named.
+        unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup,
+                               bar.refresh)
+        for i in unfinished:
+            if _run_pool(tasks, [i], 1, done, setup, bar.refresh):
+                done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
     report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
                           time.perf_counter() - began, workers, method)
     logger.info("%s", str(report).splitlines()[0])
     return report
 
 
-def _run_pool(tasks, indices, workers: int, done, setup) -> list:
+def _run_pool(tasks, indices, workers: int, done, setup, tick) -> list:
     """Runs tasks[i] for i in `indices` in a pool of `workers` processes;
-    returns the indices left unfinished when a worker died."""
+    returns the indices left unfinished when a worker died. Calls `tick()`
+    at least once a second while waiting (the bar's clock)."""
     ctx, initargs = setup
     finished = set()
     with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
                                 initargs=initargs) as pool:
         with _warmup_start.quiet_fork():    # a fork pool forks on the first submit
             futures = {pool.submit(_run, tasks[i]): i for i in indices}
-        for fut in cf.as_completed(futures):
-            i = futures[fut]
-            try:
-                seconds, compiles, hits, error = fut.result()
-            except cf.process.BrokenProcessPool:
-                continue
-            finished.add(i)
-            done(i, TaskResult(_name(tasks[i]), seconds, compiles, hits, error))
+        pending = set(futures)
+        while pending:
+            ready, pending = cf.wait(pending, timeout=1.0,
+                                     return_when=cf.FIRST_COMPLETED)
+            for fut in ready:
+                i = futures[fut]
+                try:
+                    seconds, compiles, hits, error = fut.result()
+                except cf.process.BrokenProcessPool:
+                    continue
+                finished.add(i)
+                done(i, TaskResult(_name(tasks[i]), seconds, compiles, hits, error))
+            tick()
     return [i for i in indices if i not in finished]
 
 

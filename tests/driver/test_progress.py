@@ -1,0 +1,249 @@
+"""Long waits made visible (cutecall._driver.progress): a compile that runs
+past the notice threshold shows one line on a terminal, ended by "done
+(N s)" or "failed", and nothing elsewhere or when it is short; under a bar
+the notice is the bar's text; CUTECALL_PROGRESS=1/0 forces the display on
+or off; warm-up and autotune draw a tqdm bar of their tasks and candidates
+(never in warm-up's workers; none without tqdm); CUTECALL_LOG lines carry
+timestamps; a corrupt store entry logs a WARNING naming its path, key and
+fault."""
+
+import io
+import logging
+import re
+import sys
+import threading
+import time
+
+import jax.numpy as jnp
+import pytest
+
+import cutecall
+from cutecall._driver import log, progress
+from cutecall._driver.store import ArtifactStore
+from cutecall._driver.target import default_arch
+from cutecall.examples import kernels, layouts
+from shared import f32
+
+LINE = re.compile(r"cutecall: compiling (\w+) for (sm_\w+)… done \((\d+\.\d) s\)\n")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def on_terminal(monkeypatch) -> Terminal:
+    """sys.stderr becomes a captured stream that says it is a terminal, and
+    CUTECALL_PROGRESS is unset. Called in the test's body: pytest's own
+    capture sets sys.stderr again between a fixture and the test."""
+    monkeypatch.delenv(progress.ENV, raising=False)
+    stream = Terminal()
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+@pytest.fixture
+def slow(monkeypatch):
+    """Every compile counts as slow (the notice shows at 0 s)."""
+    monkeypatch.setattr(progress, "NOTICE_AFTER_S", 0.0)
+
+
+def timers():
+    return [t for t in threading.enumerate() if isinstance(t, threading.Timer)]
+
+
+def lower_add(n: int, name: str):
+    cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a,
+                          name=name).lower(f32(n), f32(n))
+
+
+def test_a_slow_compile_shows_one_line_ended_by_done(slow, compiles, monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    lower_add(1000, "progress_add")
+    assert compiles() == 1
+    (line,) = LINE.findall(stderr.getvalue())
+    assert line[:2] == ("progress_add", default_arch()) and LINE.fullmatch(stderr.getvalue())
+    assert not timers()                        # the timer thread is gone
+
+
+def test_a_short_compile_prints_nothing(compiles, monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    lower_add(1000, "progress_add_short")      # threshold 2 s; this takes ~0.2 s
+    assert compiles() == 1 and stderr.getvalue() == "" and not timers()
+
+
+def test_off_a_terminal_nothing_unless_asked(monkeypatch, slow, compiles):
+    plain = io.StringIO()
+    monkeypatch.setattr("sys.stderr", plain)
+    monkeypatch.delenv(progress.ENV, raising=False)
+    lower_add(1000, "progress_plain")
+    assert plain.getvalue() == ""
+    monkeypatch.setenv(progress.ENV, "1")      # always
+    lower_add(1001, "progress_forced")
+    assert LINE.fullmatch(plain.getvalue())
+    assert compiles() == 2
+
+
+def test_progress_0_silences_a_terminal(slow, monkeypatch, compiles):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "0")
+    lower_add(1000, "progress_off")
+    assert compiles() == 1 and stderr.getvalue() == ""
+
+
+def test_a_bad_progress_value_warns_and_means_terminal_only(monkeypatch):
+    on_terminal(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "loud")
+    with pytest.warns(RuntimeWarning, match="CUTECALL_PROGRESS='loud'"):
+        assert progress.enabled() is True      # stderr is a terminal
+    with pytest.warns(RuntimeWarning):
+        assert progress.enabled(io.StringIO()) is False
+
+
+def test_a_failing_compile_ends_the_line_with_failed(slow, fresh_key_space, monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    broken = cutecall.cutlass_call(layouts.copy_bits, output_shape_dtype=f32(8),
+                                   name="progress_broken", expect="Float64")
+    with pytest.raises(cutecall.CompileError, match="kernel 'progress_broken'"):
+        broken.lower(f32(8))
+    # the dynamic form, then the static fallback's: each compile ends its line
+    lines = stderr.getvalue().splitlines(keepends=True)
+    assert lines and set(lines) == {f"cutecall: compiling progress_broken for "
+                                    f"{default_arch()}… failed\n"}
+    assert not timers()
+
+
+def wait_for(predicate, seconds: float = 10.0):
+    end = time.monotonic() + seconds
+    while not predicate() and time.monotonic() < end:
+        time.sleep(0.01)
+    return predicate()
+
+
+def test_the_line_shows_while_the_compile_still_runs(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setattr(progress, "NOTICE_AFTER_S", 0.05)
+    with progress.compiling("LongKernel", "sm_90a"):
+        assert wait_for(lambda: stderr.getvalue() == "cutecall: compiling LongKernel "
+                                                     "for sm_90a…")
+    assert LINE.fullmatch(stderr.getvalue()) and not timers()
+
+
+def test_under_a_bar_the_notice_is_the_bars_text(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setattr(progress, "NOTICE_AFTER_S", 0.05)
+    with progress.bar(2, "cutecall test", "item") as bar:
+        with progress.compiling("LongKernel", "sm_90a"):
+            assert wait_for(lambda: "compiling LongKernel for sm_90a…" in (bar.postfix or ""))
+        assert bar.postfix == ""
+        bar.update(2)
+    out = stderr.getvalue()
+    assert "cutecall: compiling" not in out and "cutecall test" in out and "2/2" in out
+
+
+def test_without_tqdm_no_bar_and_the_work_goes_on(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setitem(sys.modules, "tqdm", None)     # import tqdm raises
+    with progress.bar(2, "cutecall test", "item") as bar:
+        bar.update(2)
+    assert stderr.getvalue() == ""
+
+
+def quick():
+    pass
+
+
+def progress_in_worker():
+    raise RuntimeError(f"progress shown: {progress.enabled()}")
+
+
+def test_warmup_draws_a_bar_of_its_tasks_but_not_in_its_workers(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setenv(progress.ENV, "1")
+    report = cutecall.warmup([quick, quick, progress_in_worker], workers=2)
+    out = stderr.getvalue()
+    assert "cutecall warm-up" in out and "3/3" in out and "task" in out
+    (failed,) = report.failed
+    assert failed.error == "RuntimeError: progress shown: False"
+    monkeypatch.setenv(progress.ENV, "0")
+    stderr.truncate(0)
+    cutecall.warmup([quick, quick], workers=2)
+    assert stderr.getvalue() == ""
+
+
+def test_autotune_draws_a_bar_of_its_candidates(monkeypatch, tmp_path):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("CUTECALL_AUTOTUNE", raising=False)
+    monkeypatch.delenv("CUTECALL_AUTOTUNE_CONFIG", raising=False)
+    monkeypatch.setenv(progress.ENV, "1")
+
+    def build(k):
+        return lambda x: x * k
+
+    tuned = cutecall.autotune(build, configs=[{"k": 1}, {"k": 2}, {"k": 3}],
+                              key=lambda x: x.shape, name="progress_scale",
+                              timer=lambda fn, args, warmup, rep: 10.0)
+    tuned(jnp.ones(4))
+    out = stderr.getvalue()
+    assert "cutecall autotune 'progress_scale'" in out and "3/3" in out
+    assert tuned.report(jnp.ones(4)).timing_runs == 6   # all tie: each timed twice
+
+
+def test_log_lines_carry_a_timestamp(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    monkeypatch.setenv(log.ENV, "info")
+    level = log.logger.level
+    monkeypatch.setattr(log.logger, "_cutecall_env_handler", None, raising=False)
+    log.configure_from_env()                   # a handler on the captured stderr
+    try:
+        log.logger.info("store miss: kernel '%s'", "stamped")
+    finally:
+        log.logger.removeHandler(log.logger._cutecall_env_handler)
+        log.logger.setLevel(level)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} cutecall INFO: "
+                        r"store miss: kernel 'stamped'\n", stderr.getvalue())
+
+
+def corrupt(path: str, how: str) -> None:
+    with open(path, "rb") as f:
+        blob = bytearray(f.read())
+    if how == "empty":
+        blob = bytearray()
+    elif how == "magic":
+        blob[0] ^= 1
+    elif how == "manifest":
+        blob[60] ^= 1
+    else:                                      # the object cut short
+        blob = blob[:-7]
+    with open(path, "wb") as f:
+        f.write(blob)
+
+
+@pytest.mark.parametrize("how, fault", [
+    ("empty", "truncated header (0 bytes)"), ("magic", "bad magic"),
+    ("manifest", "manifest digest mismatch"), ("object", "object is ")])
+def test_a_corrupt_entry_logs_a_warning_and_is_rebuilt(tmp_path, caplog, how, fault):
+    store, key, stamp = ArtifactStore(str(tmp_path / "s")), "ab" * 32, {"v": 1}
+    store.get_or_build(key, stamp, lambda: ({}, b"object" * 50))
+    corrupt(store.path(key), how)
+    caplog.set_level(logging.WARNING, logger="cutecall")
+    entry, built = store.get_or_build(key, stamp, lambda: ({}, b"object" * 50))
+    assert built and entry.data == b"object" * 50
+    (record,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    message = record.getMessage()
+    assert message.startswith(f"corrupt store entry {store.path(key)} (key {key[:16]}): ")
+    assert fault in message and message.endswith("; removed, and it is rebuilt")
+
+
+def test_a_corrupt_kernel_entry_says_the_kernel_is_recompiled(caplog, compiles, tmp_path):
+    lower_add(3000, "progress_corrupt")
+    (path,) = (tmp_path / "cutecall-cache").glob("v1/entries/*.ck")
+    corrupt(str(path), "manifest")
+    cutecall.clear_cache()                     # in-process only: the store is read
+    caplog.set_level(logging.INFO, logger="cutecall")
+    lower_add(3000, "progress_corrupt")
+    assert compiles() == 2
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert str(path) in warning and "manifest digest mismatch" in warning
+    assert warning.endswith("removed, and kernel 'progress_corrupt' is recompiled")
