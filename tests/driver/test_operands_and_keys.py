@@ -164,6 +164,23 @@ def test_closure_values_are_part_of_the_key():
     assert _key(make(1)) != _key(make(2))
 
 
+def test_default_values_are_part_of_the_key():
+    """Factory-made callables may capture values as parameter defaults (as
+    FA4's hash of score/mask mods accounts for): another default value is
+    another kernel, and a launcher without defaults keeps its old key."""
+    def make(scale):
+        def mod(score, b, h, scale=scale, *, shift=scale + 1):
+            return score
+        return mod
+
+    def launcher(stream, x, y):
+        return None
+    assert fingerprint(make(1), "c") == fingerprint(make(1), "c")
+    assert fingerprint(make(1), "c") != fingerprint(make(2), "c")
+    assert not any(isinstance(p, list) and p[:1] == ["defaults"]
+                   for p in fingerprint(launcher, "launcher"))
+
+
 @pytest.mark.parametrize("value, match", [
     (np.ones(3), "is an array"),
     ([1, {2: 3}], None),

@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 _MAX_DEPTH = 16
+_NONE = ["NoneType", None]  # the fingerprint of None
 
 
 # A kernel object's fingerprint when a front end first bound it, and the
@@ -129,9 +130,16 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
                 closure.append(inner(cell.cell_contents, f"{what} closure"))
             except ValueError:
                 closure.append(["empty-cell"])
+        # Factory-made callables (FA4's score/mask mods) may capture their
+        # values as parameter defaults instead of closure cells.
+        kwdefaults = getattr(target, "__kwdefaults__", None)
+        defaults = [inner(getattr(target, "__defaults__", None), f"{what} __defaults__"),
+                    inner(None if kwdefaults is None else tuple(sorted(kwdefaults.items())),
+                          f"{what} __kwdefaults__")]
         return ["callable", getattr(target, "__module__", "?"),
                 getattr(target, "__qualname__", type(target).__name__),
-                source_digest(value), closure]
+                source_digest(value), closure] + \
+            ([["defaults", defaults]] if defaults != [_NONE, _NONE] else [])
     state = _state(value)
     if state is not None:
         return _object_fingerprint(value, state, what, depth, seen)

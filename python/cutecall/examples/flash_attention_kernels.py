@@ -2,11 +2,13 @@
 ``flash_attn.cute.interface`` configures them, as ``cutlass_call``s.
 
 :mod:`cutecall.examples.flash_attention` composes them into a differentiable
-attention. Everything here is keyed by a :class:`Config` (dtype, head dim,
-query heads per KV head, causal): FA4's kernel objects depend on nothing
-else, so one compile per config serves every batch, sequence length and head
-count (cutecall keeps extents dynamic). Tile shapes, stages and swaps come
-from FA4's own ``_tile_size_fwd_sm90`` / ``_tile_size_bwd_sm90``.
+attention. Everything here is keyed by a :class:`Config`
+(:mod:`~cutecall.examples.flash_attention_config`): FA4's kernel objects
+depend on nothing else, so one compile per config serves every batch,
+sequence length, head count and window size (cutecall keeps extents
+dynamic; window sizes, the softmax scale and aux scalars are runtime
+values). The constructor arguments are those of ``_flash_attn_fwd`` /
+``_flash_attn_bwd`` for arch 9x, argument for argument.
 
 FA4, the CuTe DSL and JAX are imported when a function runs.
 """
@@ -14,62 +16,13 @@ FA4, the CuTe DSL and JAX are imported when a function runs.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 
-ARCH = "sm_90a"
-DTYPES = ("bfloat16", "float16")
-HEAD_DIMS = (64, 128)
+from .flash_attention_config import ARCH, DTYPES, Config, aux_data  # noqa: F401
 
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """What FA4's kernel objects are built from."""
-
-    dtype: str            # "bfloat16" or "float16"
-    hdim: int             # 64 or 128 (q, k and v alike)
-    qhead_per_kvhead: int  # 1: MHA; > 1: GQA/MQA
-    causal: bool
-
-    @property
-    def fwd(self):
-        from flash_attn.cute import interface
-        return interface._tile_size_fwd_sm90(self.hdim, self.hdim, self.causal, False)
-
-    @property
-    def bwd(self):
-        from flash_attn.cute import interface
-        return interface._tile_size_bwd_sm90(self.hdim, self.hdim, self.causal, False)
-
-    @property
-    def hdim_multiple_of(self) -> int:
-        return 64 if self.bwd.dKV_swapAB else 32  # _flash_attn_bwd, arch 9x
-
-    @property
-    def hdim_rounded(self) -> int:
-        m = self.hdim_multiple_of
-        return -(-self.hdim // m) * m
-
-    @property
-    def dq_post_threads(self) -> int:
-        """The dQ postprocess's threads (``num_threads_post_dQ``)."""
-        cfg = self.bwd
-        return 128 if cfg.dQ_single_wg else cfg.num_wg * 128
-
-    def accum_shapes(self, batch: int, seqlen: int, heads: int) -> tuple:
-        """((B, H, Sr), (B, H, Sr * Dr)): the backward's statistics (dPsum,
-        LSE_log2) and dQ accumulator, as ``_flash_attn_bwd`` allocates them
-        (Sr: seqlen rounded up to tile_m; Dr: hdim to hdim_multiple_of)."""
-        rows = _rounded(seqlen, self.bwd.m_block_size)
-        return (batch, heads, rows), (batch, heads, rows * self.hdim_rounded)
-
-    def cutlass_dtype(self):
-        from cutecall import jax_to_cutlass_dtype
-        return jax_to_cutlass_dtype(self.dtype)
-
-
-def _rounded(n: int, tile: int) -> int:
-    return -(-n // tile) * tile
+__all__ = ["Config", "dsl_arch", "forward_kernel", "preprocess_kernel",
+           "backward_kernel", "postprocess_kernel", "forward", "preprocess",
+           "backward", "postprocess"]
 
 
 @contextlib.contextmanager
@@ -90,36 +43,34 @@ def dsl_arch(arch: str = ARCH):
         envar.arch = saved
 
 
-def _dsl_arch():
-    return dsl_arch(ARCH)
-
-
 # ---------------------------------------------------------------------------
-# FA4's kernel objects (one per compile: FA4 keeps what it traces on them)
+# FA4's kernel objects (a new one per call: FA4 keeps what it traces on them)
 
 def forward_kernel(c: Config):
     """``FlashAttentionForwardSm90`` as ``_flash_attn_fwd`` builds it on sm90
-    (PackGQA when several query heads share a KV head)."""
+    (PackGQA when several query heads share a KV head; cp.async K/V when
+    the page size is not the tile's)."""
     from flash_attn.cute.flash_fwd_sm90 import FlashAttentionForwardSm90
     cfg = c.fwd
-    with _dsl_arch():
+    with dsl_arch():
         return FlashAttentionForwardSm90(
-            c.cutlass_dtype(), c.hdim, c.hdim, c.qhead_per_kvhead,
-            is_causal=c.causal, is_local=False, pack_gqa=c.qhead_per_kvhead > 1,
+            c.cutlass_dtype(), c.hdim, c.dv, c.qhead_per_kvhead,
+            is_causal=c.causal, is_local=c.local, pack_gqa=c.qhead_per_kvhead > 1,
             tile_m=cfg.m_block_size, tile_n=cfg.n_block_size, num_stages=2,
             num_threads=384, Q_in_regs=False,
             intra_wg_overlap=cfg.intra_wg_overlap, mma_pv_is_rs=cfg.mma_pv_is_rs,
-            mask_mod=None, score_mod=None, has_aux_tensors=False,
-            q_subtile_factor=1, paged_kv_non_tma=False)
+            mask_mod=c.mask_mod, score_mod=c.fwd_score_mod(),
+            has_aux_tensors=c.has_aux, q_subtile_factor=1,
+            paged_kv_non_tma=c.paged_kv and not c.paged_kv_tma)
 
 
 def preprocess_kernel(c: Config):
-    """``FlashAttentionBackwardPreprocess``: dPsum = rowsum(dO * O), LSE in
-    log2, dQaccum zeroed."""
+    """``FlashAttentionBackwardPreprocess``: dPsum = rowsum(dO * O) - dLSE,
+    LSE in log2, dQaccum zeroed."""
     from flash_attn.cute.flash_bwd_preprocess import FlashAttentionBackwardPreprocess
-    with _dsl_arch():
+    with dsl_arch():
         return FlashAttentionBackwardPreprocess(
-            c.cutlass_dtype(), c.hdim, c.hdim, c.bwd.m_block_size,
+            c.cutlass_dtype(), c.hdim, c.dv, c.bwd.m_block_size,
             use_padded_offsets=True, nheads_major=False, pack_gqa=False,
             qhead_per_kvhead=1, nheads_kv=1, hdim_multiple_of=c.hdim_multiple_of)
 
@@ -128,18 +79,19 @@ def backward_kernel(c: Config):
     """``FlashAttentionBackwardSm90`` as ``_flash_attn_bwd`` builds it."""
     from flash_attn.cute.flash_bwd_sm90 import FlashAttentionBackwardSm90
     cfg = c.bwd
-    with _dsl_arch():
+    score_mod, score_mod_bwd = c.bwd_score_mods()
+    with dsl_arch():
         return FlashAttentionBackwardSm90(
-            c.cutlass_dtype(), c.hdim, c.hdim, c.qhead_per_kvhead, c.causal,
-            is_local=False, deterministic=False, tile_m=cfg.m_block_size,
+            c.cutlass_dtype(), c.hdim, c.dv, c.qhead_per_kvhead, c.causal,
+            is_local=c.local, deterministic=False, tile_m=cfg.m_block_size,
             tile_n=cfg.n_block_size, Q_stage=cfg.num_stages_Q,
             dO_stage=cfg.num_stages_dO, PdS_stage=cfg.num_stages_PdS,
             SdP_swapAB=cfg.SdP_swapAB, dKV_swapAB=cfg.dKV_swapAB,
             dQ_swapAB=cfg.dQ_swapAB, AtomLayoutMSdP=cfg.AtomLayoutMSdP,
             AtomLayoutNdKV=cfg.AtomLayoutNdKV, AtomLayoutMdQ=cfg.AtomLayoutMdQ,
             num_threads=(cfg.num_wg + 1) * 128, V_in_regs=False,
-            score_mod=None, score_mod_bwd=None, mask_mod=None,
-            has_aux_tensors=False, q_subtile_factor=2,
+            score_mod=score_mod, score_mod_bwd=score_mod_bwd, mask_mod=c.mask_mod,
+            has_aux_tensors=c.has_aux, q_subtile_factor=2,
             dQ_single_wg=cfg.dQ_single_wg)
 
 
@@ -155,7 +107,7 @@ def postprocess_kernel(c: Config, which: str):
     else:
         tile, atom, swap = cfg.n_block_size, cfg.AtomLayoutNdKV, cfg.dKV_swapAB
         threads = cfg.num_wg * 128
-    with _dsl_arch():
+    with dsl_arch():
         return FlashAttentionBackwardPostprocess(
             c.cutlass_dtype(), c.hdim, 90, tile, threads, atom, swap,
             use_2cta_instrs=False, cluster_size=1,
@@ -164,90 +116,196 @@ def postprocess_kernel(c: Config, which: str):
 
 # ---------------------------------------------------------------------------
 # The JAX calls: one per kernel and config (output shapes follow the
-# arguments, so they serve every shape); vmap folds into the batch dim.
+# arguments, so they serve every shape). vmap folds into the batch dim where
+# every array's dim 0 is the batch; packed varlen and paged KV loop.
+
+def _specs(inputs: list, outputs: list) -> dict:
+    """Specs that make every extent a runtime value the kernel assumes
+    nothing of, as FA4 compiles its kernels (``mark_layout_dynamic``) --
+    except the contiguous dim's 16 bytes (``(rank, n)``: n elements), which
+    FA4's vectorized copies need (its fake tensors say the same). So one
+    compile serves every batch, length and head count, not one per
+    divisibility class. `inputs`/`outputs`: ``(rank, n)`` per array leaf, or
+    ``None`` (nothing assumed, any rank)."""
+    import cutecall
+
+    def spec(x):
+        if x is None:
+            return cutecall.TensorSpec(divisibility=1)
+        rank, n = x
+        return cutecall.TensorSpec(divisibility=(1,) * (rank - 1) + (n,))
+    return dict(input_spec=[spec(x) for x in inputs],
+                output_spec=[spec(x) for x in outputs])
+
+
+def _ranks(c: Config) -> tuple:
+    """(q, k, statistics, dK/dV accumulator) ranks for the config's layout."""
+    return (3 if c.cu_seqlens_q else 4, 3 if c.cu_seqlens_k else 4,
+            2 if c.cu_seqlens_q else 3, 2 if c.cu_seqlens_k else 3)
+
+
+HALF, F32 = 8, 4  # elements in 16 bytes
+
 
 def _sds(shape, dtype):
     import jax
     return jax.ShapeDtypeStruct(tuple(shape), dtype)
 
 
-@functools.lru_cache(maxsize=None)
+def _batching(c: Config, modes: list, outputs: int):
+    """``BatchModes`` folding into dim 0 (``None``: an array shared by the
+    batch), or "loop" where dim 0 is not the batch (packed sequences,
+    a page pool)."""
+    import cutecall
+    if c.cu_seqlens_q or c.cu_seqlens_k or c.paged_kv:
+        return "loop"
+    return cutecall.BatchModes(inputs=tuple(modes), outputs=(0,) * outputs)
+
+
+def _optional(c: Config, *flags) -> list:
+    return [0] * sum(bool(f) for f in flags)
+
+
+@functools.lru_cache(maxsize=64)
 def forward(c: Config):
-    """``(q, k, v, scale) -> (o, lse)``; q (B, Sq, H, D), k/v (B, Sk, Hkv, D),
-    lse (B, H, Sq) float32."""
+    """``(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+    page_table, window_left, window_right, learnable_sink, aux) -> (o,
+    lse)``: FA4's launcher arguments (``None`` where absent; blocksparse
+    tensors always ``None``). lse is (B, H, Sq) float32, or (H, total_q)
+    with cu_seqlens_q."""
     import cutecall
 
-    def outputs(q, k, v, scale):
-        b, s, h, _ = q.shape
-        return _sds(q.shape, q.dtype), _sds((b, h, s), "float32")
-    return cutecall.cutlass_call(forward_kernel(c), output_shape_dtype=outputs,
-                                 batch_modes=0, name=f"fa4_fwd_{_tag(c)}")
+    def outputs(q, k, v, *_):
+        o = _sds(q.shape[:-1] + (c.dv,), q.dtype)
+        if c.cu_seqlens_q:
+            return o, _sds((q.shape[1], q.shape[0]), "float32")
+        b, s, h, _d = q.shape
+        return o, _sds((b, h, s), "float32")
 
-
-@functools.lru_cache(maxsize=None)
-def preprocess(c: Config):
-    """``(o, do, lse) -> (dpsum, lse_log2, dq_accum)``: the statistics
-    (B, H, Sq rounded to tile_m) and the zeroed dQ accumulator."""
-    import cutecall
-
-    def outputs(o, do, lse, *_):
-        b, s, h, _ = o.shape
-        stat, acc = c.accum_shapes(b, s, h)
-        return _sds(stat, "float32"), _sds(stat, "float32"), _sds(acc, "float32")
+    modes = [0, 0, 0] + _optional(c, c.seqused_q, c.seqused_k) + \
+        [None] * (bool(c.sink_dtype) + max(c.aux_tensors, 0))
+    rq, rk, _, _ = _ranks(c)
+    optional = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k, c.paged_kv,
+                    bool(c.sink_dtype))) + max(c.aux_tensors, 0)
+    specs = _specs([(rq, HALF), (rk, HALF), (rk, HALF)] + [None] * optional,
+                   [(rq, HALF), None])
     call = cutecall.cutlass_call(
-        preprocess_kernel(c), output_shape_dtype=outputs, batch_modes=0,
+        forward_kernel(c), output_shape_dtype=outputs, output_params=("mO", "mLSE"),
+        batch_modes=_batching(c, modes, 2), **specs, name=f"fa4_fwd_{c.tag()}")
+
+    def run(q, k, v, scale, cu_q, cu_k, used_q, used_k, page_table, left, right,
+            sink, aux):
+        return call(q, k, v, scale, cu_q, cu_k, used_q, used_k, page_table,
+                    left, right, sink, None, aux)
+    return run
+
+
+@functools.lru_cache(maxsize=64)
+def preprocess(c: Config, with_dlse: bool):
+    """``(o, do, lse, cu_seqlens_q, seqused_q, dlse) -> (dpsum, lse_log2,
+    dq_accum)``: the statistics and the zeroed dQ accumulator
+    (:meth:`Config.accum_shapes`)."""
+    import cutecall
+
+    def outputs(o, do, lse, cu_q, *_):
+        batch = cu_q.shape[0] - 1 if c.cu_seqlens_q else o.shape[0]
+        seqlen = o.shape[0] if c.cu_seqlens_q else o.shape[1]
+        stat, acc = c.accum_shapes(batch, seqlen, o.shape[-2])
+        return _sds(stat, "float32"), _sds(stat, "float32"), _sds(acc, "float32")
+    modes = [0, 0, 0] + _optional(c, c.seqused_q, with_dlse)
+    rq, _, rs, _ = _ranks(c)
+    optional = sum((c.cu_seqlens_q, c.seqused_q, with_dlse))
+    specs = _specs([(rq, HALF), (rq, HALF), None] + [None] * optional, [(rs, F32)] * 3)
+    call = cutecall.cutlass_call(
+        preprocess_kernel(c), output_shape_dtype=outputs,
         output_params=("mPdPsum", "mLSElog2", "mdQaccum"),
-        name=f"fa4_bwd_preprocess_{_tag(c)}")
-    return lambda o, do, lse: call(o, do, lse, None, None, None, None, None, 1.0)
+        batch_modes=_batching(c, modes, 3), **specs, name=f"fa4_bwd_preprocess_{c.tag()}")
+    return lambda o, do, lse, cu_q, used_q, dlse: call(
+        o, do, lse, cu_q, used_q, dlse, None, None, 1.0)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=64)
 def backward(c: Config):
-    """``(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale)
-    -> (dq_accum, dk, dv)``. MHA writes dK and dV (pass ``None`` for the
-    accumulators); GQA accumulates them into float32 (B, Hkv, Sk rounded to
-    tile_n times D) buffers the caller zeroes, converted by the postprocess."""
+    """``(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
+    cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, window_left,
+    window_right, aux) -> (dq_accum, dk, dv)``. MHA writes dK and dV (pass
+    ``None`` for the accumulators); GQA accumulates them into float32
+    buffers the caller zeroes (:meth:`Config.dkv_accum_shapes`), converted
+    by the postprocess."""
     import cutecall
     gqa = c.qhead_per_kvhead > 1
 
     def outputs(q, k, v, do, lse_log2, dpsum, dq_accum, *rest):
-        if gqa:  # rest: dk_acc, dv_acc, scale
+        if gqa:  # rest: dk_acc, dv_acc, ...
             return (_sds(dq_accum.shape, "float32"), _sds(rest[0].shape, "float32"),
                     _sds(rest[1].shape, "float32"))
         return (_sds(dq_accum.shape, "float32"), _sds(k.shape, k.dtype),
                 _sds(v.shape, v.dtype))
-    aliases = {6: 0, 7: 1, 8: 2} if gqa else {6: 0}
+    modes = [0] * (9 if gqa else 7) + \
+        _optional(c, c.seqused_q, c.seqused_k) + [None] * max(c.aux_tensors, 0)
+    rq, rk, rs, ra = _ranks(c)
+    accs = [(ra, F32)] * 2 if gqa else []
+    optional = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k)) + \
+        max(c.aux_tensors, 0)
+    specs = _specs([(rq, HALF), (rk, HALF), (rk, HALF), (rq, HALF)] + [(rs, F32)] * 3 +
+                   accs + [None] * optional,
+                   [(rs, F32)] + (accs or [(rk, HALF)] * 2))
     call = cutecall.cutlass_call(
-        backward_kernel(c), output_shape_dtype=outputs, batch_modes=0,
-        input_output_aliases=aliases, name=f"fa4_bwd_{_tag(c)}")
-    if gqa:
-        return call
-    return lambda q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale: \
-        call(q, k, v, do, lse_log2, dpsum, dq_accum, scale)
+        backward_kernel(c), output_shape_dtype=outputs,
+        input_output_aliases={6: 0, 7: 1, 8: 2} if gqa else {6: 0},
+        output_params=None if gqa else ("mdK", "mdV"),
+        batch_modes=_batching(c, modes, 3), **specs, name=f"fa4_bwd_{c.tag()}")
+
+    def run(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
+            cu_q, cu_k, used_q, used_k, left, right, aux):
+        tail = (scale, cu_q, cu_k, used_q, used_k, left, right, None, None, None,
+                aux, None, None)
+        if gqa:
+            return call(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, *tail)
+        return call(q, k, v, do, lse_log2, dpsum, dq_accum, *tail)
+    return run
 
 
 def postprocess(c: Config, which: str):
-    """``(accum, like, scale) -> out``: out has ``like``'s shape and dtype."""
-    return lambda accum, like, scale: _postprocess(
-        c, which, tuple(like.shape), str(like.dtype))(accum, scale, None, None, None)
+    """``(accum, like, scale, cu_seqlens, seqused, sink) -> out`` (``like``
+    gives out's shape and dtype); with ``sink = (dpsum, lse,
+    learnable_sink)`` (dQ only) it returns ``(out, dsink)``, FA4 reducing
+    the sink's gradient in the same launch."""
+    def run(accum, like, scale, cu, used, sink=None):
+        call = _postprocess(c, which, tuple(like.shape), str(like.dtype), sink is not None)
+        if sink is None:
+            return call(accum, scale, cu, used, None)
+        from flash_attn.cute.flash_bwd_postprocess import LearnableSinkBwdTensors
+        import jax.numpy as jnp
+        dpsum, lse, s = sink
+        return call(accum, scale, cu, used,
+                    LearnableSinkBwdTensors(dpsum, lse, s, jnp.zeros(s.shape, s.dtype)))
+    return run
 
 
-@functools.lru_cache(maxsize=None)
-def _postprocess(c: Config, which: str, shape: tuple, dtype: str):
+@functools.lru_cache(maxsize=256)
+def _postprocess(c: Config, which: str, shape: tuple, dtype: str, sink: bool):
     # One call object per output shape (the launcher's arguments do not say
     # it); they share one compiled kernel, whose extents are dynamic.
     import cutecall
+    out = _sds(shape, dtype)
+    varlen = c.cu_seqlens_q if which == "dq" else c.cu_seqlens_k
+    used = c.seqused_q if which == "dq" else c.seqused_k
+    modes = [0] + _optional(c, used)
+    rank_out = _ranks(c)[0 if which == "dq" else 1]
+    rank_acc = _ranks(c)[2 if which == "dq" else 3]
+    ins = [(rank_acc, F32)] + [None] * sum((varlen, used))
+    if sink:
+        specs = _specs(ins + [(rank_acc, F32), None, None, None], [(rank_out, HALF), None])
+        return cutecall.cutlass_call(
+            postprocess_kernel(c, which),
+            output_shape_dtype=lambda acc, scale, cu, u, st: (out, _sds(st.sink.shape,
+                                                                         st.sink.dtype)),
+            input_output_aliases={(4, "dsink"): 1}, output_params=("mdQ",),
+            batch_modes="loop",  # dsink sums over the batch: no fold
+            **specs, name=f"fa4_bwd_postprocess_{which}_{c.tag()}")
     return cutecall.cutlass_call(
-        postprocess_kernel(c, which), output_shape_dtype=_sds(shape, dtype),
-        output_params=("mdQ",), batch_modes=0,
-        name=f"fa4_bwd_postprocess_{which}_{_tag(c)}")
-
-
-def dkv_accum_shape(c: Config, batch: int, seqlen_k: int, heads_kv: int) -> tuple:
-    """GQA's dK/dV accumulators: (B, Hkv, Sk rounded to tile_n * D rounded)."""
-    return (batch, heads_kv, _rounded(seqlen_k, c.bwd.n_block_size) * c.hdim_rounded)
-
-
-def _tag(c: Config) -> str:
-    return (f"{c.dtype}_d{c.hdim}_g{c.qhead_per_kvhead}"
-            f"{'_causal' if c.causal else ''}")
+        postprocess_kernel(c, which), output_shape_dtype=out,
+        output_params=("mdQ",),
+        batch_modes="loop" if varlen else _batching(c, modes, 1),
+        **_specs(ins, [(rank_out, HALF)]), name=f"fa4_bwd_postprocess_{which}_{c.tag()}")
