@@ -126,17 +126,20 @@ def decode_shapes(d, heads, heads_kv, batches, seqlens_k, seqlens_q, page_size) 
 
 def parse_profile(spec: str) -> Shape:
     """``--profile`` SHAPE: tokens in any order, separated by ``-`` or
-    ``,``: ``d64``/``d128``, ``s<N>``, ``causal``/``full``; the default is
-    D128, S 2048, causal (the pass is given apart, ``--profile-mode``)."""
-    d, s, causal = 128, 2048, True
+    ``,``: ``d64``/``d128``, ``s<N>``, ``b<N>`` (batch; default: 16k tokens
+    per batch), ``causal``/``full``; the default is D128, S 2048, causal (the
+    pass is given apart, ``--profile-mode``)."""
+    d, s, b, causal = 128, 2048, None, True
     for tok in spec.replace(",", "-").lower().split("-"):
         if not tok:
             continue
         if tok in ("causal", "full"):
             causal = tok == "causal"
-        elif tok[0] in "ds" and tok[1:].isdigit():
-            d, s = (int(tok[1:]), s) if tok[0] == "d" else (d, int(tok[1:]))
+        elif tok[0] in "dsb" and tok[1:].isdigit():
+            v = int(tok[1:])
+            d, s, b = (v, s, b) if tok[0] == "d" else (d, v, b) if tok[0] == "s" else (d, s, v)
         else:
             raise ValueError(f"--profile: unknown token {tok!r} in {spec!r} "
-                             "(use e.g. d128-s2048-causal)")
-    return dense_shapes([d], [causal], [s])[0]
+                             "(use e.g. d128-s2048-causal or d128-s2048-b2-causal)")
+    shape = dense_shapes([d], [causal], [s])[0]
+    return shape if b is None else dataclasses.replace(shape, batch=b)
