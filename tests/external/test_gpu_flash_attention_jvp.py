@@ -123,8 +123,9 @@ def test_forward_and_reverse_mode_agree(h, hkv, causal):
     assert abs(forward - reverse) <= 1e-2 * forward, (forward, reverse)
 
 
-def wired(q, k, v, return_lse=False, **options):
-    """attention(q, k, v, **options) as a function of (q, k, v, sink)."""
+def wired(q, k, v, return_lse=False, learnable_sink=None, **options):
+    """attention(q, k, v, **options) as a function of (q, k, v, sink) (the
+    given learnable_sink only says whether there is one)."""
     return q.shape[-1] ** -0.5, lambda q, k, v, sink: fa.attention(
         q, k, v, learnable_sink=sink, return_lse=return_lse, **options)
 
