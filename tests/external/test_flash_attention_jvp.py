@@ -19,6 +19,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
 from cutecall.examples import flash_attention_jvp as fj  # noqa: E402
+from cutecall.examples import flash_attention_reference as fr  # noqa: E402
 from cutecall.examples.flash_attention import Config  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def pure_jax_rule(causal, window, softcap, scale, block_k, h, hkv, d, **kw):
 
     def forward(q, k, v, *extra):
         mask = fj.dense_mask(q.shape[1], k.shape[1], causal=causal, window_size=window)
-        return fj.reference_attention(q, k, v, scale=scale, mask=mask, score=score)
+        return fr.reference_attention(q, k, v, scale=scale, mask=mask, score=score)
     c = Config("float32", d, h // hkv, causal, softcap=softcap)
     return fj.jvp_rule(c, scale, window_size=window, forward=forward,
                        block_k=block_k, **kw), forward
@@ -94,7 +95,7 @@ def test_reference_equals_xla_attention():
     (q, k, v), _ = problem(2, 40, 40, 4, 2, 32)
     for causal in (False, True):
         mask = fj.dense_mask(40, 40, causal=causal)
-        o, _ = fj.reference_attention(q, k, v, scale=32 ** -0.5, mask=mask)
+        o, _ = fr.reference_attention(q, k, v, scale=32 ** -0.5, mask=mask)
         close(o, jax.nn.dot_product_attention(q, k, v, is_causal=causal), 1e-5)
 
 
@@ -109,7 +110,7 @@ def each_example_alone(rule, primals, tangents, rows, keys, masks, scale):
     (o, lse), (o_dot, lse_dot) = jax.jit(rule)(primals, tangents)
     q, k, v, sink = primals[:4]
     for r, kk, mask in zip(rows, keys, masks):
-        alone = lambda q, k, v, s: fj.reference_attention(  # noqa: E731
+        alone = lambda q, k, v, s: fr.reference_attention(  # noqa: E731
             q, k, v, scale=scale, mask=mask, sink=s)
         args = (q[r], k[kk], v[kk], sink)
         (wo, wlse), (wo_dot, wlse_dot) = jax.jvp(alone, args, tuple(
@@ -130,7 +131,7 @@ def forward_of(scale, causal, window=(None, None)):
         else:
             mask = fj.dense_mask(q.shape[1], k.shape[1], causal=causal, window_size=window,
                                  seqused_q=used_q, seqused_k=used_k)
-        return fj.reference_attention(q, k, v, scale=scale, mask=mask, sink=sink)
+        return fr.reference_attention(q, k, v, scale=scale, mask=mask, sink=sink)
     return forward
 
 
@@ -163,7 +164,7 @@ def test_dense_seqused_with_a_sink_equals_each_example_alone():
                        forward=forward_of(scale, True), block_k=16, return_lse=True)
     (o, lse), (o_dot, lse_dot) = jax.jit(rule)(primals, (dq, dk, dv, dsink))
     for i in range(b):
-        alone = lambda q, k, v, s: fj.reference_attention(  # noqa: E731
+        alone = lambda q, k, v, s: fr.reference_attention(  # noqa: E731
             q, k, v, scale=scale, sink=s,
             mask=fj.dense_mask(used_q[i], used_k[i], causal=True))
         r, kk = slice(0, used_q[i]), slice(0, used_k[i])

@@ -20,6 +20,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from cutecall.examples import flash_attention as fa  # noqa: E402
 from cutecall.examples import flash_attention_jvp as fj  # noqa: E402
+from cutecall.examples import flash_attention_reference as fr  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")]
@@ -47,7 +48,7 @@ def reference(scale, causal, lowp=False):
             m = None if mask is None else mask(jnp.arange(q.shape[1])[:, None],
                                                jnp.arange(k.shape[1])[None, :])[None, None]
             return jax.nn.dot_product_attention(q, k, v, mask=m, scale=scale)
-        return fj.reference_attention(q, k, v, scale=scale, mask=mask)[0]
+        return fr.reference_attention(q, k, v, scale=scale, mask=mask)[0]
     return f
 
 
@@ -174,7 +175,7 @@ def test_jvp_with_attention_options_matches_the_float32_reference(name):
                                   causal=options.get("causal", False),
                                   window_size=options.get("window_size", (None, None)))
         softcap = options.get("softcap", 0.0)
-        return fj.reference_attention(
+        return fr.reference_attention(
             q, k, v, scale=scale, mask=mask, sink=s,
             score=fj.softcap_score(softcap) if softcap else fj.identity_score)
     (wo, wlse), (wo_dot, wlse_dot) = jax.jit(lambda p, t: jax.jvp(reference, p, t))(

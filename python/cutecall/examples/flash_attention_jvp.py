@@ -50,7 +50,7 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
-__all__ = ["jvp_rule", "with_jvp", "score_tangent", "reference_attention",
+__all__ = ["jvp_rule", "with_jvp", "score_tangent",
            "dense_mask", "varlen_mask", "softcap_score", "identity_score"]
 
 # mask(q_idx (Sq, 1), k_idx (1, n)) -> bool, broadcasting; True keeps a key.
@@ -202,43 +202,6 @@ def score_tangent(q, k, v, o, lse, q_dot, k_dot, *, scale: float,
     return term.reshape(b, sq, h, dv), c.reshape(b, h, sq)
 
 
-def reference_attention(q, k, v, *, scale: float, mask: Optional[MaskFn] = None,
-                        score: ScoreFn = identity_score, sink=None):
-    """Attention in float32, pure JAX: (o, lse) in FA4's layouts ((B, Sq, H,
-    Dv) and (B, H, Sq); packed (T, H, Dv) and (H, T)). ``sink`` (H,): FA4's
-    learnable sink, one more logit per head with no value. Rows with no key
-    give o = 0, lse = -inf (the sink's logit with one), as FA4. As
-    :func:`jvp_rule`'s ``forward`` it makes the rule pure JAX (the CPU tests);
-    its own ``jax.jvp`` is the reference."""
-    import jax.numpy as jnp
-    f32 = jnp.float32
-    packed = q.ndim == 3
-    if packed:
-        q, k, v = q[None], k[None], v[None]
-    b, sq, h, _ = q.shape
-    sk, hkv, dv = k.shape[1], k.shape[2], v.shape[-1]
-    s = scale * jnp.einsum("bqhgd,bkhd->bhgqk", _grouped(q, hkv).astype(f32), k.astype(f32))
-    z, _ = score(s, jnp.zeros_like(s))
-    keep = jnp.ones(z.shape, bool)
-    if mask is not None:
-        keep = keep & mask(jnp.arange(sq)[:, None], jnp.arange(sk)[None, :])
-    if sink is not None:  # one more column
-        column = jnp.broadcast_to(sink.astype(f32).reshape(hkv, h // hkv, 1, 1),
-                                  z.shape[:-1] + (1,))
-        z, keep = jnp.concatenate([z, column], -1), jnp.concatenate([keep, column == column], -1)
-    z = jnp.where(keep, z, -jnp.inf)
-    m = z.max(-1, keepdims=True)
-    m = jnp.where(jnp.isfinite(m), m, 0.0)
-    e = jnp.where(keep, jnp.exp(z - m), 0.0)
-    total = e.sum(-1, keepdims=True)
-    some = total > 0
-    p = (e / jnp.where(some, total, 1.0))[..., :sk]
-    o = jnp.einsum("bhgqk,bkhd->bqhgd", p, v.astype(f32)).reshape(b, sq, h, dv)
-    lse = jnp.where(some, m + jnp.log(jnp.where(some, total, 1.0)), -jnp.inf)
-    lse = lse[..., 0].reshape(b, h, sq)
-    return (o[0], lse[0]) if packed else (o, lse)
-
-
 # The primal of flash_attention._differentiable: (q, k, v, learnable_sink,
 # cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, aux_tensors).
 _ARGS = ("q", "k", "v", "sink", "cu_q", "cu_k", "used_q", "used_k", "pages", "aux")
@@ -259,7 +222,7 @@ def jvp_rule(c, scale: float, *, window_size=(None, None),
       forward: ``(*primals) -> (o, lse)`` in FA4's layouts, called on the
         primals and on them with v replaced by v'. Default: FA4's forward
         kernel for ``c`` (no aux tensors). A pure-JAX rule: a lambda around
-        :func:`reference_attention`.
+        :func:`~cutecall.examples.flash_attention_reference.reference_attention`.
       mask: ``primals -> MaskFn``, the mask in JAX. Default: from causal,
         the window, seqused and (both) cu_seqlens.
       score: a :data:`ScoreFn`. Default: softcap's (``c.softcap``), else

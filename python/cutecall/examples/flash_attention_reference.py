@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["reference", "alibi_score_mod", "alibi_score_mod_bwd",
+__all__ = ["reference", "reference_attention", "alibi_score_mod", "alibi_score_mod_bwd",
            "alibi_reference", "prefix_lm_mask_mod", "prefix_lm_reference"]
 
 
@@ -175,3 +175,42 @@ def prefix_lm_mask_mod(prefix: int):
 def prefix_lm_reference(prefix: int):
     """:func:`prefix_lm_mask_mod`'s semantics for :func:`reference`."""
     return lambda b, h, qi, kj: ((qi < prefix) & (kj < prefix)) | (qi >= kj)
+
+
+def reference_attention(q, k, v, *, scale: float, mask=None,
+                        score=None, sink=None):
+    """Attention in float32, pure JAX: (o, lse) in FA4's layouts ((B, Sq, H,
+    Dv) and (B, H, Sq); packed (T, H, Dv) and (H, T)). ``sink`` (H,): FA4's
+    learnable sink, one more logit per head with no value. Rows with no key
+    give o = 0, lse = -inf (the sink's logit with one), as FA4. As
+    ``flash_attention_jvp.jvp_rule``'s ``forward`` it makes the rule pure JAX (the CPU tests);
+    its own ``jax.jvp`` is the reference."""
+    import jax.numpy as jnp
+    from .flash_attention_jvp import _grouped, identity_score
+    score = score or identity_score
+    f32 = jnp.float32
+    packed = q.ndim == 3
+    if packed:
+        q, k, v = q[None], k[None], v[None]
+    b, sq, h, _ = q.shape
+    sk, hkv, dv = k.shape[1], k.shape[2], v.shape[-1]
+    s = scale * jnp.einsum("bqhgd,bkhd->bhgqk", _grouped(q, hkv).astype(f32), k.astype(f32))
+    z, _ = score(s, jnp.zeros_like(s))
+    keep = jnp.ones(z.shape, bool)
+    if mask is not None:
+        keep = keep & mask(jnp.arange(sq)[:, None], jnp.arange(sk)[None, :])
+    if sink is not None:  # one more column
+        column = jnp.broadcast_to(sink.astype(f32).reshape(hkv, h // hkv, 1, 1),
+                                  z.shape[:-1] + (1,))
+        z, keep = jnp.concatenate([z, column], -1), jnp.concatenate([keep, column == column], -1)
+    z = jnp.where(keep, z, -jnp.inf)
+    m = z.max(-1, keepdims=True)
+    m = jnp.where(jnp.isfinite(m), m, 0.0)
+    e = jnp.where(keep, jnp.exp(z - m), 0.0)
+    total = e.sum(-1, keepdims=True)
+    some = total > 0
+    p = (e / jnp.where(some, total, 1.0))[..., :sk]
+    o = jnp.einsum("bhgqk,bkhd->bqhgd", p, v.astype(f32)).reshape(b, sq, h, dv)
+    lse = jnp.where(some, m + jnp.log(jnp.where(some, total, 1.0)), -jnp.inf)
+    lse = lse[..., 0].reshape(b, h, sq)
+    return (o[0], lse[0]) if packed else (o, lse)
