@@ -109,3 +109,16 @@ def test_the_readme_example_refuses_a_short_b_before_compiling(compiles):
                                          r"'a' dim 0 = 4096 \(tied dim 'n'\)"):
         lower(add, sds((4096,)), sds((10,)))
     assert compiles() == 0
+
+
+def test_a_kernel_object_with_a_plain_call_launching_its_kernel_is_accepted(compiles):
+    class Scale:  # CUTLASS-example style: __call__ is plain, the kernel a method
+        @cute.kernel
+        def kernel(self, a: cute.Tensor, c: cute.Tensor):
+            pass
+
+        def __call__(self, stream: cuda.CUstream, a, c):
+            self.kernel(a, c).launch(grid=(1, 1, 1), block=(32, 1, 1), stream=stream)
+
+    call = cutecall.cutlass_call(Scale(), output_shape_dtype=lambda a: a)
+    assert lower(call, sds((8,))) is not None and compiles() == 1

@@ -2,7 +2,9 @@
 ``__call__`` is one, or a callable wrapping one -- anything else would
 compile to an empty program whose outputs are never written.
 
-A plain Python function counts as wrapping a launcher when it (or a plain
+A kernel object counts when its class defines a ``@cute.jit`` or
+``@cute.kernel`` method (its ``__call__`` reaches it through ``self``). A
+plain Python function counts as wrapping a launcher when it (or a plain
 function it calls, a few levels deep) names a ``@cute.jit`` function, a
 kernel object or a ``@cute.kernel`` (which it launches): a global, a closure
 value or an attribute of a global module or object
@@ -80,11 +82,25 @@ def _has_contents(cell) -> bool:
     return True
 
 
+def _class_launches(fn) -> bool:
+    """A kernel object (or a bound method of one) whose class defines a
+    ``@cute.jit`` or ``@cute.kernel`` method: its plain ``__call__`` reaches
+    them through ``self``, which no static reading of the code resolves."""
+    owner = fn.__self__ if inspect.ismethod(fn) else fn
+    if isinstance(owner, (types.FunctionType, types.BuiltinFunctionType,
+                          functools.partial, type)):
+        return False
+    return any(_marker(m) is not None
+               for cls in type(owner).__mro__ for m in vars(cls).values())
+
+
 def kind(fn, depth: int = _DEPTH, seen: set | None = None) -> str:
     """"jit" when calling `fn` runs a ``@cute.jit`` function (directly,
     wrapped or through a kernel object) or launches a ``@cute.kernel``;
     "kernel" when it is a bare ``@cute.kernel``; "plain" otherwise."""
     seen = set() if seen is None else seen
+    if _class_launches(fn):
+        return "jit"
     plain = []
     for c in _callees(fn):
         if id(c) in seen:
