@@ -106,3 +106,29 @@ def test_shard_map_over_heads_lowers_per_shard_and_exports():
     assert results["kernels"] == ["fa4_bwd_bfloat", "fa4_bwd_postprocess_dkv_bfloat",
                                   "fa4_bwd_postprocess_dq_bfloat",
                                   "fa4_bwd_preprocess_bfloat", "fa4_fwd_bfloat"]
+
+
+def test_data_parallel_training_step_lowers_per_shard():
+    """The 2-GPU training step (``attention_training.sharded_step``, what
+    the 2-GPU test checks and bench/attention/shard_step.py times) on two CPU
+    devices: the batch split (4 -> 2 per device), FA4's forward and backward
+    kernels on the shard, the gradients averaged across devices."""
+    results = run_on_cpu_devices("""
+        import jax, jax.numpy as jnp
+        from jax.sharding import NamedSharding, PartitionSpec as P
+        from cutecall.examples import attention_training as at
+        mesh = jax.make_mesh((2,), ("b",))
+        w, x, y = jax.eval_shape(lambda k: at.problem(
+            k, batch=4, seqlen=256, heads=8, heads_kv=2, head_dim=64, embed=256),
+            jax.random.key(0))
+        put = lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype,  # noqa: E731
+                                                sharding=NamedSharding(mesh, s))
+        args = (jax.tree.map(lambda a: put(a, P()), w), put(x, P("b")), put(y, P("b")))
+        text = at.sharded_step(mesh).trace(*args).lower(
+            lowering_platforms=("cuda",)).as_text()
+        results["per_shard_q"] = "tensor<2x256x8x64xbf16>" in text
+        results["fwd"] = 'kernel = "fa4_fwd_bfloat16_d64_g4_causal"' in text
+        results["bwd"] = 'kernel = "fa4_bwd_bfloat16_d64_g4_causal"' in text
+        results["allreduce"] = "all_reduce" in text or "all-reduce" in text
+    """, n=2)
+    assert results == {"per_shard_q": True, "fwd": True, "bwd": True, "allreduce": True}, results

@@ -97,33 +97,16 @@ def test_vmap_over_an_extra_batch_equals_each_example():
 @pytest.mark.skipif(len(jax.devices()) < 2, reason="needs 2 GPUs")
 def test_shard_map_training_step_equals_one_device():
     """A data-parallel step of a one-layer attention model (projections to
-    q, k, v with GQA, causal FA4 attention, squared loss): the batch split
-    over 2 GPUs with shard_map, gradients averaged with pmean, equals the
-    step on one device."""
-    from jax.sharding import PartitionSpec as P
+    q, k, v with GQA, causal FA4 attention, squared loss;
+    ``cutecall.examples.attention_training``): the batch split over 2 GPUs
+    with shard_map, gradients averaged with pmean, equals the step on one
+    device."""
+    from cutecall.examples import attention_training as at
     mesh = jax.make_mesh((2,), ("b",))
-    b, s, h, hkv, d, e = 4, 512, 8, 2, 64, 256
-    kx, kw, ky = jax.random.split(KEY, 3)
-    x = jax.random.normal(kx, (b, s, e), jnp.float32).astype(jnp.bfloat16)
-    y = jax.random.normal(ky, (b, s, h, d), jnp.float32).astype(jnp.bfloat16)
-    w = {n: (0.05 * jax.random.normal(k, (e, m * d), jnp.float32))
-         for (n, m), k in zip((("q", h), ("k", hkv), ("v", hkv)), jax.random.split(kw, 3))}
-
-    def loss(w, x, y):
-        proj = lambda n, m: (x @ w[n].astype(x.dtype)).reshape(x.shape[:2] + (m, d))  # noqa: E731
-        o = attention(proj("q", h), proj("k", hkv), proj("v", hkv), causal=True)
-        return jnp.mean((o.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
-
-    def step(w, x, y, average=lambda g: g):
-        g = average(jax.grad(loss)(w, x, y))
-        return jax.tree.map(lambda p, g: p - 0.1 * g, w, g)
-
-    one = jax.jit(step)(w, x, y)
-    put = lambda a, spec: jax.device_put(a, jax.NamedSharding(mesh, spec))  # noqa: E731
-    sharded = jax.jit(jax.shard_map(
-        lambda w, x, y: step(w, x, y, lambda g: jax.lax.pmean(g, "b")), mesh=mesh,
-        in_specs=(P(), P("b"), P("b")), out_specs=P()))(
-            put(w, P()), put(x, P("b")), put(y, P("b")))
+    w, x, y = at.problem(KEY, batch=4, seqlen=512, heads=8, heads_kv=2, head_dim=64,
+                         embed=256)
+    one = jax.jit(at.step)(w, x, y)
+    sharded = at.sharded_step(mesh)(*at.place(mesh, w, x, y))
     for n in w:
         np.testing.assert_allclose(np.asarray(sharded[n]), np.asarray(one[n]),
                                    rtol=1e-2, atol=1e-4, err_msg=n)

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Data-parallel FlashAttention-4 training steps: every local GPU under
+``shard_map`` against one GPU, at the same global batch (issue 29's target:
+at least 1.9x the one-GPU throughput on 2 GPUs).
+
+The step is ``cutecall.examples.attention_training`` (projections to q, k,
+v with GQA, causal FA4 attention through cutecall, squared loss, SGD; the
+gradients averaged with ``pmean``), the one
+``tests/external/test_gpu_flash_attention.py`` checks on 2 GPUs. Time per
+step is wall time from the difference of a 5- and a 25-step chain in one
+``jit`` (``bench/timing.py``: JAX's dispatch cancels out; the GPUs are the
+bottleneck at these sizes), best of 3.
+
+  python bench/attention/shard_step.py --out shard_step.json [--batch 16 --seqlen 4096]
+  python bench/attention/shard_step.py --dry-run      # the plan, no GPU needed
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out")
+    ap.add_argument("--batch", type=int, default=16, help="global batch")
+    ap.add_argument("--seqlen", type=int, default=4096)
+    ap.add_argument("--heads", type=int, default=16)
+    ap.add_argument("--heads-kv", type=int, default=4)
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--embed", type=int, default=2048)
+    ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--dry-run", action="store_true")
+    args = ap.parse_args()
+    sizes = dict(batch=args.batch, seqlen=args.seqlen, heads=args.heads,
+                 heads_kv=args.heads_kv, head_dim=args.head_dim, embed=args.embed)
+    print("plan: one FA4 training step, " + ", ".join(f"{k} {v}" for k, v in sizes.items())
+          + "; one GPU against every local GPU (shard_map over the batch)")
+    if args.dry_run:
+        return 0
+    if not args.out:
+        ap.error("--out is required (or --dry-run)")
+
+    import jax
+    from timing import jax_wall_us
+    from cutecall.examples import attention_training as at
+
+    gpus = jax.devices()
+    result = dict(benchmark="attention/shard_step", date=str(datetime.date.today()),
+                  command=" ".join([os.path.basename(sys.executable)] + sys.argv),
+                  device=f"{len(gpus)} x {gpus[0].device_kind}", sizes=sizes,
+                  versions=dict(python=platform.python_version(), jax=jax.__version__))
+    if len(gpus) < 2 or args.batch % len(gpus):
+        result["error"] = (f"needs 2 or more GPUs dividing the batch ({args.batch}); "
+                           f"this machine has {len(gpus)}")
+        print(result["error"])
+        write(args.out, result)
+        return 0
+    w, x, y = at.problem(jax.random.key(0), **sizes)
+    mesh = jax.make_mesh((len(gpus),), ("b",))
+    names = sorted(w)
+
+    def flat(step):  # the chain's arguments are arrays: the weights one by one
+        return lambda *a: step(dict(zip(names, a[:-2])), *a[-2:])
+
+    def operands(w, x, y):
+        return [w[n] for n in names] + [x, y]
+    times = {}
+    for name, call, args_ in (("1 GPU", flat(jax.jit(at.step)),
+                               operands(*jax.device_put((w, x, y), gpus[0]))),
+                              (f"{len(gpus)} GPUs", flat(at.sharded_step(mesh)),
+                               operands(*at.place(mesh, w, x, y)))):
+        times[name] = min(jax_wall_us(call, args_, 5, 25) for _ in range(args.trials))
+        print(f"{name:8s} {times[name]:10.1f} us per step")
+    speedup = times["1 GPU"] / times[f"{len(gpus)} GPUs"]
+    print(f"throughput: {speedup:.2f}x one GPU (target >= {0.95 * len(gpus):.2f}x)")
+    result.update(us_per_step=times, speedup=speedup, target=0.95 * len(gpus))
+    write(args.out, result)
+    return 0
+
+
+def write(path: str, result: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=1)
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
