@@ -204,8 +204,9 @@ def make_operand(d: OperandDesc, extra: int = 0,
         name=d.name, source=d.source, index=d.index, cutlass_dtype=ct,
         elem_bytes=nbytes, rank=rank, static_shape=static_shape,
         divisibility=div, order=order, mode=mode, align=align,
-        shape64=bool(d.wide) or needs_64bit_extents(shape, strided), strided=strided, static_stride=static_stride,
-        dims=tuple(dims), tie=(-1,) * rank, stride_div=stride_div)
+        shape64=bool(d.wide) or needs_64bit_extents(shape, strided), strided=strided,
+        static_stride=static_stride, dims=tuple(dims), tie=(-1,) * rank,
+        stride_div=stride_div)
 
 
 def needs_64bit_extents(shape, strided: bool) -> bool:
