@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import os
 import platform
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from run import write  # noqa: E402  (the JSON, written whole: run.py's writer)
 
 
 def main():
@@ -84,13 +84,6 @@ def main():
     result.update(us_per_step=times, speedup=speedup, target=0.95 * len(gpus))
     write(args.out, result)
     return 0
-
-
-def write(path: str, result: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(tmp, path)
 
 
 if __name__ == "__main__":
