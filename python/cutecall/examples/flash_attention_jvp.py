@@ -50,6 +50,8 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
+from .flash_attention_reference import grouped_heads, identity_score
+
 __all__ = ["jvp_rule", "with_jvp", "score_tangent",
            "dense_mask", "varlen_mask", "softcap_score", "identity_score"]
 
@@ -57,10 +59,6 @@ __all__ = ["jvp_rule", "with_jvp", "score_tangent",
 MaskFn = Callable
 # score(s, s_dot) -> (z, z_dot): the logits of scaled scores, and their tangent.
 ScoreFn = Callable
-
-
-def identity_score(s, s_dot):
-    return s, s_dot
 
 
 def softcap_score(softcap: float) -> ScoreFn:
@@ -138,12 +136,6 @@ def varlen_mask(cu_seqlens_q, cu_seqlens_k, *, causal: bool = False,
     return mask
 
 
-def _grouped(x, hkv):
-    """(B, S, H, D) -> (B, S, Hkv, G, D): head h = hkv * G + g, as FA4."""
-    b, s, h, d = x.shape
-    return x.reshape(b, s, hkv, h // hkv, d)
-
-
 def score_tangent(q, k, v, o, lse, q_dot, k_dot, *, scale: float,
                   mask: Optional[MaskFn] = None, score: ScoreFn = identity_score,
                   block_k: int = 128):
@@ -173,7 +165,7 @@ def score_tangent(q, k, v, o, lse, q_dot, k_dot, *, scale: float,
         x = jnp.pad(x, ((0, 0), (0, n * block_k - sk), (0, 0), (0, 0)))
         return jnp.moveaxis(x.reshape(b, n, block_k, hkv, x.shape[-1]), 1, 0)
 
-    qg, qg_dot = _grouped(q, hkv), _grouped(q_dot, hkv)
+    qg, qg_dot = grouped_heads(q, hkv), grouped_heads(q_dot, hkv)
     lse_g = lse.astype(f32).reshape(b, hkv, h // hkv, sq, 1)
     q_idx = jnp.arange(sq)[:, None]
 
@@ -197,7 +189,7 @@ def score_tangent(q, k, v, o, lse, q_dot, k_dot, *, scale: float,
     blocks = (jnp.arange(n) * block_k, key_blocks(k), key_blocks(k_dot), key_blocks(v))
     (acc, c), _ = jax.lax.scan(step, init, blocks)
     rows = jnp.moveaxis(c, -1, 1)[..., None]                      # (B, Sq, Hkv, G, 1)
-    o = _grouped(o, hkv).astype(f32)
+    o = grouped_heads(o, hkv).astype(f32)
     term = acc - jnp.where(rows == 0, 0.0, rows * o)   # rows with no key: o unset
     return term.reshape(b, sq, h, dv), c.reshape(b, h, sq)
 

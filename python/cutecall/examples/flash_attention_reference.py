@@ -19,7 +19,21 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["reference", "reference_attention", "alibi_score_mod", "alibi_score_mod_bwd",
-           "alibi_reference", "prefix_lm_mask_mod", "prefix_lm_reference"]
+           "alibi_reference", "prefix_lm_mask_mod", "prefix_lm_reference",
+           "grouped_heads", "identity_score"]
+
+
+def identity_score(s, s_dot):
+    """The score map of plain attention, in :mod:`flash_attention_jvp`'s
+    ``score(s, s_dot) -> (z, z_dot)`` form."""
+    return s, s_dot
+
+
+def grouped_heads(x, hkv: int):
+    """(B, S, H, D) -> (B, S, Hkv, G, D): query head h = hkv * G + g, as FA4
+    groups GQA heads."""
+    b, s, h, d = x.shape
+    return x.reshape(b, s, hkv, h // hkv, d)
 
 
 def reference(q, k, v, *, causal=False, window_size=(None, None), softcap=0.0,
@@ -186,7 +200,6 @@ def reference_attention(q, k, v, *, scale: float, mask=None,
     ``flash_attention_jvp.jvp_rule``'s ``forward`` it makes the rule pure JAX (the CPU tests);
     its own ``jax.jvp`` is the reference."""
     import jax.numpy as jnp
-    from .flash_attention_jvp import _grouped, identity_score
     score = score or identity_score
     f32 = jnp.float32
     packed = q.ndim == 3
@@ -194,7 +207,7 @@ def reference_attention(q, k, v, *, scale: float, mask=None,
         q, k, v = q[None], k[None], v[None]
     b, sq, h, _ = q.shape
     sk, hkv, dv = k.shape[1], k.shape[2], v.shape[-1]
-    s = scale * jnp.einsum("bqhgd,bkhd->bhgqk", _grouped(q, hkv).astype(f32), k.astype(f32))
+    s = scale * jnp.einsum("bqhgd,bkhd->bhgqk", grouped_heads(q, hkv).astype(f32), k.astype(f32))
     z, _ = score(s, jnp.zeros_like(s))
     keep = jnp.ones(z.shape, bool)
     if mask is not None:
