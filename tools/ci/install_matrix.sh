@@ -11,7 +11,10 @@
 #   torch-only         3.10    wheel[torch] (cu12), no jax             the torch front
 #   jax-only           3.12    wheel[jax,cu13], no torch               the JAX front and bundles
 #
-# The venvs live in build/ci/<name> (recreated each run); logs in
+# The venvs live in build/ci/<name>, recreated each run and removed once its
+# tests pass (each is 1-6 GiB: torch and jax pull CUDA wheels; four at once
+# filled a CI disk), so the disk holds one at a time; KEEP_VENVS=1 keeps
+# them. pip's cache is off for the same reason. Logs stay in
 # build/ci/<name>.log. MATRIX="torch-only jax-only" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,10 +42,11 @@ run_venv() {  # name python-version "pip args" "check" "pytest args"
   local whl; whl="$(wheel_for "$version")"
   rm -rf "$venv"
   "$py" -m venv "$venv"
-  echo "== $name (python $version): pip install ${pip_args//@WHEEL@/$(basename "$whl")}"
+  echo "== $name (python $version): pip install ${pip_args//@WHEEL@/$(basename "$whl")}" \
+    "($(free_disk) free)"
   local start=$SECONDS
   (
-    export PATH="$nocc:$venv/bin:$PATH" PIP_ONLY_BINARY=":all:"
+    export PATH="$nocc:$venv/bin:$PATH" PIP_ONLY_BINARY=":all:" PIP_NO_CACHE_DIR=1
     # shellcheck disable=SC2086
     "$venv/bin/pip" install -q ${pip_args//@WHEEL@/$whl}
     "$venv/bin/python" -c "$check"
@@ -50,8 +54,11 @@ run_venv() {  # name python-version "pip args" "check" "pytest args"
     # shellcheck disable=SC2086
     "$venv/bin/python" -I -m pytest $tests -q -p no:cacheprovider -x
   ) > "$log" 2>&1 || { tail -n 60 "$log"; echo "test-install $name FAILED (log: $log)"; exit 1; }
-  echo "   $(tail -n 1 "$log") [$((SECONDS - start)) s]"
+  echo "   $(tail -n 1 "$log") [$((SECONDS - start)) s, venv $(du -sh "$venv" | cut -f1)]"
+  [ "${KEEP_VENVS:-0}" = 1 ] || rm -rf "$venv"
 }
+
+free_disk() { df -h --output=avail "$root/build" | tail -n 1 | tr -d ' '; }
 
 # What each venv must see: the wheel (not the source tree), the flavour,
 # and which frameworks are importable.
