@@ -290,3 +290,11 @@ def test_grad_lowers_through_fa4_backward_with_the_jvp_defined():
                for n in names) == 1, names
     assert any(n.startswith("fa4_bwd_preprocess") for n in names)
     assert "stablehlo.while" not in text   # the jvp's XLA scan is not in grad
+
+
+def test_the_reference_keeps_its_old_import_path():
+    """reference_attention moved to flash_attention_reference; the jvp
+    module still exports it (and identity_score), as before the move."""
+    assert fj.reference_attention is fr.reference_attention
+    assert fj.identity_score is fr.identity_score
+    assert {"reference_attention", "identity_score"} <= set(fj.__all__)

@@ -50,9 +50,9 @@ from __future__ import annotations
 import functools
 from typing import Callable, Optional
 
-from .flash_attention_reference import grouped_heads, identity_score
+from .flash_attention_reference import grouped_heads, identity_score, reference_attention
 
-__all__ = ["jvp_rule", "with_jvp", "score_tangent",
+__all__ = ["jvp_rule", "with_jvp", "score_tangent", "reference_attention",
            "dense_mask", "varlen_mask", "softcap_score", "identity_score"]
 
 # mask(q_idx (Sq, 1), k_idx (1, n)) -> bool, broadcasting; True keeps a key.
