@@ -1,7 +1,7 @@
 """The paths ``bench/attention/run.py`` times, as callables on a
 :class:`shapes.Shape`'s inputs:
 
-  cutecall   ``cutecall.examples.flash_attention.attention`` (FA4's sm90
+  cutecall   ``cutecall.attention.attention`` (FA4's sm90
              kernels from JAX); varlen through ``cu_seqlens_q/k`` and
              ``max_seqlen_q/k``, decode through ``page_table`` and
              ``seqused_k`` (paged KV)
@@ -103,7 +103,7 @@ def _attention_fn(path: str, shape):
 
     c, m = shape.causal, shape.max_seqlen
     if path == "cutecall":
-        from cutecall.examples.flash_attention import attention
+        from cutecall.attention import attention
         if shape.set == "varlen":
             return (lambda q, k, v, cu: attention(
                 q, k, v, causal=c, cu_seqlens_q=cu, cu_seqlens_k=cu,

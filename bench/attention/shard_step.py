@@ -3,7 +3,7 @@
 ``shard_map`` against one GPU, at the same global batch (issue 29's target:
 at least 1.9x the one-GPU throughput on 2 GPUs).
 
-The step is ``cutecall.examples.attention_training`` (projections to q, k,
+The step is ``cutecall.attention.training`` (projections to q, k,
 v with GQA, causal FA4 attention through cutecall, squared loss, SGD; the
 gradients averaged with ``pmean``), the one
 ``tests/external/test_gpu_flash_attention.py`` checks on 2 GPUs. Time per
@@ -50,7 +50,7 @@ def main():
 
     import jax
     from timing import jax_wall_us
-    from cutecall.examples import attention_training as at
+    from cutecall.attention import training as at
 
     gpus = jax.devices()
     result = dict(benchmark="attention/shard_step", date=str(datetime.date.today()),

@@ -41,7 +41,7 @@ def _s(shape, dtype):
 
 
 def _fa4(hdim=128, causal=False):
-    from cutecall.examples import flash_attention_kernels as fk
+    from cutecall.attention import kernels as fk
     return fk, fk.Config("bfloat16", hdim, 1, causal)
 
 
@@ -135,7 +135,7 @@ def tasks(which: str = "inference"):
         work = [(functools.partial(fa4_fwd, hdim=d, causal=c), _q(d)) for d, c in fa4[:3]]
         work += [(fa4_pre, _q(128), _s((2, 16, 4096), "float32"))] + small
     else:
-        from cutecall.examples import flash_attention_kernels as fk
+        from cutecall.attention import kernels as fk
         from cutecall.examples import quack_gemm as qg
         work = []
         for d, c in fa4:
@@ -161,7 +161,7 @@ def _q(hdim):
 PRELOAD = ("flash_attn.cute", "flash_attn.cute.flash_fwd_sm90",
            "flash_attn.cute.flash_bwd_sm90", "flash_attn.cute.flash_bwd_preprocess",
            "flash_attn.cute.flash_bwd_postprocess", "quack", "quack.gemm_default_epi",
-           "quack.tile_scheduler", "cutecall.examples.flash_attention_kernels",
+           "quack.tile_scheduler", "cutecall.attention.kernels",
            "cutecall.examples.quack", "cutecall.examples.quack_gemm",
            "cutecall.examples.kernels")
 

@@ -24,6 +24,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
+from cutecall._driver.dsl import dsl_arch  # noqa: E402
 from cutecall.examples.external import fa4_corpus, fa4_kernels  # noqa: E402
 from cutecall.examples.external import fa4_reference as ref  # noqa: E402
 
@@ -223,7 +224,7 @@ def test_dq_accum_order_matches_fa4_layouts(causal):
                 coord[t, r] = (int(c[0]), int(c[1]))
                 offset[t, r] = int(p[0]) + chunk * int(p[1])
 
-    with fa4_kernels.dsl_arch():
+    with dsl_arch(fa4_kernels.ARCH):
         cute.compile(probe)
     order = ref.dq_accum_order(tile_m, hdim, swap, cfg.AtomLayoutMdQ, nwg)
     assert len(offset) == tile_m * hdim

@@ -1,4 +1,4 @@
-"""cutecall.examples.flash_attention on CPU: argument checks, and the
+"""cutecall.attention on CPU: argument checks, and the
 forward and its gradient lowered for the cuda platform (FA4's kernels
 compile for sm_90a without a GPU) for MHA and GQA, with vmap folding into
 one launch per kernel."""
@@ -12,7 +12,7 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples.flash_attention import attention  # noqa: E402
+from cutecall.attention import attention  # noqa: E402
 from shared import run_on_cpu_devices  # noqa: E402
 
 S = jax.ShapeDtypeStruct
@@ -80,7 +80,7 @@ def test_shard_map_over_heads_lowers_per_shard_and_exports():
     results = run_on_cpu_devices("""
         import re, jax, jax.numpy as jnp
         from jax.sharding import NamedSharding, PartitionSpec as P
-        from cutecall.examples.flash_attention import attention
+        from cutecall.attention import attention
         from cutecall.jax import _targets as runtime
         mesh = jax.make_mesh((2,), ("h",))
         spec = P(None, None, "h", None)
@@ -116,7 +116,7 @@ def test_data_parallel_training_step_lowers_per_shard():
     results = run_on_cpu_devices("""
         import jax, jax.numpy as jnp
         from jax.sharding import NamedSharding, PartitionSpec as P
-        from cutecall.examples import attention_training as at
+        from cutecall.attention import training as at
         mesh = jax.make_mesh((2,), ("b",))
         w, x, y = jax.eval_shape(lambda k: at.problem(
             k, batch=4, seqlen=256, heads=8, heads_kv=2, head_dim=64, embed=256),

@@ -1,4 +1,4 @@
-"""cutecall.examples.flash_attention's argument errors: each names the
+"""cutecall.attention's argument errors: each names the
 argument and the value and is raised before anything compiles (forward
 errors when called, backward-only limits of FA4's sm90 path when
 differentiated)."""
@@ -12,8 +12,8 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples import flash_attention_reference as R  # noqa: E402
-from cutecall.examples.flash_attention import attention  # noqa: E402
+from cutecall.attention import reference as R  # noqa: E402
+from cutecall.attention import attention  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 bf16, i32, f32 = jnp.bfloat16, jnp.int32, jnp.float32

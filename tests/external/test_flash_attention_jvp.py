@@ -1,4 +1,4 @@
-"""Forward mode of FA4 attention (cutecall.examples.flash_attention_jvp) on
+"""Forward mode of FA4 attention (cutecall.attention.jvp) on
 CPU. The rule with a pure-JAX forward in place of FA4's kernel equals
 jax.jvp of a float32 reference attention (float32 inputs, tight tolerance)
 for MHA/GQA/MQA, causal with Sq < Sk and Sq > Sk (rows with no key), sliding
@@ -18,9 +18,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import flash_attention_jvp as fj  # noqa: E402
-from cutecall.examples import flash_attention_reference as fr  # noqa: E402
-from cutecall.examples.flash_attention import Config  # noqa: E402
+from cutecall.attention import jvp as fj  # noqa: E402
+from cutecall.attention import reference as fr  # noqa: E402
+from cutecall.attention import Config  # noqa: E402
 
 
 def normal(seed, *shapes):
@@ -243,7 +243,7 @@ S = jax.ShapeDtypeStruct
 def fa4_wired(causal, hkv, h=8, d=64):
     """attention(q, k, v): FA4's backward as its vjp, this rule as its jvp."""
     pytest.importorskip("flash_attn.cute")
-    from cutecall.examples import flash_attention as fa
+    import cutecall.attention as fa
     return lambda q, k, v: fa.attention(q, k, v, causal=causal)
 
 

@@ -1,4 +1,4 @@
-"""cutecall.examples.flash_attention's options on CPU (FA4's kernels compile
+"""cutecall.attention's options on CPU (FA4's kernels compile
 for sm_90a without a GPU): every option's forward and gradient lower for
 cuda with the expected kernels, one compile per configuration (extents,
 window sizes, scales and aux scalars are runtime), captured score/mask mod
@@ -14,8 +14,8 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples import flash_attention_reference as R  # noqa: E402
-from cutecall.examples.flash_attention import attention  # noqa: E402
+from cutecall.attention import reference as R  # noqa: E402
+from cutecall.attention import attention  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 bf16, f16, i32, f32 = jnp.bfloat16, jnp.float16, jnp.int32, jnp.float32
@@ -158,8 +158,8 @@ def test_kernel_objects_equal_fa4s_own(monkeypatch):
     ones FA4's interface builds for the same options."""
     import torch
     from cutecall._driver.fingerprint import fingerprint
-    from cutecall.examples import flash_attention_kernels as fk
-    from cutecall.examples.flash_attention_checks import check
+    from cutecall.attention import kernels as fk
+    from cutecall.attention.checks import check
     opts = dict(causal=True, window_size=(64, None), softcap=20.0)
 
     def fwd_kw(t):

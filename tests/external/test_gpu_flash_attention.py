@@ -1,4 +1,4 @@
-"""cutecall.examples.flash_attention on a GPU: outputs and the gradients of
+"""cutecall.attention on a GPU: outputs and the gradients of
 q, k and v against jax.nn.dot_product_attention in float32, for MHA, GQA and
 MQA, causal and not, head dims 64 and 128, bfloat16 and float16, and
 sequence lengths that are not multiples of any tile; under jit,
@@ -16,7 +16,7 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples.flash_attention import attention  # noqa: E402
+from cutecall.attention import attention  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 KEY = jax.random.key(1)
@@ -98,10 +98,10 @@ def test_vmap_over_an_extra_batch_equals_each_example():
 def test_shard_map_training_step_equals_one_device():
     """A data-parallel step of a one-layer attention model (projections to
     q, k, v with GQA, causal FA4 attention, squared loss;
-    ``cutecall.examples.attention_training``): the batch split over 2 GPUs
+    ``cutecall.attention.training``): the batch split over 2 GPUs
     with shard_map, gradients averaged with pmean, equals the step on one
     device."""
-    from cutecall.examples import attention_training as at
+    from cutecall.attention import training as at
     mesh = jax.make_mesh((2,), ("b",))
     w, x, y = at.problem(KEY, batch=4, seqlen=512, heads=8, heads_kv=2, head_dim=64,
                          embed=256)

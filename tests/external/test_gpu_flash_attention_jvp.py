@@ -18,9 +18,9 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples import flash_attention as fa  # noqa: E402
-from cutecall.examples import flash_attention_jvp as fj  # noqa: E402
-from cutecall.examples import flash_attention_reference as fr  # noqa: E402
+import cutecall.attention as fa  # noqa: E402
+from cutecall.attention import jvp as fj  # noqa: E402
+from cutecall.attention import reference as fr  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")]

@@ -1,4 +1,4 @@
-"""cutecall.examples.flash_attention's options on a GPU: outputs, LSE and
+"""cutecall.attention's options on a GPU: outputs, LSE and
 the gradients of q, k, v (and the sink) against the float32 reference
 (``flash_attention_reference.reference``, differentiated with jax.vjp), for
 packed ragged sequences (lengths not multiples of any tile), sliding
@@ -18,8 +18,8 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples import flash_attention_reference as R  # noqa: E402
-from cutecall.examples.flash_attention import attention  # noqa: E402
+from cutecall.attention import reference as R  # noqa: E402
+from cutecall.attention import attention  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 bf16, f16, f32 = jnp.bfloat16, jnp.float16, jnp.float32

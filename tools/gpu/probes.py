@@ -9,7 +9,7 @@ of cutecall compute the same results.
   outputs --out FILE.npz
       Every case of the QuACK and FlashAttention-4 corpus (test sizes,
       cutecall.examples.external) through both fronts, and the example
-      attention (cutecall.examples.flash_attention, forward and gradients),
+      attention (cutecall.attention, forward and gradients),
       on fixed random inputs; every output saved. Run it once per build
       (`. SITE/env.sh` first) and twice per build to see which outputs are
       bitwise reproducible at all (FA4's backward accumulates with atomics).
@@ -20,7 +20,7 @@ of cutecall compute the same results.
 
   attn-case --case N --path P[,P...]
       One case of tests/external/test_gpu_flash_attention.py, forward and
-      backward, through: `ours` (cutecall.examples.flash_attention under
+      backward, through: `ours` (cutecall.attention under
       jax.jit); `xla` and `xla32` (jax.nn.dot_product_attention under jax.jit
       in the inputs' dtype and in float32: the test's two references); `tiny`
       (a small jitted `jnp` program, no attention); `fa4` (FlashAttention-4's
@@ -75,7 +75,7 @@ def attn_jax(path, b, sq, sk, h, hkv, d, dtype, causal):
     if path == "xla32":
         dtype = "float32"
     if path == "ours":
-        from cutecall.examples.flash_attention import attention
+        from cutecall.attention import attention
         fn = lambda q, k, v: attention(q, k, v, causal=causal)  # noqa: E731
     else:
         fn = lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=causal)  # noqa: E731
@@ -231,7 +231,7 @@ def outputs(a, error):
             except Exception as e:  # noqa: BLE001 (recorded, the rest goes on)
                 failed.append(name)
                 step(f"{name}: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    from cutecall.examples.flash_attention import attention
+    from cutecall.attention import attention
     ks = jax.random.split(jax.random.key(0), 3)
     q, k, v = (jax.random.normal(kk, (2, 384, 4, 128), jax.numpy.bfloat16) for kk in ks)
     for causal in (False, True):

@@ -1,5 +1,7 @@
 """CuTe DSL shims: versions, the DSL's process-wide settings while cutecall
-compiles, and the default launch stream. Every use of the DSL's internals
+compiles or a library builds its kernel objects (``dsl_arch``), a library's
+``cute.compile`` arguments captured without compiling (``compile_args``),
+and the default launch stream. Every use of the DSL's internals
 that differs across its releases lives here and nowhere else (JAX's live in
 ``cutecall.jax._compat``). Imports no JAX and no torch."""
 
@@ -10,6 +12,7 @@ import contextvars
 import sys
 import threading
 import importlib.metadata
+from typing import Any, Callable, NamedTuple
 
 def package_version(name: str) -> str | None:
     try:
@@ -62,6 +65,78 @@ def dsl_compile_settings(arch: str):
         envar._arch = previous_arch
         if previous_tvm_ffi is not None:
             envar.enable_tvm_ffi = previous_tvm_ffi
+
+
+@contextlib.contextmanager
+def dsl_arch(arch: str):
+    """The CuTe DSL's target arch set to `arch` while a library builds its
+    kernel objects, restored afterwards.
+
+    FA4's and QuACK's constructors read it (``BaseDSL._get_dsl()
+    .get_arch_enum()``: ``$CUTE_DSL_ARCH``, else the detected GPU, else
+    sm_100a) and their sm90 classes assert an sm_90a-family arch, so building
+    them on a machine without a GPU needs it set::
+
+        with dsl_arch("sm_90a"):
+            kernel = FlashAttentionForwardSm90(...)
+
+    Process-wide DSL state: not thread-safe. nvidia-cutlass-dsl 4.8."""
+    from cutlass.cutlass_dsl import BaseDSL
+
+    envar = BaseDSL._get_dsl().envar
+    saved = getattr(envar, "_arch", None)
+    envar.arch = arch
+    try:
+        yield
+    finally:
+        envar.arch = saved
+
+
+class Captured(NamedTuple):
+    """What a library's compile function hands to ``cute.compile``."""
+
+    kernel: Any        # the callable compiled (a kernel object or @cute.jit)
+    args: tuple        # its positional arguments, as the library built them
+    kwargs: dict       # keyword arguments (``options=...``)
+
+
+class _Stop(BaseException):
+    def __init__(self, captured: Captured):
+        self.captured = captured
+
+
+_compile_args_lock = threading.Lock()
+
+
+def compile_args(fn: Callable, *args, **kwargs) -> Captured:
+    """Runs ``fn(*args, **kwargs)`` (a library's host code, e.g. QuACK's
+    ``_compile_gemm``) until it calls ``cute.compile`` and returns that
+    call's arguments: the kernel object and its arguments exactly as the
+    library built them (fake tensors included). Nothing is compiled::
+
+        captured = compile_args(quack.gemm._compile_gemm.__wrapped__, ...)
+        captured.kernel, captured.args
+
+    Raises ``RuntimeError`` if `fn` returns without compiling (a cached
+    path: call the undecorated function, e.g. ``f.__wrapped__`` of QuACK's
+    ``@jit_cache`` functions). Swaps ``cute.compile`` for the call, under a
+    lock: process-wide DSL state."""
+    import cutlass.cute as cute
+
+    def intercept(kernel, *a, **kw):
+        raise _Stop(Captured(kernel, a, kw))
+
+    with _compile_args_lock:
+        original = cute.compile
+        cute.compile = intercept
+        try:
+            fn(*args, **kwargs)
+        except _Stop as stop:
+            return stop.captured
+        finally:
+            cute.compile = original
+    raise RuntimeError(f"{getattr(fn, '__qualname__', fn)!r} returned without "
+                       "calling cute.compile (a cached path?)")
 
 
 _launch_stream = contextvars.ContextVar("cutecall_launch_stream", default=None)

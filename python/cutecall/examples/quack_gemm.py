@@ -103,9 +103,9 @@ def launcher(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
     from quack.tile_scheduler import TileSchedulerOptions
 
     from cutecall import jax_to_cutlass_dtype
-    from cutecall.examples.flash_attention_kernels import dsl_arch
+    from cutecall._driver.dsl import dsl_arch
 
-    with dsl_arch():
+    with dsl_arch("sm_90a"):
         gemm = GemmDefaultSm90(cutlass.Float32, jax_to_cutlass_dtype(dtype),
                                (tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1),
                                pingpong=tile.pingpong, is_persistent=True)

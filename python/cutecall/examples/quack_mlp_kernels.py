@@ -18,7 +18,7 @@ GEMM            QuACK's torch call in ``quack.mlp``      ``call(...)(...)``
 (``quack.epilogue.library.linear_act_mod`` / ``dact_mod``) compiled by
 ``quack.gemm_runtime.host._compile_gemm_epi``; the rest run
 ``GemmDefaultSm90`` compiled by ``quack.gemm._compile_gemm``. Both are run
-through :func:`cutecall.examples.external.authors.compile_args` up to their
+through :func:`cutecall._driver.dsl.compile_args` up to their
 ``cute.compile``: the kernel object and the ``EpilogueArguments`` /
 ``TileSchedulerOptions`` are QuACK's own. As QuACK does on sm90, B crosses
 as (K, N) (``b_kn``: the kernel transposes it at trace time); a k-major B
@@ -56,7 +56,7 @@ SM90 = (9, 0)
 
 @functools.lru_cache(maxsize=None)
 def authors_args(gemm: str, tile: Tile, dtype: str, activation: str | None = None):
-    """``authors.Captured(kernel, args, kwargs)``: what QuACK's compile
+    """``dsl.Captured(kernel, args, kwargs)``: what QuACK's compile
     function for `gemm` hands to ``cute.compile`` for an H100 (nothing is
     compiled). ``args`` = (mA, mB, mD, mC, epilogue_args, scheduler_args,
     varlen_args, stream, mSFA, mSFB), fake tensors included."""
@@ -65,14 +65,13 @@ def authors_args(gemm: str, tile: Tile, dtype: str, activation: str | None = Non
     from quack.rounding import RoundingMode
 
     from cutecall import jax_to_cutlass_dtype
-    from cutecall.examples.external.authors import compile_args
-    from cutecall.examples.flash_attention_kernels import dsl_arch
+    from cutecall._driver.dsl import compile_args, dsl_arch
 
     dt = jax_to_cutlass_dtype(dtype)
     a_major, b_major = LAYOUTS[gemm]
     config = ((tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1),
               tile.pingpong, True, False)  # tile, cluster, pingpong, persistent, dynamic
-    with dsl_arch():
+    with dsl_arch("sm_90a"):
         if gemm in PLAIN:
             # quack.gemm._build_gemm_plan for an unbatched 2-D GEMM with no
             # C, bias, alpha/beta, rounding seed, varlen, split-k or SF.

@@ -22,47 +22,9 @@ Imports CuTe DSL when called, never at import.
 
 from __future__ import annotations
 
-import threading
-from typing import Any, Callable, NamedTuple
+from typing import Any
 
-_LOCK = threading.Lock()
-
-
-class Captured(NamedTuple):
-    """What a compile function hands to ``cute.compile``."""
-
-    kernel: Any        # the callable compiled (a kernel object or @cute.jit)
-    args: tuple        # its positional arguments, as the authors built them
-    kwargs: dict       # keyword arguments (``options=...``)
-
-
-class _Stop(BaseException):
-    def __init__(self, captured: Captured):
-        self.captured = captured
-
-
-def compile_args(fn: Callable, *args, **kwargs) -> Captured:
-    """Runs ``fn(*args, **kwargs)`` until it calls ``cute.compile`` and
-    returns that call's arguments; nothing is compiled. Raises
-    ``RuntimeError`` if `fn` returns without compiling (a cached path:
-    call the undecorated function, e.g. ``f.__wrapped__`` of QuACK's
-    ``@jit_cache`` functions)."""
-    import cutlass.cute as cute
-
-    def intercept(kernel, *a, **kw):
-        raise _Stop(Captured(kernel, a, kw))
-
-    with _LOCK:
-        original = cute.compile
-        cute.compile = intercept
-        try:
-            fn(*args, **kwargs)
-        except _Stop as stop:
-            return stop.captured
-        finally:
-            cute.compile = original
-    raise RuntimeError(f"{getattr(fn, '__qualname__', fn)!r} returned without "
-                       "calling cute.compile (a cached path?)")
+from cutecall._driver.dsl import Captured, compile_args  # noqa: F401 (the corpus' names)
 
 
 def _dtype_name(x) -> str:

@@ -41,6 +41,8 @@ import contextlib
 import functools
 import os
 
+from cutecall._driver.dsl import dsl_arch
+
 from . import Case, authors
 from . import fa4_kernels
 from .fa4_args import JaxArgs, TorchArgs
@@ -98,7 +100,7 @@ def fa4_compile_args(fn, make_args) -> authors.Captured:
     H100's 132. ``fn.compile_cache`` is set aside meanwhile, so a kernel FA4
     already compiled in this process is captured too."""
     from torch._subclasses.fake_tensor import FakeTensorMode
-    with _sm_count(), fa4_kernels.dsl_arch(), _uncached(fn), FakeTensorMode():
+    with _sm_count(), dsl_arch(fa4_kernels.ARCH), _uncached(fn), FakeTensorMode():
         args, kwargs = make_args()
         return authors.compile_args(fn, *args, **kwargs)
 

@@ -1,5 +1,5 @@
 """FA4's Hopper kernel objects for the corpus (bf16, MHA), built by
-:mod:`cutecall.examples.flash_attention_kernels` as
+:mod:`cutecall.attention.kernels` as
 ``flash_attn.cute.interface`` builds them, and FA4's own launch paths for
 them (``Case.authors_torch``).
 
@@ -10,16 +10,10 @@ Each builder returns a new object, as FA4 builds one per compile: FA4's
 
 from __future__ import annotations
 
-from .. import flash_attention_kernels as fk
+from cutecall.attention import kernels as fk
 
 HDIM = 128
 ARCH = fk.ARCH
-
-
-def dsl_arch(arch: str = ARCH):
-    """The CuTe DSL's target arch set to `arch` while FA4's constructors
-    read it (``flash_attention_kernels.dsl_arch``)."""
-    return fk.dsl_arch(arch)
 
 
 def _config(causal: bool, hdim: int):
@@ -33,7 +27,7 @@ def bwd_config(causal: bool, hdim: int = HDIM):
 
 def fwd_kernel(causal: bool, hdim: int = HDIM):
     """``FlashAttentionForwardSm90`` as ``interface._flash_attn_fwd`` builds
-    it for arch 9x, MHA (``flash_attention_kernels.forward_kernel``)."""
+    it for arch 9x, MHA (``cutecall.attention.kernels.forward_kernel``)."""
     return fk.forward_kernel(_config(causal, hdim))
 
 

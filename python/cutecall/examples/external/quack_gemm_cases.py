@@ -91,12 +91,12 @@ def quack_compile_args(kernel: str, fn, *args, **kwargs) -> authors.Captured:
 def _sm90():
     """QuACK reads the arch of meta tensors from ``QUACK_ARCH`` (its
     cross-compile setting) and the DSL's from its own setting: sm90 both."""
-    from cutecall.examples.flash_attention_kernels import dsl_arch
+    from cutecall._driver.dsl import dsl_arch
     unset = "QUACK_ARCH" not in os.environ
     if unset:
         os.environ["QUACK_ARCH"] = "sm_90"
     try:
-        with dsl_arch():
+        with dsl_arch("sm_90a"):
             yield
     finally:
         if unset:

@@ -1,0 +1,183 @@
+"""FlashAttention-4 in JAX: FA4's Hopper kernels as one differentiable
+function, run by cutecall (no torch tensors, no TVM-FFI).
+
+    from cutecall.attention import attention
+    o = attention(q, k, v, causal=True)          # (B, S, H, D) bf16/fp16
+    dq, dk, dv = jax.grad(lambda q, k, v: attention(q, k, v).sum(),
+                          argnums=(0, 1, 2))(q, k, v)
+
+Everything FA4's sm90 path offers (``flash_attn_func`` and
+``flash_attn_varlen_func``): packed variable-length sequences, sliding
+windows, softcap, ``score_mod`` / ``mask_mod`` callables with aux tensors
+and runtime aux scalars, paged KV (decoding), learnable sinks, GQA/MQA, head
+dims 64 to 256 (and 192/128), ``return_lse``. See ``attention``.
+
+How it is built (the template for wrapping any CuTe DSL library; see
+``docs/attention.md``):
+
+1. :mod:`~cutecall.attention.checks` validates the arguments
+   (errors name the argument and value, before any compile) and picks a
+   :class:`Config` (:mod:`~cutecall.attention.config`);
+2. :mod:`~cutecall.attention.kernels` builds FA4's kernel
+   objects exactly as ``flash_attn.cute.interface`` does for sm90 and wraps
+   each in ``cutecall.cutlass_call``, output shapes following the
+   arguments: one compile per Config serves every shape;
+3. :func:`attention` pairs the forward with FA4's backward pipeline through
+   ``cutecall.differentiable`` (preprocess, main backward, postprocess).
+
+Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL; runs on
+Hopper (sm90).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+from . import jvp as fj, kernels as fk
+from .checks import NAME, check
+from .config import Config, aux_data, backward_unsupported
+
+__all__ = ["attention", "Config"]
+
+
+def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
+              softcap: float = 0.0, score_mod=None, score_mod_bwd=None,
+              mask_mod=None, cu_seqlens_q=None, cu_seqlens_k=None,
+              seqused_q=None, seqused_k=None, max_seqlen_q=None,
+              max_seqlen_k=None, page_table=None, learnable_sink=None,
+              aux_tensors=None, aux_scalars=None, scale=None,
+              return_lse: bool = False):
+    """Softmax attention ``softmax(scale * q k^T [+ mods, masks]) v`` with
+    FA4's Hopper kernels, differentiable in q, k, v (and learnable_sink).
+
+    Example (packed sequences of lengths 5 and 300, a sliding window)::
+
+        cu = jnp.array([0, 5, 305], jnp.int32)
+        q = jnp.ones((305, 8, 128), jnp.bfloat16)        # (total, H, D)
+        kv = jnp.ones((305, 2, 128), jnp.bfloat16)       # GQA: 2 KV heads
+        o = attention(q, kv, kv, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                      causal=True, window_size=(128, 0))
+
+    Args:
+      q: (..., Sq, H, D) (leading dims are batch dims), or packed
+        (total_q, H, D) with ``cu_seqlens_q``. bfloat16 or float16.
+      k, v: (..., Sk, Hkv, D) / (..., Sk, Hkv, Dv), packed (total_k, Hkv, D)
+        with ``cu_seqlens_k``, or a page pool (num_pages, page_size, Hkv, D)
+        with ``page_table``. H a multiple of Hkv (GQA/MQA); (D, Dv) one of
+        (64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (192, 128).
+      causal: mask keys after each query, aligned at the bottom right (FA4).
+      window_size: (left, right) keys each query sees before/after its
+        diagonal; ``None`` is unbounded. ``causal=True`` is right = 0, so
+        ``causal=True, window_size=(w, None)`` is a causal sliding window.
+        Window sizes are runtime values (no recompile per size).
+      softcap: ``softcap * tanh(score / softcap)`` before softmax (0: off);
+        FA4's own softcap score_mod, one compile per value.
+      score_mod, score_mod_bwd, mask_mod: CuTe DSL callables in FA4's form
+        (``score_mod(score, b, h, q_idx, kv_idx, seqlen_info, aux_tensors[,
+        aux_scalars])``); ``score_mod_bwd`` is its derivative (needed for
+        grad). Values they capture are compile-time (a new value is a new
+        compile); pass runtime values in ``aux_scalars``. A mask_mod
+        replaces ``causal`` and windows (FA4 ignores them; an error here).
+      cu_seqlens_q, cu_seqlens_k: int32 (B + 1,) offsets of packed sequences.
+      seqused_q, seqused_k: int32 (B,) lengths actually used per sequence.
+      max_seqlen_q, max_seqlen_k: accepted as in FA4 (Python ints); FA4's
+        sm90 kernels do not read them.
+      page_table: int32 (B, max_pages) pages of each sequence in k/v's pool
+        (decoding: q (B, Sq, H, D) with Sq small, lengths in ``seqused_k``).
+        Forward only: FA4's backward has no paged KV.
+      learnable_sink: (H,) float32/bf16/fp16 per-head sink logits (as in
+        gpt-oss); differentiable.
+      aux_tensors, aux_scalars: FA4's ``AuxData``: arrays and runtime
+        scalars (Python numbers become Int32/Float32) the mods read. Not
+        differentiated (FA4 computes no gradient for them).
+      scale: the softmax scale (runtime); default ``D ** -0.5``.
+      return_lse: also return the log-sum-exp, (..., H, Sq) float32 ((H,
+        total_q) packed); it is differentiable too (FA4's dLSE path).
+
+    Returns:
+      o: q's shape with Dv, q's dtype; ``(o, lse)`` with ``return_lse``.
+
+    Under ``jax.vmap`` the dense layout folds into the batch (one launch);
+    packed and paged layouts run once per example. Differentiating a case
+    FA4's sm90 backward lacks (paged KV, a score_mod without score_mod_bwd,
+    GQA with D != Dv) raises a ValueError naming the option.
+    """
+    checked = check(q, k, v, causal=causal, window_size=window_size, softcap=softcap,
+                    score_mod=score_mod, score_mod_bwd=score_mod_bwd, mask_mod=mask_mod,
+                    cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                    seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q,
+                    max_seqlen_k=max_seqlen_k, page_table=page_table,
+                    learnable_sink=learnable_sink, aux_tensors=aux_tensors,
+                    aux_scalars=aux_scalars, scale=scale)
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+    lead = checked.lead
+    if lead is not None and len(lead) != 1:  # fold (or add) the batch dims into one
+        q, k, v = (x.reshape((-1,) + x.shape[-3:]) for x in (q, k, v))
+        seqused_q, seqused_k = (None if x is None else x.reshape(-1)
+                                for x in (seqused_q, seqused_k))
+    scalars = tuple((type(s), s.value) for s in checked.aux_scalars or ())
+    f = _differentiable(checked.config, scale, checked.window, scalars, bool(return_lse))
+    out = f(q, k, v, learnable_sink, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+            page_table, tuple(aux_tensors) if aux_tensors is not None else None)
+    if lead is None or len(lead) == 1:
+        return out
+    o, lse = out if return_lse else (out, None)
+    o = o.reshape(lead + o.shape[1:])
+    return (o, lse.reshape(lead + lse.shape[1:])) if return_lse else o
+
+
+@functools.lru_cache(maxsize=256)
+def _differentiable(c: Config, scale: float, window: tuple, scalars: tuple,
+                    return_lse: bool):
+    """The forward and FA4's backward pipeline as one
+    ``cutecall.differentiable``, with forward mode from
+    :mod:`~cutecall.attention.jvp`. Arguments: (q, k, v, sink, cu_q, cu_k, seqused_q, seqused_k,
+    page_table, aux_tensors); only q, k, v and sink get cotangents."""
+    import jax.numpy as jnp
+    import cutecall
+    left, right = window
+    aux_scalars = tuple(t(value) for t, value in scalars) or None
+
+    def forward(q, k, v, sink, cu_q, cu_k, used_q, used_k, pages, aux):
+        return fk.forward(c)(q, k, v, scale, cu_q, cu_k, used_q, used_k, pages,
+                             left, right, sink, aux_data(aux, aux_scalars))
+
+    def primal(*args):
+        o, lse = forward(*args)
+        return (o, lse) if return_lse else o
+
+    def fwd(*args):  # runs only when differentiating: FA4's limits apply
+        reason = backward_unsupported(c)
+        if reason is not None:
+            raise ValueError(f"{NAME}: cannot differentiate (grad, vjp or jvp): {reason}")
+        o, lse = forward(*args)
+        return ((o, lse) if return_lse else o), (args, o, lse)
+
+    def bwd(res, cts):
+        (q, k, v, sink, cu_q, cu_k, used_q, used_k, _pages, aux), o, lse = res
+        do, dlse = cts if return_lse else (cts, None)
+        aux = aux_data(aux, aux_scalars)
+        dpsum, lse_log2, dq_accum = fk.preprocess(c, dlse is not None)(
+            o, do, lse, cu_q, used_q, dlse)
+        dk_acc = dv_acc = None
+        if c.qhead_per_kvhead > 1:
+            batch = cu_k.shape[0] - 1 if c.cu_seqlens_k else k.shape[0]
+            seqlen_k = k.shape[0] if c.cu_seqlens_k else k.shape[1]
+            dk_acc, dv_acc = (jnp.zeros(s, jnp.float32) for s in
+                              c.dkv_accum_shapes(batch, seqlen_k, k.shape[-2]))
+        dq_accum, dk, dv = fk.backward(c)(
+            q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
+            cu_q, cu_k, used_q, used_k, left, right, aux)
+        post_dq = functools.partial(fk.postprocess(c, "dq"), dq_accum, q, scale, cu_q, used_q)
+        # With a sink, FA4 reduces dsink in the same dQ postprocess launch.
+        dq, dsink = (post_dq(), None) if sink is None else post_dq(sink=(dpsum, lse, sink))
+        if c.qhead_per_kvhead > 1:
+            dk = fk.postprocess(c, "dkv")(dk, k, scale, cu_k, used_k)
+            dv = fk.postprocess(c, "dkv")(dv, v, 1.0, cu_k, used_k)
+        return dq, dk, dv, dsink, None, None, None, None, None, None
+
+    # Forward mode (jax.jvp, linearize, jacfwd): FA4's forward for P v' and
+    # the score tangent in XLA (cutecall.attention.jvp); grad keeps bwd.
+    return cutecall.differentiable(primal).defvjp(fwd, bwd).defjvp(
+        fj.jvp_rule(c, scale, window_size=window, forward=forward, return_lse=return_lse))

@@ -1,0 +1,77 @@
+"""A data-parallel training step around FlashAttention-4 in JAX: the model
+``tests/external/test_gpu_flash_attention.py`` checks on 2 GPUs and
+``bench/attention/shard_step.py`` times.
+
+The model is one attention layer: projections of x (B, S, E) to q, k and v
+(GQA), causal FA4 attention, a squared loss against y (B, S, H, D), and an
+SGD update. :func:`sharded_step` splits the batch over a mesh axis with
+``jax.shard_map`` and averages the gradients with ``pmean``; on one device
+it is :func:`step`. Example::
+
+    import jax
+    from cutecall.attention import training as at
+    w, x, y = at.problem(jax.random.key(0), batch=4, seqlen=512, heads=8,
+                         heads_kv=2, head_dim=64, embed=256)
+    w1 = jax.jit(at.step)(w, x, y)                       # one device
+    mesh = jax.make_mesh((2,), ("b",))
+    w2 = at.sharded_step(mesh)(*at.place(mesh, w, x, y))  # batch over 2 GPUs
+"""
+
+from __future__ import annotations
+
+__all__ = ["problem", "loss", "step", "sharded_step", "place"]
+
+
+def problem(key, *, batch: int, seqlen: int, heads: int, heads_kv: int,
+            head_dim: int, embed: int):
+    """(weights, x, y): weights {"q", "k", "v"} float32 (E, heads * D) and
+    (E, heads_kv * D); x (B, S, E) and y (B, S, H, D) bfloat16."""
+    import jax
+    import jax.numpy as jnp
+    kx, kw, ky = jax.random.split(key, 3)
+    x = jax.random.normal(kx, (batch, seqlen, embed), jnp.float32).astype(jnp.bfloat16)
+    y = jax.random.normal(ky, (batch, seqlen, heads, head_dim),
+                          jnp.float32).astype(jnp.bfloat16)
+    w = {n: 0.05 * jax.random.normal(k, (embed, m * head_dim), jnp.float32)
+         for (n, m), k in zip((("q", heads), ("k", heads_kv), ("v", heads_kv)),
+                              jax.random.split(kw, 3))}
+    return w, x, y
+
+
+def loss(w, x, y):
+    """Mean squared error of causal attention over the projections of x."""
+    import jax.numpy as jnp
+    from cutecall.attention import attention
+    d = y.shape[-1]
+
+    def proj(name):
+        return (x @ w[name].astype(x.dtype)).reshape(x.shape[:2] + (-1, d))
+    o = attention(proj("q"), proj("k"), proj("v"), causal=True)
+    return jnp.mean((o.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
+
+
+def step(w, x, y, average=lambda g: g, lr: float = 0.1):
+    """One SGD step; `average` combines the gradients across devices."""
+    import jax
+    g = average(jax.grad(loss)(w, x, y))
+    return jax.tree.map(lambda p, g: p - lr * g, w, g)
+
+
+def sharded_step(mesh, axis: str = "b"):
+    """:func:`step` with the batch split over `axis` of `mesh` and the
+    gradients averaged (``pmean``): jitted, weights replicated."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+    return jax.jit(jax.shard_map(
+        lambda w, x, y: step(w, x, y, lambda g: jax.lax.pmean(g, axis)), mesh=mesh,
+        in_specs=(P(), P(axis), P(axis)), out_specs=P()))
+
+
+def place(mesh, w, x, y, axis: str = "b"):
+    """(w, x, y) on `mesh`: w replicated, x and y split along the batch."""
+    import jax
+    from jax.sharding import NamedSharding, PartitionSpec as P
+
+    def put(a, spec):
+        return jax.device_put(a, NamedSharding(mesh, spec))
+    return jax.tree.map(lambda a: put(a, P()), w), put(x, P(axis)), put(y, P(axis))
