@@ -22,8 +22,10 @@ LAYERS = {
     "cutecall.services": 3,                          # warm-up, autotuning
     "cutecall.ejkernel": 4, "cutecall.testing": 4,   # public faces of compat
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
-    "cutecall.__main__": 6, "cutecall.examples": 6,  # users of the API
-    "cutecall.demo": 7,
+    "cutecall.__main__": 6,                          # users of the API:
+    "cutecall.attention": 6, "cutecall.quack": 6,    # products on the API
+    "cutecall.examples": 7,                          # teaching kernels, old paths
+    "cutecall.demo": 8,
 }
 FRAMEWORKS = ("jax", "jaxlib", "torch")
 
