@@ -10,6 +10,7 @@ and stays available as ``dsl_message``.
 
 from __future__ import annotations
 
+import functools
 import linecache
 import os
 import re
@@ -21,9 +22,12 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # "unknown", "loc(...)" or "file:line:col".
 _MLIR_ERROR = re.compile(
     r"^\s*error:\s*(?:unknown:\s*|loc\([^)]*\):\s*|[^\s:]+:\d+:\d+:\s*)?(.*)$")
-_DSL_DIR = os.sep + "cutlass" + os.sep
-_INTERNAL = tuple(os.sep + p + os.sep for p in
-                  ("cutecall", "jax", "jaxlib", "cutlass"))
+# Frames are internal when their file lies in one of these packages' real
+# directories (resolved from the imported modules, never from substrings of
+# a path: a user's project may live under a folder named "cutecall" or "jax").
+_DSL = ("cutlass", "nvidia_cutlass_dsl")
+_WARNING_INTERNAL = ("cutecall", "jax", "jaxlib", "torch") + _DSL
+_COMPILE_INTERNAL = ("cutecall",) + _DSL
 
 
 class CompileError(RuntimeError):
@@ -54,14 +58,42 @@ class StaticFallbackWarning(UserWarning):
 def user_stacklevel() -> int:
     """The ``stacklevel`` of the first caller outside cutecall, JAX and the
     DSL, so a warning raised while tracing points at the user's line."""
+    dirs = package_dirs(_WARNING_INTERNAL)
     frame, level = sys._getframe(1), 1
     while frame is not None:
         path = frame.f_code.co_filename
-        if not any(part in path for part in _INTERNAL) and \
-                not path.endswith("contextlib.py"):
+        if not is_internal(path, dirs) and not _is_contextlib(path):
             return level
         frame, level = frame.f_back, level + 1
     return 1
+
+
+def package_dirs(names: tuple[str, ...]) -> tuple[str, ...]:
+    """The real directories (with a trailing separator) of the packages
+    `names` that are imported; a package not imported has no frames."""
+    dirs = []
+    for name in names:
+        module = sys.modules.get(name)
+        for d in getattr(module, "__path__", None) or ():
+            dirs.append(_real(d).rstrip(os.sep) + os.sep)
+    return tuple(dirs)
+
+
+def is_internal(path: str, dirs: tuple[str, ...]) -> bool:
+    """Whether source file `path` lies inside one of `dirs`."""
+    return _real(path).startswith(dirs) if dirs else False
+
+
+@functools.lru_cache(maxsize=4096)
+def _real(path: str) -> str:
+    if path.startswith("<"):  # "<frozen runpy>", "<string>": not a file
+        return path
+    return os.path.realpath(path)
+
+
+def _is_contextlib(path: str) -> bool:
+    import contextlib
+    return _real(path) == _real(contextlib.__file__)
 
 
 def plain(text: str) -> str:
@@ -87,9 +119,9 @@ def _where(exc: BaseException) -> str:
     """The innermost frame of `exc` outside the DSL and cutecall: the line
     of the user's (or the kernel author's) code that raised."""
     frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    dirs = package_dirs(_COMPILE_INTERNAL)
     for f in reversed(frames):
-        if _DSL_DIR not in f.filename and \
-                os.sep + "cutecall" + os.sep not in f.filename:
+        if not is_internal(f.filename, dirs):
             return f" (at {os.path.basename(f.filename)}:{f.lineno})"
     return ""
 
@@ -140,10 +172,11 @@ def failing_source(exc: BaseException) -> str:
             line = linecache.getline(m.group(1), int(m.group(2))).strip()
             if line:
                 return line
+    dirs = package_dirs(_COMPILE_INTERNAL)
     for e in reversed(chain):
         frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
         for f in reversed(frames):
-            if _DSL_DIR not in f.filename and os.sep + "cutecall" + os.sep not in f.filename:
+            if not is_internal(f.filename, dirs):
                 return (f.line or linecache.getline(f.filename, f.lineno)).strip()
     return ""
 
