@@ -60,7 +60,7 @@ def tflops(m, n, k, us):
 def tune_all(workers: int, separate: bool) -> list:
     import jax
     import jax.numpy as jnp
-    from cutecall._driver import compile_cache as compiler
+    from cutecall._driver.store import memory as compiler
     from cutecall.examples import quack_gemm
     gemm = quack_gemm.autotuned(compile_workers=workers)
     rows = []

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 import cutecall
-from cutecall._driver.store import ArtifactStore
+from cutecall._driver.store.local import ArtifactStore
 from cutecall.examples import kernels
 from cutecall.examples import specialization as sp
 from shared import child_env, f32

@@ -19,7 +19,7 @@ import pytest
 
 import cutecall
 from cutecall._driver import log, progress
-from cutecall._driver.store import ArtifactStore
+from cutecall._driver.store.local import ArtifactStore
 from cutecall._driver.target import default_arch
 from cutecall.examples import kernels, layouts
 from shared import f32

@@ -1,4 +1,4 @@
-"""The artifact store (``cutecall._driver.store``) and its CLI, on CPU.
+"""The local tier of the store (``cutecall._driver.store.local``) and its CLI, on CPU.
 
 Store semantics run against fake objects (fast); two tests go through the
 real compile driver with a real CuTe DSL kernel, in this process and in fresh
@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import cutecall
-from cutecall._driver import kernel_cache, store as _store
+from cutecall._driver.store import config, entry as entry_format, kernels as kernel_store, local
 from cutecall import cli
 from cutecall._driver.store import ArtifactStore, CacheError
 from shared import ROOT, child_env
@@ -105,7 +105,7 @@ def test_corruption_detected_and_rebuilt(store, how):
         blob = f.read()
     with open(path, "wb") as f:
         f.write(CORRUPTIONS[how](blob))
-    with pytest.raises(_store.CorruptEntry):
+    with pytest.raises(entry_format.CorruptEntry):
         store.read(key)
     assert store.load(key, STAMP) is None  # never loaded
     entry, built = store.get_or_build(key, STAMP, builder(data, calls))
@@ -187,7 +187,7 @@ def test_refuses_a_file(tmp_path):
 # -- eviction ------------------------------------------------------------------
 def test_lru_eviction(tmp_path):
     data = b"x" * 10_000
-    size = len(_store.encode(key_of("p"), STAMP, {"name": "fake"}, data))
+    size = len(entry_format.encode(key_of("p"), STAMP, {"name": "fake"}, data))
     store = ArtifactStore(str(tmp_path / "cache"), max_bytes=3 * size + 64)
     a, b, c, d = (key_of(s) for s in "abcd")
     for i, k in enumerate((a, b, c)):
@@ -205,22 +205,22 @@ def test_lru_eviction(tmp_path):
 def test_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "c"))
     monkeypatch.setenv("CUTECALL_CACHE_MAX_BYTES", "512M")
-    s = _store.default_store()
+    s = config.default_store()
     assert s.root == str(tmp_path / "c") and s.max_bytes == 512 << 20
     monkeypatch.setenv("CUTECALL_CACHE", "0")
-    assert _store.default_store() is None
+    assert config.default_store() is None
     monkeypatch.setenv("CUTECALL_CACHE", "maybe")
     with pytest.raises(ValueError, match="CUTECALL_CACHE='maybe'"):
-        _store.default_store()
+        config.default_store()
     monkeypatch.setenv("CUTECALL_CACHE", "1")
     monkeypatch.setenv("CUTECALL_CACHE_MAX_BYTES", "lots")
     with pytest.raises(ValueError, match="CUTECALL_CACHE_MAX_BYTES='lots'"):
-        _store.default_store()
-    assert _store.parse_size("2G") == 2 << 30 and _store.parse_size("1024") == 1024
+        config.default_store()
+    assert config.parse_size("2G") == 2 << 30 and config.parse_size("1024") == 1024
     monkeypatch.delenv("CUTECALL_CACHE_DIR")
     monkeypatch.delenv("CUTECALL_CACHE_MAX_BYTES")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _store.default_store().root == str(tmp_path / "home/.cache/cutecall")
+    assert config.default_store().root == str(tmp_path / "home/.cache/cutecall")
 
 
 # -- concurrent processes ------------------------------------------------------
@@ -329,7 +329,7 @@ def test_second_process_compiles_nothing(tmp_path):
 # -- CLI -------------------------------------------------------------------------
 def fill(root, n=3):
     store = ArtifactStore(str(root))
-    stamp = kernel_cache.kernel_stamp("sm_90a")
+    stamp = kernel_store.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
         store.get_or_build(k, stamp, lambda k=k: (
@@ -430,7 +430,7 @@ def test_lock_of_a_killed_builder_is_released(store):
          "fcntl.flock(fd, fcntl.LOCK_EX); print('locked', flush=True); time.sleep(60)",
          store._lock_path(key)], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"
-    with _store.file_lock(store._lock_path(key), blocking=False) as held:
+    with local.file_lock(store._lock_path(key), blocking=False) as held:
         assert not held  # busy while the holder lives
     holder.kill()
     holder.wait()
@@ -453,7 +453,7 @@ def test_driver_survives_store_io_failure(monkeypatch, tmp_path, compiles):
 
     def read_only(*args, **kwargs):
         raise OSError(30, "Read-only file system")
-    monkeypatch.setattr(_store, "file_lock", read_only)
+    monkeypatch.setattr(local, "file_lock", read_only)
     cutecall.clear_cache()
     with pytest.warns(RuntimeWarning, match="kernel 'vector_add' is used without it"):
         vector_add_call().lower(S((1000,), jnp.float32), S((1000,), jnp.float32))

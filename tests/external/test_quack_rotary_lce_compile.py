@@ -35,7 +35,7 @@ import cutlass  # noqa: E402
 import jax  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall._driver import compile_cache  # noqa: E402
+from cutecall._driver.store import memory as compile_cache  # noqa: E402
 from cutecall._driver.binding import SlotKind  # noqa: E402
 from cutecall.examples.external import authors  # noqa: E402
 from cutecall.examples.external import quack_lce_corpus as lce  # noqa: E402

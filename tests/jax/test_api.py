@@ -11,7 +11,7 @@ import pytest
 
 import cutecall
 from cutecall import TensorSpec
-from cutecall._driver import compile_cache
+from cutecall._driver.store import memory as compile_cache
 from cutecall._driver.pipeline import Launcher
 from cutecall._driver.plan import PLAN_VERSION
 from cutecall.examples import kernels, layouts

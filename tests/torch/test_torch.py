@@ -12,7 +12,8 @@ import cutecall.torch as ct
 from cutecall._driver.plan import encode_plan
 from cutecall.examples import kernels
 from cutecall.examples import torch_kernels as tk
-from cutecall._driver import compile_cache, dtypes
+from cutecall._driver import dtypes
+from cutecall._driver.store import memory as compile_cache
 from cutecall.torch import _helion
 
 ARCH = "sm_90a"

@@ -28,11 +28,11 @@ module                    job
 ``compiled``              ``KernelSpec``, ``CompiledKernel``: what a compile is
 ``call_record``           a kernel as bundles record it (``JaxContract``)
 ``compiler``              one ``cute.compile``, validated by the C++ core
-``compile_cache``         the in-process cache, the compile lock, the counters
 ``compile_error``         ``CompileError``: the DSL's failure, root cause first
-``store_format``          the on-disk entry format, private dirs, file locks
-``store``                 ``ArtifactStore``: content-addressed, atomic, verified
-``kernel_cache``          the process's store: stamps, rejections, load/compile
+``store``                 (a package) where kernels are kept: the process
+                          (``store.memory``: the cache, the compile lock, the
+                          counters), this machine's disk (``store.local``) and
+                          a store shared by a cluster; its own map inside
 ``runtime``               the DSL runtime library, launch blocking
 ``dsl``                   CuTe DSL version shims and process-wide settings
 ``log``                   the ``cutecall`` logger (``CUTECALL_LOG``)

@@ -5,7 +5,7 @@
 the target arch; the object is taken with ``dump_to_object`` and checked by
 the C++ core before anything keeps it: the plan parses
 (``_core.KernelEntry``) and the object defines the function. Callers hold
-``compile_cache.lock`` (the DSL is not thread-safe); ``compile_cache``
+``store.memory.lock`` (the DSL is not thread-safe); ``store.memory``
 decides when to compile. A compile that runs past a couple of seconds says
 so on a terminal (``progress.compiling``).
 """

@@ -25,7 +25,7 @@ launcher keys calls by. :func:`climb` compiles the first form the DSL
 accepts, warns once per kernel naming exactly the dims it compiled in and
 the front's way of asking for them (:func:`explicit_hint`), and records
 rejections for later processes. No framework; the CuTe DSL only through
-``compile_cache``.
+``store.memory``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import re
 import warnings
 from typing import Callable, Iterator, Sequence
 
-from . import compile_cache, kernel_cache
+from .store import kernels, memory
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
 from .log import logger
 from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents
@@ -170,7 +170,7 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
     shapes = [tuple(op.shape) for op in operands]
     ranks = [len(s) for s in shapes]
     start = tuple(start)
-    cache, state = compile_cache, {"first": None, "cause": "rejected earlier in the process"}
+    cache, state = memory, {"first": None, "cause": "rejected earlier in the process"}
 
     def forms() -> Iterator[tuple]:
         yield start
@@ -200,7 +200,7 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
         with cache.lock:
             cached = cache.cached(spec.key)
             stored = None if cached or cache.is_rejected(spec.key) or last_form \
-                or not allowed else kernel_cache.rejection(spec.key, arch)
+                or not allowed else kernels.rejection(spec.key, arch)
             if stored is not None:
                 state["cause"] = f"{stored[0]} (recorded by an earlier process)"
             if cache.is_rejected(spec.key) or stored is not None:
@@ -217,8 +217,8 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
                 state["last"] = e
                 cache.remember_rejection(spec.key, name, e.source_line)
                 if allowed and not last_form:
-                    kernel_cache.record_rejection(spec.key, name, arch, e.root_cause,
-                                                  e.source_line)
+                    kernels.record_rejection(spec.key, name, arch, e.root_cause,
+                                             e.source_line)
                 continue
             climbed = masks != start
             what = summary([m & ~s for m, s in zip(masks, start)], names, shapes)

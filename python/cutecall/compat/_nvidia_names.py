@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 
 from .._driver import dsl
-from .._driver import compile_cache as _compile
+from .._driver.store import memory as _compile
 from .._driver import runtime as _runtime
 from ..jax import _targets
 from ..jax import _contract

@@ -168,7 +168,7 @@ def _modules(tasks, preload: Sequence[str]) -> list:
 
 def _run(task) -> tuple:
     """In a worker: run `task`, return (seconds, compiles, disk hits, error)."""
-    from .._driver import compile_cache as compiler
+    from .._driver.store import memory as compiler
     before = compiler.compile_stats()
     start = time.perf_counter()
     try:

@@ -1,5 +1,5 @@
-"""The artifact store: compiled kernels on disk, shared by every process of
-one user, so a new process loads a kernel instead of compiling it.
+"""The local tier: compiled kernels on this machine's disk, shared by every
+process of one user, so a new process loads a kernel instead of compiling it.
 
 Layout (``docs/cache.md``)::
 
@@ -25,8 +25,7 @@ again once they hold it, so concurrent processes build a key once. Total size
 is bounded (``CUTECALL_CACHE_MAX_BYTES``, default 2 GiB); a hit touches the
 entry's mtime and eviction drops the least recently used entries.
 
-Environment: ``CUTECALL_CACHE_DIR``, ``CUTECALL_CACHE=0`` (off),
-``CUTECALL_CACHE_MAX_BYTES`` (bytes, or with a K/M/G suffix).
+The environment that selects it: ``config``.
 """
 
 from __future__ import annotations
@@ -38,14 +37,11 @@ import time
 import warnings
 from typing import Callable
 
-from .log import logger
-from .store_format import (DEFAULT_MAX_BYTES, FORMAT, CacheError, StoreUnavailable,
-                           CorruptEntry, Entry, check_private_dir, decode,
-                           encode, file_lock)
+from ..log import logger
+from .entry import DEFAULT_MAX_BYTES, FORMAT, CorruptEntry, Entry, decode, encode
+from .local_files import StoreUnavailable, check_private_dir, file_lock
 
-__all__ = ["ArtifactStore", "CacheError", "CorruptEntry", "Entry",
-           "default_store", "parse_size", "encode", "decode", "file_lock",
-           "check_private_dir"]
+__all__ = ["ArtifactStore"]
 
 _KEY = re.compile(r"[0-9a-f]{8,128}")
 _TMP_MAX_AGE = 3600.0  # seconds before an orphaned temp file is removed
@@ -267,36 +263,3 @@ class ArtifactStore:
         return {"root": self.root, "entries": len(found),
                 "bytes": sum(st.st_size for _, st in found),
                 "max_bytes": self.max_bytes}
-
-
-# -- the process's store ------------------------------------------------------
-_OFF = ("0", "false", "off", "no")
-_ON = ("", "1", "true", "on", "yes")
-_default: ArtifactStore | None = None
-
-
-def parse_size(text: str, name: str = "CUTECALL_CACHE_MAX_BYTES") -> int:
-    """'2147483648', '512M', '2G' -> bytes."""
-    m = re.fullmatch(r"\s*(\d+)\s*([kmgt]?)i?b?\s*", text, re.IGNORECASE)
-    if not m:
-        raise ValueError(f"cutecall: {name}={text!r} is not a size in bytes "
-                         f"(e.g. 2147483648, 512M, 2G)")
-    return int(m.group(1)) << (10 * " kmgt".index(m.group(2).lower() or " "))
-
-
-def default_store() -> ArtifactStore | None:
-    """The store the environment selects, or None when CUTECALL_CACHE=0."""
-    global _default
-    flag = os.environ.get("CUTECALL_CACHE", "1").strip().lower()
-    if flag in _OFF:
-        return None
-    if flag not in _ON:
-        raise ValueError(f"cutecall: CUTECALL_CACHE={flag!r}: use 1 or 0")
-    root = os.environ.get("CUTECALL_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "cutecall")
-    limit = os.environ.get("CUTECALL_CACHE_MAX_BYTES")
-    max_bytes = parse_size(limit) if limit else DEFAULT_MAX_BYTES
-    root = os.path.abspath(os.path.expanduser(root))
-    if _default is None or (_default.root, _default.max_bytes) != (root, max_bytes):
-        _default = ArtifactStore(root, max_bytes)
-    return _default

@@ -13,12 +13,12 @@ import hashlib
 import warnings
 from typing import Callable
 
-from .._version import __version__
-from . import dsl, flavour
-from .compiled import CompiledKernel
-from .log import logger
-from .store import default_store
-from .store_format import FORMAT, Entry
+from ..._version import __version__
+from .. import dsl, flavour
+from ..compiled import CompiledKernel
+from ..log import logger
+from .config import default_store
+from .entry import FORMAT, Entry
 
 def cuda_versions() -> dict:
     """Versions of the CUDA pieces a compiled object depends on: the

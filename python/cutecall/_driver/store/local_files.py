@@ -1,24 +1,14 @@
-"""The artifact store's files: the entry format (one file: magic, manifest
-length, manifest digest, manifest JSON, object bytes; both digests checked on
-every read), private directories (0700, refused if others can write them)
-and per-key file locks. ``store`` builds the store on these."""
+"""The local tier's files: its errors, private directories (0700, refused if
+others can write them) and per-key ``flock`` locks. A lock here is for one
+host only: shared filesystems do not honour ``flock`` reliably, so nothing
+in the remote tier (``file_backend``) relies on it."""
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import fcntl
-import hashlib
-import json
 import os
 import stat
-import struct
-import time
-
-FORMAT = 1
-MAGIC = b"CUTECAL\x01"
-_HEADER = struct.Struct("<8sI32s")
-DEFAULT_MAX_BYTES = 2 << 30
 
 
 class CacheError(RuntimeError):
@@ -30,59 +20,6 @@ class StoreUnavailable(CacheError, OSError):
     permission). An OSError too: the driver warns and uses the kernel it
     compiled without the store (docs/cache.md), where an unsafe directory
     (another owner, group-writable) stays a hard CacheError."""
-
-
-class CorruptEntry(Exception):
-    """An entry failed verification (internal; never loaded)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class Entry:
-    """A verified entry: the object bytes and what was stored with them."""
-    key: str
-    stamp: dict
-    meta: dict
-    data: bytes
-    sha256: str
-    created: float
-
-
-def encode(key: str, stamp: dict, meta: dict, data: bytes) -> bytes:
-    """The bytes of one entry file (format above)."""
-    manifest = json.dumps({
-        "format": FORMAT, "key": key, "stamp": stamp, "meta": meta,
-        "size": len(data), "sha256": hashlib.sha256(data).hexdigest(),
-        "created": time.time()}, sort_keys=True).encode()
-    digest = hashlib.sha256(manifest).digest()
-    return _HEADER.pack(MAGIC, len(manifest), digest) + manifest + data
-
-
-def decode(blob: bytes, key: str) -> Entry:
-    """Verifies an entry file's bytes; raises CorruptEntry saying why."""
-    if len(blob) < _HEADER.size:
-        raise CorruptEntry(f"truncated header ({len(blob)} bytes)")
-    magic, length, digest = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise CorruptEntry(f"bad magic {magic!r}")
-    end = _HEADER.size + length
-    if end > len(blob):
-        raise CorruptEntry(f"truncated manifest ({len(blob)} < {end} bytes)")
-    raw = blob[_HEADER.size:end]
-    if hashlib.sha256(raw).digest() != digest:
-        raise CorruptEntry("manifest digest mismatch")
-    try:
-        m = json.loads(raw)
-        data = blob[end:]
-        if m["key"] != key:
-            raise CorruptEntry(f"entry holds key {m['key']}")
-        if len(data) != m["size"]:
-            raise CorruptEntry(f"object is {len(data)} of {m['size']} bytes")
-        if hashlib.sha256(data).hexdigest() != m["sha256"]:
-            raise CorruptEntry("object sha256 mismatch")
-        return Entry(key, m["stamp"], m["meta"], data, m["sha256"],
-                     m["created"])
-    except (ValueError, KeyError, TypeError) as e:
-        raise CorruptEntry(f"bad manifest: {e!r}") from e
 
 
 def check_private_dir(path: str) -> None:

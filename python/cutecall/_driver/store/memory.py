@@ -13,9 +13,9 @@ from __future__ import annotations
 import collections
 import threading
 
-from . import kernel_cache
-from .compile_error import CompileError
-from .compiled import CompiledKernel, KernelSpec
+from . import kernels
+from ..compile_error import CompileError
+from ..compiled import CompiledKernel, KernelSpec
 
 CAPACITY = 1024
 
@@ -77,9 +77,9 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
         _entries.move_to_end(spec.key)
         _counters.hits += 1
         return kernel
-    from .compiler import compile_kernel
+    from ..compiler import compile_kernel
     try:
-        kernel, compiled = kernel_cache.load_or_compile(
+        kernel, compiled = kernels.load_or_compile(
             spec.key, name, arch, lambda: compile_kernel(spec, name, options, arch))
     except CompileError:
         _counters.compiles += 1

@@ -1,0 +1,35 @@
+"""Where compiled kernels are kept, tier by tier, each module one job.
+
+A kernel is looked up in the process (``memory``), then on this machine's
+disk (``local``), then in a store the cluster shares (``remote``, when
+``CUTECALL_CACHE_REMOTE`` is set), and compiled only when no tier has it.
+Every tier holds the same verified bytes (``entry``).
+
+========================  =====================================================
+module                    job
+========================  =====================================================
+``memory``                the in-process tier: a bounded LRU of
+                          ``CompiledKernel``\\ s, the compile lock, the counters
+                          (``compile_stats``), rejected and failed keys
+``kernels``               kernels and small records in the stores: stamps,
+                          ``load_or_compile``, rejection and autotune records
+``entry``                 one entry as bytes (both digests), the same in
+                          every tier
+``local``                 ``ArtifactStore``: the local tier, one directory,
+                          atomic writes, ``flock`` single flight on one host
+``local_files``           the local tier's errors, private dirs, file locks
+``config``                the process's store from the environment
+========================  =====================================================
+
+``compiled`` (beside this package) defines what is stored: a
+``CompiledKernel`` is an entry's object plus its ``meta``; ``call_record``
+is how a bundle records one kernel, outside any store.
+"""
+
+from .entry import CorruptEntry, Entry
+from .local import ArtifactStore
+from .local_files import CacheError, StoreUnavailable
+from .config import default_store
+
+__all__ = ["ArtifactStore", "CacheError", "CorruptEntry", "Entry",
+           "StoreUnavailable", "default_store"]
