@@ -61,7 +61,7 @@ def tune_all(workers: int, separate: bool) -> list:
     import jax
     import jax.numpy as jnp
     from cutecall._driver.store import memory as compiler
-    from cutecall.examples import quack_gemm
+    from cutecall.quack import gemm as quack_gemm
     gemm = quack_gemm.autotuned(compile_workers=workers)
     rows = []
     for m, n, k in SHAPES:
@@ -97,7 +97,7 @@ def _device_us(call, a, b):
 
 
 def summarize(first: list, second: list) -> list:
-    from cutecall.examples import quack_gemm
+    from cutecall.quack import gemm as quack_gemm
     lines = ["| M×N×K | tuner's pick | pick µs (separate) | best (separate) | pick/best | "
              "cuBLAS µs | TFLOP/s pick / cuBLAS | 2nd process: compiles, timings, same pick |",
              "|---|---|---|---|---|---|---|---|"]

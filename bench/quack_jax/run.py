@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""QuACK from JAX (``cutecall.examples.quack``) against QuACK's own torch
+"""QuACK from JAX (``cutecall.quack``) against QuACK's own torch
 functions, forward and forward+backward (a VJP with a given cotangent:
 ``jax.vjp`` / ``torch.autograd.grad(y, x, dy)``), bf16, side by side in one process.
 
@@ -29,7 +29,7 @@ SHAPES = [(16384, 4096), (32768, 8192), (8192, 32768)]
 
 def jax_fns(op, mode):
     import jax
-    from cutecall.examples import quack
+    from cutecall import quack
     f = {"softmax": lambda x, w, t: quack.softmax(x),
          "rmsnorm": lambda x, w, t: quack.rmsnorm(x, w),
          "cross_entropy": lambda x, w, t: quack.cross_entropy(x, t)}[op]

@@ -50,7 +50,7 @@ def render(data) -> str:
     bitwise = all(r.get(f"{n}_bitwise_equal_to_quack") for r in rows for n in ("fwd", "fwd_bwd"))
     lines = [
         "# bench/quack_mlp: a fused MLP from JAX on QuACK's GEMMs", "",
-        "`bench/quack_mlp/run.py`: `cutecall.examples.quack_mlp.mlp` "
+        "`bench/quack_mlp/run.py`: `cutecall.quack.mlp.mlp` "
         "(`act(x @ w1.T) @ w2.T`, QuACK's activation-epilogue GEMM forward, its dact "
         "GEMM and plain GEMMs backward, each autotuned by `cutecall.autotune` over "
         "QuACK's sm90 tiles) against the same QuACK calls from torch, pinned to the "

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fused MLP of ``cutecall.examples.quack_mlp`` (QuACK's GEMMs from JAX)
+"""The fused MLP of ``cutecall.quack.mlp`` (QuACK's GEMMs from JAX)
 against the same QuACK calls from torch and against XLA, forward and
 forward+backward, bf16, LLM shapes, side by side in one process.
 
@@ -75,7 +75,7 @@ def jax_passes(mlp):
 
 def torch_passes(chosen, activation, targs):
     """The same passes as QuACK's torch calls pinned to `chosen` (site -> Tile)."""
-    from cutecall.examples import quack_mlp_kernels as qmk
+    from cutecall.quack import mlp_kernels as qmk
     q = {site: qmk.authors_torch(kernel, chosen[site], activation)
          for site, kernel in (("fc1", "act"), ("fc2", "fc2"), ("dact", "dact"),
                               ("dw2", "wgrad"), ("dx", "dgrad"), ("dw1", "wgrad"))}
@@ -117,7 +117,7 @@ def tune(args, activation, candidates, workers) -> tuple:
     import jax
 
     import cutecall
-    from cutecall.examples import quack_mlp
+    from cutecall.quack import mlp as quack_mlp
     x, w1, w2, dout = args
     rec = {}
     if workers > 1:
@@ -148,7 +148,7 @@ def run_shape(shape, args) -> dict:
     import jax
     import torch
 
-    from cutecall.examples import quack_gemm, quack_mlp
+    from cutecall.quack import gemm as quack_gemm, mlp as quack_mlp
     candidates = quack_gemm.SM90_TILES[:args.candidates]
     jargs = operands(*shape)
     rec = {"tokens": shape[0], "d": shape[1], "hidden": shape[2],

@@ -66,29 +66,29 @@ def fa4_post(acc, q, hdim=128, causal=False):
 
 
 def softmax(x):
-    from cutecall.examples import quack
+    from cutecall import quack
     return quack.softmax(x)
 
 
 def rmsnorm(x, w):
-    from cutecall.examples import quack
+    from cutecall import quack
     return quack.rmsnorm(x, w)
 
 
 def rmsnorm_grad(x, w):
     import jax
-    from cutecall.examples import quack
+    from cutecall import quack
     return jax.grad(lambda x, w: quack.rmsnorm(x, w).astype("float32").sum(),
                     argnums=(0, 1))(x, w)
 
 
 def cross_entropy(x, t):
-    from cutecall.examples import quack
+    from cutecall import quack
     return quack.cross_entropy(x, t)
 
 
 def quack_gemm(a, b, tile):
-    from cutecall.examples import quack_gemm as qg
+    from cutecall.quack import gemm as qg
     return qg.call(qg.Tile(*tile), str(a.dtype))(a, b)
 
 
@@ -136,7 +136,7 @@ def tasks(which: str = "inference"):
         work += [(fa4_pre, _q(128), _s((2, 16, 4096), "float32"))] + small
     else:
         from cutecall.attention import kernels as fk
-        from cutecall.examples import quack_gemm as qg
+        from cutecall.quack import gemm as qg
         work = []
         for d, c in fa4:
             stat, acc = fk.Config("bfloat16", d, 1, c).accum_shapes(2, 4096, 16)
@@ -162,7 +162,7 @@ PRELOAD = ("flash_attn.cute", "flash_attn.cute.flash_fwd_sm90",
            "flash_attn.cute.flash_bwd_sm90", "flash_attn.cute.flash_bwd_preprocess",
            "flash_attn.cute.flash_bwd_postprocess", "quack", "quack.gemm_default_epi",
            "quack.tile_scheduler", "cutecall.attention.kernels",
-           "cutecall.examples.quack", "cutecall.examples.quack_gemm",
+           "cutecall.quack", "cutecall.quack.gemm",
            "cutecall.examples.kernels")
 
 

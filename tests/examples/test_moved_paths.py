@@ -17,6 +17,10 @@ MOVED = {
     "cutecall.examples.flash_attention_kernels": "cutecall.attention.kernels",
     "cutecall.examples.flash_attention_jvp": "cutecall.attention.jvp",
     "cutecall.examples.attention_training": "cutecall.attention.training",
+    "cutecall.examples.quack": "cutecall.quack",
+    "cutecall.examples.quack_gemm": "cutecall.quack.gemm",
+    "cutecall.examples.quack_mlp": "cutecall.quack.mlp",
+    "cutecall.examples.quack_mlp_kernels": "cutecall.quack.mlp_kernels",
 }
 
 

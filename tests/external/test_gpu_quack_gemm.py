@@ -1,4 +1,4 @@
-"""cutecall.examples.quack_gemm on a GPU: QuACK's Hopper GEMM through
+"""cutecall.quack.gemm on a GPU: QuACK's Hopper GEMM through
 cutecall against a float32 reference in several tile configurations, with M,
 N and K that are not multiples of any tile; the autotuned form tunes once,
 and a second tuner of the same content takes the stored winner with no
@@ -13,7 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import quack_gemm  # noqa: E402
+from cutecall.quack import gemm as quack_gemm  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 TILES = [quack_gemm.Tile(128, 192, 2, 1, pingpong=True), quack_gemm.Tile(256, 128, 1, 2),

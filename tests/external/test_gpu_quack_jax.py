@@ -1,4 +1,4 @@
-"""cutecall.examples.quack on a GPU: softmax, RMSNorm and cross-entropy and
+"""cutecall.quack on a GPU: softmax, RMSNorm and cross-entropy and
 their gradients against float32 JAX references, with row counts that are
 not multiples of 16, leading batch dims, and vmap."""
 
@@ -10,7 +10,7 @@ pytest.importorskip("quack")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples import quack  # noqa: E402
+from cutecall import quack  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 KEY = jax.random.key(0)

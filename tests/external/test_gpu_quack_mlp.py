@@ -1,4 +1,4 @@
-"""cutecall.examples.quack_mlp on a GPU: the MLP's output and its three
+"""cutecall.quack.mlp on a GPU: the MLP's output and its three
 gradients against a float32 XLA reference, in two tiles, with a token count
 that is no multiple of any tile; bit for bit against QuACK's own torch calls
 (``gemm_act``, ``gemm_dact``, ``gemm``) pinned to the same tile, GEMM by GEMM
@@ -15,8 +15,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import quack_mlp  # noqa: E402
-from cutecall.examples import quack_mlp_kernels as qmk  # noqa: E402
+from cutecall.quack import mlp as quack_mlp  # noqa: E402
+from cutecall.quack import mlp_kernels as qmk  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 Tile = quack_mlp.Tile

@@ -1,4 +1,4 @@
-"""cutecall.examples.quack_gemm on CPU: QuACK's Hopper GEMM lowers for the
+"""cutecall.quack.gemm on CPU: QuACK's Hopper GEMM lowers for the
 cuda platform through cutecall in its tile configurations (compiled for
 sm_90a, no GPU needed), with M, N and K dynamic and tied across operands,
 so one compile per tile serves every shape; the autotuned form's key."""
@@ -13,7 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import quack_gemm  # noqa: E402
+from cutecall.quack import gemm as quack_gemm  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 

@@ -1,4 +1,4 @@
-"""cutecall.examples.quack on CPU: softmax, RMSNorm and cross-entropy and
+"""cutecall.quack on CPU: softmax, RMSNorm and cross-entropy and
 their gradients lower for the cuda platform with QuACK's forward and
 backward kernels (compiled for sm_90a, no GPU needed)."""
 
@@ -13,7 +13,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import quack  # noqa: E402
+from cutecall import quack  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 

@@ -1,4 +1,4 @@
-"""cutecall.examples.quack_mlp on CPU: the MLP lowers for the cuda platform
+"""cutecall.quack.mlp on CPU: the MLP lowers for the cuda platform
 (compiled for sm_90a, no GPU needed) to QuACK's GEMMs -- the activation
 epilogue GEMM and fc2 forward; under grad the dact epilogue GEMM and the
 plain GEMMs for dW2, dX and dW1 -- one compile per (GEMM, tile) for every
@@ -21,8 +21,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples import quack_mlp  # noqa: E402
-from cutecall.examples import quack_mlp_kernels as qmk  # noqa: E402
+from cutecall.quack import mlp as quack_mlp  # noqa: E402
+from cutecall.quack import mlp_kernels as qmk  # noqa: E402
 from cutecall.examples.external import authors  # noqa: E402
 
 S = jax.ShapeDtypeStruct

@@ -1,0 +1,178 @@
+"""QuACK's kernels (``quack-kernels``) as differentiable JAX functions, run
+by cutecall: softmax, RMSNorm and cross-entropy, each a forward kernel paired
+with QuACK's backward kernel through ``cutecall.differentiable``.
+
+    from cutecall import quack
+    y = quack.softmax(x)                          # (..., N)
+    y = quack.rmsnorm(x, w, eps=1e-6)              # w: (N,) float32
+    loss = quack.cross_entropy(logits, target)     # (...,) float32 per row
+    jax.grad(lambda x, w: quack.rmsnorm(x, w).astype(jnp.float32).sum(),
+             argnums=(0, 1))(x, w)
+
+QuACK's kernel objects are built as QuACK's own ``_compile_*`` functions
+build them; they take the row length N (and, for the RMSNorm backward, a
+power-of-two bucket of the row count) as constructor arguments, so there is
+one compile per N (per bucket), and the row count stays dynamic. Leading
+dims are folded into rows. Every kernel declares ``batch_modes=0``, so
+``jax.vmap`` folds into the rows. Requires ``quack-kernels`` (the
+``external`` extra) and the CuTe DSL; runs on Hopper.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+
+from cutecall import jax_to_cutlass_dtype
+
+__all__ = ["softmax", "rmsnorm", "cross_entropy"]
+
+IGNORE_INDEX = -100  # QuACK's (and PyTorch's) default
+HOPPER_SMS = 132     # H100/H200 SXM: the persistent RMSNorm backward's CTAs
+
+
+def softmax(x):
+    """``softmax(x, axis=-1)``; x bfloat16, float16 or float32."""
+    rows = x.reshape(-1, x.shape[-1])
+    return _softmax(str(x.dtype), x.shape[-1])(rows).reshape(x.shape)
+
+
+def rmsnorm(x, w, eps: float = 1e-6):
+    """``x / sqrt(mean(x**2, -1) + eps) * w``; x (..., N) bfloat16, float16
+    or float32, w (N,) float32 (QuACK keeps weights in float32)."""
+    rows = x.reshape(-1, x.shape[-1])
+    bucket = _mod("quack.rmsnorm")._bucket_T_hint(rows.shape[0])  # QuACK's key
+    out = _rmsnorm(str(x.dtype), x.shape[-1], bucket, float(eps))(rows, w)
+    return out.reshape(x.shape)
+
+
+def cross_entropy(logits, target, ignore_index: int = IGNORE_INDEX):
+    """Per-row ``logsumexp(logits) - logits[target]`` in float32 (0 where
+    ``target == ignore_index``); logits (..., N), target (...) int32.
+    Differentiable in ``logits``."""
+    rows = logits.reshape(-1, logits.shape[-1])
+    loss = _cross_entropy(str(logits.dtype), logits.shape[-1], int(ignore_index))(
+        rows, target.reshape(-1))
+    return loss.reshape(logits.shape[:-1])
+
+
+# ---------------------------------------------------------------------------
+
+def _mod(name: str):
+    return importlib.import_module(name)
+
+
+def _like(x, dtype=None, shape=None):
+    import jax
+    return jax.ShapeDtypeStruct(x.shape if shape is None else shape,
+                                x.dtype if dtype is None else dtype)
+
+
+def _rows(*static):
+    """TensorSpecs: N (dim 1) of the row arrays static, as QuACK compiles
+    them (its kernels branch on N at trace time); ``True``: a whole (N,)
+    weight; ``None``: default (dynamic)."""
+    from cutecall import TensorSpec
+    return tuple(None if s is None else TensorSpec(static=True if s is True else (False, True))
+                 for s in static)
+
+
+@functools.lru_cache(maxsize=None)
+def _softmax(dtype: str, n: int):
+    import cutecall
+    sm = _mod("quack.softmax")
+    fwd = cutecall.cutlass_call(sm.Softmax(jax_to_cutlass_dtype(dtype), n),
+                                output_shape_dtype=lambda x: _like(x), batch_modes=0,
+                                name=f"quack_softmax_{dtype}_{n}")
+    bwd = cutecall.cutlass_call(sm.SoftmaxBackward(jax_to_cutlass_dtype(dtype), n),
+                                output_shape_dtype=lambda dy, y: _like(dy),
+                                batch_modes=0, name=f"quack_softmax_bwd_{dtype}_{n}")
+
+    def forward(x):
+        y = fwd(x)
+        return y, y
+
+    return cutecall.differentiable(fwd).defvjp(forward, lambda y, dy: (bwd(dy, y),))
+
+
+def _sm_count(n: int) -> int:
+    import jax
+    sms = getattr(jax.devices()[0], "core_count", None) or HOPPER_SMS
+    return _mod("quack.rmsnorm_config")._get_sm_count_hopper(n, sms)
+
+
+@functools.lru_cache(maxsize=None)
+def _rmsnorm(dtype: str, n: int, bucket: int, eps: float):
+    import jax.numpy as jnp
+    import cutecall
+    rms = _mod("quack.rmsnorm")
+    cdt = jax_to_cutlass_dtype(dtype)
+    fwd = cutecall.cutlass_call(
+        rms.RMSNorm(cdt, n, is_layernorm=False),
+        input_spec=_rows("rows", True), output_spec=_rows("rows", None),
+        # mO, mResO (absent), mRstd, mMean (absent)
+        output_shape_dtype=lambda x, w, b, res, eps: (
+            _like(x), None, _like(x, jnp.float32, x.shape[:-1]), None),
+        batch_modes=0, name=f"quack_rmsnorm_{dtype}_{n}")
+    bwd = cutecall.cutlass_call(
+        rms.RMSNormBackward(cdt, n, dout_dtype=cdt, T_hint=bucket,
+                            per_head=False, is_layernorm=False, weight_offset=0.0,
+                            num_acc=1),
+        input_spec=_rows("rows", True, "rows", None),
+        output_spec=_rows("rows", "rows"),
+        # mdX, mdW (float32 partials, one row per CTA), mdRes, mdB (absent)
+        output_shape_dtype=lambda x, w, dout, dres, rstd, mean, sms: (
+            _like(x), _like(w, jnp.float32, (sms, x.shape[1])), None, None),
+        batch_modes="loop", name=f"quack_rmsnorm_bwd_{dtype}_{n}")
+    sms = _sm_count(n)
+
+    def primal(x, w):
+        return fwd(x, w, None, None, eps)[0]
+
+    def forward(x, w):
+        out, _, rstd, _ = fwd(x, w, None, None, eps)
+        return out, (x, w, rstd)
+
+    def backward(res, dout):
+        x, w, rstd = res
+        dx, dw_partial, _, _ = bwd(x, w, dout, None, rstd, None, sms)
+        return dx, dw_partial.sum(0).astype(w.dtype)
+
+    return cutecall.differentiable(primal).defvjp(forward, backward)
+
+
+@functools.lru_cache(maxsize=None)
+def _cross_entropy(dtype: str, n: int, ignore_index: int):
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import cutecall
+    ce = _mod("quack.cross_entropy")
+    cdt = jax_to_cutlass_dtype(dtype)
+    stat = lambda x: _like(x, jnp.float32, x.shape[:1])  # noqa: E731
+    fwd = cutecall.cutlass_call(
+        ce.CrossEntropy(cdt, n, online_softmax=True),
+        input_spec=_rows("rows", None), output_spec=_rows(None, None),
+        output_shape_dtype=lambda x, t, tl, dx, wt, ii: (stat(x), stat(x)),
+        output_params=("mLoss", "mLSE"), batch_modes=0,
+        name=f"quack_cross_entropy_{dtype}_{n}")
+    bwd = cutecall.cutlass_call(
+        ce.CrossEntropyBackward(cdt, n),
+        input_spec=_rows("rows", None, None, None), output_spec=_rows("rows"),
+        output_shape_dtype=lambda x, t, dloss, lse, wt, ii: _like(x),
+        output_params=("mdX",), batch_modes=0,
+        name=f"quack_cross_entropy_bwd_{dtype}_{n}")
+
+    def primal(x, target):
+        return fwd(x, target, None, None, None, ignore_index)[0]
+
+    def forward(x, target):
+        loss, lse = fwd(x, target, None, None, None, ignore_index)
+        return loss, (x, target, lse)
+
+    def backward(res, dloss):
+        x, target, lse = res
+        dx = bwd(x, target, dloss, lse, None, ignore_index)
+        return dx, np.zeros(target.shape, jax.dtypes.float0)
+
+    return cutecall.differentiable(primal).defvjp(forward, backward)

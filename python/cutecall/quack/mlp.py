@@ -1,0 +1,285 @@
+"""A fused MLP in JAX on QuACK's Hopper GEMMs: ``act(x @ w1.T) @ w2.T``,
+differentiable under ``jit`` and ``grad``, each GEMM autotuned over QuACK's
+sm90 configurations.
+
+    import jax
+    import jax.numpy as jnp
+    from cutecall.quack import mlp as quack_mlp
+
+    kx, k1, k2 = jax.random.split(jax.random.key(0), 3)
+    x = jax.random.normal(kx, (8192, 4096), jnp.bfloat16)         # (tokens, d)
+    w1 = jax.random.normal(k1, (11008, 4096), jnp.bfloat16) / 64  # (hidden, d)
+    w2 = jax.random.normal(k2, (4096, 11008), jnp.bfloat16) / 105 # (d, hidden)
+    quack_mlp.warmup(x, w1, w2, "silu", workers=8)  # optional: compile in parallel
+    y = jax.jit(quack_mlp.mlp, static_argnums=3)(x, w1, w2, "silu")
+    loss = lambda x, w1, w2: quack_mlp.mlp(x, w1, w2, "silu").astype(jnp.float32).sum()
+    dx, dw1, dw2 = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(x, w1, w2)
+    quack_mlp.chosen_tiles(x, w1, w2, "silu")       # {"fc1": Tile(...), ...}
+
+The GEMMs are QuACK's MLP (``quack.mlp.mlp_func``), call for call, each a
+kernel object QuACK's own compile functions build
+(:mod:`~cutecall.quack.mlp_kernels`):
+
+=====  =============================================  ==========================
+site   computes                                       QuACK's call
+=====  =============================================  ==========================
+fc1    ``preact, postact = x @ w1.T, act(preact)``    ``gemm_act(x, w1.T)``
+fc2    ``out = postact @ w2.T``                       ``gemm(postact, w2.T)``
+dact   ``dpreact, postact = dact(dout @ w2, preact)`` ``gemm_dact(dout, w2, preact)``
+dw2    ``dw2 = dout.T @ postact``                     ``gemm(dout.T, postact)``
+dx     ``dx = dpreact @ w1``                          ``gemm(dpreact, w1)``
+dw1    ``dw1 = dpreact.T @ x``                        ``gemm(dpreact.T, x)``
+=====  =============================================  ==========================
+
+The backward keeps QuACK's residuals, (x, w1, w2, preact): the dact GEMM
+recomputes postact in its epilogue instead of keeping it. Without ``grad``
+fc1 stores postact only (QuACK's ``store_preact=False``).
+
+Tiles: each site's GEMM is tuned on its first call per shape by
+``cutecall.autotune`` over `candidates` (default :data:`SM90_TILES`, QuACK's
+``_get_sm90_configs()`` without ``swap_ab``), on random inputs of the traced
+shapes while ``jit`` traces. Winners persist in cutecall's artifact store: a
+later process tunes and compiles nothing. ``CUTECALL_AUTOTUNE_CONFIG=i`` forces
+candidate i everywhere, ``CUTECALL_AUTOTUNE=0`` the first. Two differences from
+QuACK's torch MLP: every GEMM runs the static persistent scheduler (QuACK's
+backward asks for the dynamic one, whose semaphore is a raw pointer; the tile
+arithmetic and so the bits are the same), and swapped-operand configs are not
+in the space. Requires ``quack-kernels`` and the CuTe DSL; runs on Hopper.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Mapping
+
+from cutecall.quack import mlp_kernels as qmk
+from cutecall.quack.gemm import SM90_TILES, Tile
+
+__all__ = ["mlp", "linear_act", "chosen_tiles", "tuning_results", "warmup", "xla_mlp",
+           "jax_activation", "tuner", "build", "ACTIVATIONS", "SITES", "SM90_TILES", "Tile"]
+
+# site -> (the kernel it runs, under grad / without)
+SITES = {"fc1": ("act", "act_infer"), "fc2": ("fc2", "fc2"), "dact": ("dact", "dact"),
+         "dw2": ("wgrad", "wgrad"), "dx": ("dgrad", "dgrad"), "dw1": ("wgrad", "wgrad")}
+
+
+# QuACK's activation names (``quack.activation.act_fn_map``) with a JAX twin.
+ACTIVATIONS = ("gelu_tanh_approx", "gelu_erf", "silu", "relu", "relu_sq", "tanh")
+
+
+def jax_activation(name: str):
+    """The JAX function of QuACK's activation `name` (for references)."""
+    import jax
+    return {"gelu_tanh_approx": functools.partial(jax.nn.gelu, approximate=True),
+            "gelu_erf": functools.partial(jax.nn.gelu, approximate=False),
+            "silu": jax.nn.silu, "relu": jax.nn.relu,
+            "relu_sq": lambda x: jax.numpy.square(jax.nn.relu(x)),
+            "tanh": jax.numpy.tanh}[name]
+
+
+def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
+        candidates: tuple = SM90_TILES):
+    """``act(x @ w1.T) @ w2.T`` on QuACK's GEMMs, differentiable in x, w1, w2.
+
+    Args:
+      x: (..., d) activations; leading dims are flattened into one token dim.
+      w1: (hidden, d), w2: (d_out, hidden): weights as torch's ``nn.Linear``
+        holds them. One dtype for all three, bfloat16 or float16; d, hidden
+        and d_out multiples of 8 (TMA's 16-byte rows). Tokens are free.
+      activation: one of :data:`ACTIVATIONS` (QuACK's names).
+      tile: None: autotune every site (see the module docs); a
+        :class:`Tile`: that tile for every GEMM; a dict site -> Tile
+        (:data:`SITES`): those sites pinned, the others tuned.
+      candidates: the tiles tuned over (default QuACK's sm90 space).
+
+    Returns:
+      (..., d_out) in x's dtype. Gradients come from QuACK's dact GEMM and
+      plain GEMMs (the table in the module docs), in x's dtype.
+    """
+    m, d = _check(x, w1, w2, activation, tile, candidates)
+    lead, d_out = x.shape[:-1], w2.shape[0]
+    if m == 0:
+        import jax.numpy as jnp
+        return jnp.zeros(lead + (d_out,), x.dtype)
+    pinned = tuple(sorted(tile.items())) if isinstance(tile, Mapping) else tile
+    f = _differentiable(str(x.dtype), activation, pinned, tuple(candidates))
+    return f(x.reshape(m, d), w1, w2).reshape(lead + (d_out,))
+
+
+def linear_act(x, w, activation: str = "gelu_tanh_approx", *, tile=None,
+               candidates: tuple = SM90_TILES):
+    """``act(x @ w.T)``, x (..., d), w (hidden, d): QuACK's activation-
+    epilogue GEMM alone, storing no preact (:func:`mlp`'s fc1 without grad;
+    `tile` and `candidates` as there, a dict's "fc1" entry applies). Not
+    differentiable: the activation's derivative is fused into the next
+    layer's GEMM, so take gradients through :func:`mlp`."""
+    m, d = _check(x, w, None, activation, tile, candidates)
+    fc1 = tile.get("fc1") if isinstance(tile, Mapping) else tile
+    gemm = _site("act_infer", fc1, str(x.dtype), activation, tuple(candidates))
+    return gemm(x.reshape(m, d), w).reshape(x.shape[:-1] + (w.shape[0],))
+
+
+def _check(x, w1, w2, activation, tile, candidates):
+    """(tokens, d), or a ValueError naming the argument; w2 None: no fc2."""
+    name = "cutecall.quack.mlp"
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{name}: activation must be one of {ACTIVATIONS}, "
+                         f"got {activation!r}")
+    arrays = (("x", x, None), ("w1", w1, 2)) + ((("w2", w2, 2),) if w2 is not None else ())
+    for arg, a, rank in arrays:
+        if len(getattr(a, "shape", ())) < 2 or (rank and a.ndim != rank):
+            raise ValueError(f"{name}: {arg} must be {'2-D' if rank else '(..., d)'}, "
+                             f"got shape {getattr(a, 'shape', None)}")
+    dtypes = [str(a.dtype) for _, a, _ in arrays]
+    if dtypes[0] not in ("bfloat16", "float16") or len(set(dtypes)) > 1:
+        raise ValueError(f"{name}: {', '.join(n for n, _, _ in arrays)} must share one "
+                         f"dtype, bfloat16 or float16; got {', '.join(dtypes)}")
+    d, (hidden, d1) = x.shape[-1], w1.shape
+    d_out, hidden2 = w2.shape if w2 is not None else (d, hidden)
+    if d1 != d or hidden2 != hidden:
+        raise ValueError(f"{name}: shapes do not chain: x {x.shape}, w1 {w1.shape} "
+                         f"(hidden, d), w2 {getattr(w2, 'shape', None)} (d_out, hidden)")
+    for what, n in (("d", d), ("hidden", hidden), ("d_out", d_out)):
+        if n % 8:
+            raise ValueError(f"{name}: {what} = {n} must be a multiple of 8 (TMA moves "
+                             f"16-byte rows)")
+    tiles = tile.items() if isinstance(tile, Mapping) else [("every site", tile)]
+    for site, t in tiles:
+        if (site not in SITES and site != "every site") or not isinstance(t, (Tile, type(None))):
+            raise ValueError(f"{name}: tile must be None, a Tile or a dict of "
+                             f"{tuple(SITES)} -> Tile; got {site!r}: {t!r}")
+    if not candidates or not all(isinstance(t, Tile) for t in candidates):
+        raise ValueError(f"{name}: candidates must be a non-empty sequence of Tile, "
+                         f"got {candidates!r}")
+    return math.prod(x.shape[:-1]), d
+
+
+@functools.lru_cache(maxsize=None)
+def _differentiable(dtype: str, activation: str, pinned, candidates: tuple):
+    import cutecall
+    tiles = dict(pinned) if isinstance(pinned, tuple) else {s: pinned for s in SITES}
+
+    def gemm(site: str, under_grad: bool = True):
+        kernel = SITES[site][0 if under_grad else 1]
+        return _site(kernel, tiles.get(site), dtype, activation, candidates)
+
+    def primal(x, w1, w2):
+        return gemm("fc2")(gemm("fc1", under_grad=False)(x, w1), w2)
+
+    def fwd(x, w1, w2):
+        preact, postact = gemm("fc1")(x, w1)
+        return gemm("fc2")(postact, w2), (x, w1, w2, preact)
+
+    def bwd(res, dout):  # quack.mlp: DActLinearFunc then LinearActFunc backward
+        x, w1, w2, preact = res
+        dpreact, postact = gemm("dact")(dout, w2, preact)
+        dw2 = gemm("dw2")(dout, postact)
+        dx = gemm("dx")(dpreact, w1)
+        dw1 = gemm("dw1")(dpreact, x)
+        return dx, dw1, dw2
+
+    return cutecall.differentiable(primal).defvjp(fwd, bwd)
+
+
+def _site(kernel: str, tile, dtype: str, activation: str, candidates: tuple):
+    if tile is not None:
+        return qmk.call(kernel, tile, dtype, activation)
+    return tuner(kernel, dtype, activation, candidates)
+
+
+def tuner(kernel: str, dtype: str, activation: str | None, candidates: tuple = SM90_TILES):
+    """The ``cutecall.autotune`` of one GEMM kernel (``mlp_kernels.GEMMS``)
+    over `candidates`, keyed by its operands' shapes and dtypes: one per
+    kernel, shared by the sites that run it (dw1 and dw2 decide apart, by
+    shape). ``tuner(...).report(*operands)`` tells what it decided."""
+    return _tuner(kernel, dtype, None if kernel in qmk.PLAIN else activation,
+                  tuple(candidates))
+
+
+@functools.lru_cache(maxsize=None)
+def _tuner(kernel, dtype, activation, candidates):
+    import cutecall
+    return cutecall.autotune(
+        functools.partial(build, kernel=kernel, dtype=dtype, activation=activation),
+        configs=[dataclasses.asdict(t) for t in candidates], key=_shapes,
+        name=f"quack_mlp_{kernel}_{dtype}" + (f"_{activation}" if activation else ""))
+
+
+def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool, *,
+          kernel: str, dtype: str, activation: str | None):
+    """``autotune``'s build: the call of `kernel` for one configuration."""
+    return qmk.call(kernel, Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong), dtype,
+                    activation)
+
+
+def _shapes(*arrays):
+    return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
+
+
+def _site_operands(x, w1, w2) -> dict:
+    """site -> (kernel, operand ShapeDtypeStructs) for :func:`mlp`'s
+    arguments, both fc1 kernels included."""
+    import jax
+    m, dt = math.prod(x.shape[:-1]), x.dtype
+    s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
+    (hidden, d), d_out = w1.shape, w2.shape[0]
+    X, W1, W2, P, O = s(m, d), s(hidden, d), s(d_out, hidden), s(m, hidden), s(m, d_out)
+    return {"fc1": [("act", (X, W1)), ("act_infer", (X, W1))], "fc2": [("fc2", (P, W2))],
+            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (O, P))],
+            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, X))]}
+
+
+def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+                   candidates: tuple = SM90_TILES) -> dict:
+    """site -> ``cutecall.TuningResult`` of :func:`mlp`'s tuners at these
+    shapes (arrays or ShapeDtypeStructs): the winner's index in
+    `candidates`, the times, and where the decision came from ("tuned",
+    "store", "forced", "off"). Sites not decided yet are left out."""
+    results = {}
+    for site, runs in _site_operands(x, w1, w2).items():
+        for kernel, operands in runs:
+            result = tuner(kernel, str(x.dtype), activation, candidates).report(*operands)
+            if result is not None and site not in results:
+                results[site] = result
+    return results
+
+
+def chosen_tiles(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+                 candidates: tuple = SM90_TILES) -> dict:
+    """site -> the Tile the tuner picked for :func:`mlp` at these shapes;
+    sites not tuned yet (or pinned) are left out."""
+    return {site: candidates[r.winner] for site, r in
+            tuning_results(x, w1, w2, activation, candidates=candidates).items()}
+
+
+def _lower_candidate(kernel, tile, dtype, activation, operands):
+    import jax
+    jax.jit(qmk.call(kernel, tile, dtype, activation)).trace(*operands).lower(
+        lowering_platforms=("cuda",))
+
+
+def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+           candidates: tuple = SM90_TILES, workers: int = 8):
+    """Compiles every candidate of every GEMM :func:`mlp` runs (forward,
+    inference and backward) in `workers` processes into the artifact store,
+    so tuning loads them instead of compiling one after another. Returns
+    ``cutecall.warmup``'s report."""
+    import cutecall
+    dtype, tasks, seen = str(x.dtype), [], set()
+    for runs in _site_operands(x, w1, w2).values():
+        for kernel, operands in runs:
+            act = None if kernel in qmk.PLAIN else activation
+            for t in candidates:
+                if (kernel, t) not in seen:
+                    seen.add((kernel, t))
+                    tasks.append(functools.partial(_lower_candidate, kernel, t, dtype,
+                                                   act, operands))
+    return cutecall.warmup(tasks, workers=workers)
+
+
+def xla_mlp(x, w1, w2, activation: str = "gelu_tanh_approx"):
+    """The same MLP in plain JAX (XLA's dot + activation) in the inputs'
+    dtype: the benchmark's yardstick; with float32 inputs, the reference."""
+    return jax_activation(activation)(x @ w1.T) @ w2.T
