@@ -193,3 +193,54 @@ def test_tests_run_the_installed_package():
     assert os.path.realpath(INSTALLED) != os.path.realpath(checkout), (
         "tests imported the source checkout; run `make install` (tests import "
         "the installed package)")
+
+
+CORPUS = os.path.join(ROOT, "tests", "external", "corpus")
+EXAMPLES_MAX_LINES = 2500
+
+
+def corpus_modules() -> set[str]:
+    """The file names of the QuACK/FA4 corpus (tests/external/corpus)."""
+    return {f for f in os.listdir(CORPUS) if f.endswith(".py") and f != "__init__.py"}
+
+
+def test_no_corpus_module_is_in_the_package():
+    """The corpus of tests/external and bench/external lives in the tests,
+    not in the wheel (which holds the python/cutecall tree: pyproject's
+    ``wheel.packages``)."""
+    names = corpus_modules()
+    assert {"quack_corpus.py", "fa4_corpus.py", "authors.py"} <= names
+    for top in {INSTALLED, os.path.join(ROOT, "python", "cutecall")}:
+        assert not os.path.exists(os.path.join(top, "examples", "external")), top
+        shipped = [os.path.relpath(os.path.join(d, f), top)
+                   for d, _, files in os.walk(top) for f in files if f in names]
+        assert not shipped, shipped
+
+
+def test_no_built_wheel_holds_the_corpus():
+    """Every wheel in dist/ (``python -m build``, ``pip wheel -w dist .``):
+    no corpus file, no examples/external."""
+    import glob
+    import zipfile
+    wheels = glob.glob(os.path.join(ROOT, "dist", "cutecall-*.whl"))
+    if not wheels:
+        pytest.skip("no wheel in dist/ (build one: pip wheel --no-deps -w dist .)")
+    names = corpus_modules()
+    for wheel in wheels:
+        listed = zipfile.ZipFile(wheel).namelist()
+        bad = [n for n in listed if "examples/external/" in n
+               or os.path.basename(n) in names]
+        assert not bad, (wheel, bad)
+
+
+def test_examples_hold_only_small_teaching_kernels():
+    """cutecall.examples: the kernels the docs and demo teach with, and the
+    old paths of the modules that moved to cutecall.attention and
+    cutecall.quack (shims)."""
+    top = os.path.join(ROOT, "python", "cutecall", "examples")
+    total = 0
+    for f in os.listdir(top):
+        if f.endswith(".py"):
+            with open(os.path.join(top, f)) as src:
+                total += sum(1 for _ in src)
+    assert total <= EXAMPLES_MAX_LINES, f"examples holds {total} lines"
