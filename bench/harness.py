@@ -1,7 +1,8 @@
 """The benchmarks' shared harness: trials of a jitted call (compile, warm up,
 calibrate, time; interleaved across cells), their statistics, the time
-budget, the environment's versions, JSON output, text tables, and a re-run of
-the calling script in a child process with other ``XLA_FLAGS``.
+budget, the environment's versions, JSON output, text tables, the corpus'
+path, and a re-run of the calling script in a child process with other
+``XLA_FLAGS``.
 
 Imported by ``bench/*/run.py``, which put ``bench/`` on ``sys.path``
 (``bench/timing.py`` holds the device-time helpers). Nothing here imports
@@ -22,6 +23,19 @@ from typing import Any, Callable
 
 SKIPPED = "skipped: time budget spent"
 CHILD_MARKER = "@@CUTECALL_BENCH_CHILD_JSON@@"
+
+
+# The QuACK/FA4 corpus (the cases tests/external checks and bench/external
+# times) lives in tests/external/corpus, out of the wheel.
+CORPUS_PARENT = Path(__file__).resolve().parents[1] / "tests" / "external"
+
+
+def use_corpus() -> None:
+    """Makes the corpus importable as ``corpus`` (``from corpus import
+    quack_corpus``): puts tests/external on ``sys.path`` (last: it shadows
+    nothing)."""
+    if str(CORPUS_PARENT) not in sys.path:
+        sys.path.append(str(CORPUS_PARENT))
 
 
 def log(msg: str) -> None:

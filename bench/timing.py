@@ -9,7 +9,10 @@ import time
 
 
 def split_arrays(args):
-    from cutecall.examples.external import split_arrays as split
+    """The corpus' ``split_arrays`` (tests/external/corpus)."""
+    from harness import use_corpus
+    use_corpus()
+    from corpus import split_arrays as split
     return split(args)
 
 

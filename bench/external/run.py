@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Third-party kernels through cutecall against their authors' own paths.
 
-One process. For every case of ``cutecall.examples.external`` (QuACK,
+One process. For every case of ``corpus`` (tests/external/corpus) (QuACK,
 FlashAttention-4) at its bench size, side by side:
 
   cutecall_jax    ``cutecall.cutlass_call(<author's kernel>)`` inside
@@ -49,6 +49,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import use_corpus  # noqa: E402
 from report import versions  # noqa: E402
 from timing import (jax_trace_us, jax_wall_us, split_arrays,  # noqa: E402
                     torch_device_us, torch_host_us)
@@ -221,9 +222,9 @@ def main():
     import torch
 
     import cutecall
-    from cutecall.examples.external import (fa4_combine_corpus, fa4_corpus, fa4_flex_corpus,
-                                            quack_corpus, quack_gemm_corpus,
-                                            quack_lce_corpus, quack_rotary_corpus)
+    use_corpus()
+    from corpus import (fa4_combine_corpus, fa4_corpus, fa4_flex_corpus, quack_corpus,
+                        quack_gemm_corpus, quack_lce_corpus, quack_rotary_corpus)
     corpora = (quack_corpus, quack_gemm_corpus, quack_rotary_corpus, quack_lce_corpus,
                fa4_corpus, fa4_flex_corpus, fa4_combine_corpus)
     cases = [c for corpus in corpora for c in corpus.cases(args.size)]

@@ -50,15 +50,17 @@ def split_arrays(args, kind=None):
 
 def heavy_imports_after_building(modules, heavy) -> list:
     """The `heavy` modules a fresh process has imported after building every
-    case of the corpus `modules` (names under cutecall.examples.external) at
+    case of the corpus `modules` (names under tests/external/corpus) at
     both sizes: building a case must import none of them."""
     import json
     import os
     import subprocess
     import sys
+    here = os.path.dirname(os.path.abspath(__file__))
     code = ("import importlib, json, sys\n"
+            f"sys.path.insert(0, {here!r})\n"
             f"for name in {list(modules)!r}:\n"
-            "    m = importlib.import_module('cutecall.examples.external.' + name)\n"
+            "    m = importlib.import_module('corpus.' + name)\n"
             "    m.cases('test'); m.cases('bench')\n"
             f"print(json.dumps([m for m in {list(heavy)!r} if m in sys.modules]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,

@@ -1,4 +1,4 @@
-"""FlashAttention-4's Hopper kernels (``examples/external/fa4_corpus``)
+"""FlashAttention-4's Hopper kernels (``tests/external/corpus/fa4_corpus``)
 compile for sm_90a through both of cutecall's fronts with default specs, on
 a machine without a GPU.
 
@@ -25,8 +25,8 @@ import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
 from cutecall._driver.dsl import dsl_arch  # noqa: E402
-from cutecall.examples.external import fa4_corpus, fa4_kernels  # noqa: E402
-from cutecall.examples.external import fa4_reference as ref  # noqa: E402
+from corpus import fa4_corpus, fa4_kernels  # noqa: E402
+from corpus import fa4_reference as ref  # noqa: E402
 
 SHAPE = fa4_corpus.SIZES["test"]      # (B, S, H)
 SECOND = (SHAPE[0], 200, SHAPE[2])    # same divisibility classes

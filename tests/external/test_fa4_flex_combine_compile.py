@@ -1,6 +1,6 @@
 """FlashAttention-4's flex-attention forward (a ``score_mod`` reading an
 aux tensor and an aux scalar) and its split-KV combine kernel
-(``examples/external/fa4_flex_corpus``, ``fa4_combine_corpus``) compile for
+(``tests/external/corpus/fa4_flex_corpus``, ``fa4_combine_corpus``) compile for
 sm_90a through both of cutecall's fronts, on a machine without a GPU.
 
 What a user relies on: FA4's own kernel object (captured from FA4's host
@@ -27,10 +27,10 @@ import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
 from cutecall._driver.binding import SlotKind  # noqa: E402
-from cutecall.examples.external import authors  # noqa: E402
-from cutecall.examples.external import fa4_combine_corpus as combine  # noqa: E402
-from cutecall.examples.external import fa4_flex_corpus as flex  # noqa: E402
-from cutecall.examples.external import fa4_reference as ref  # noqa: E402
+from corpus import authors  # noqa: E402
+from corpus import fa4_combine_corpus as combine  # noqa: E402
+from corpus import fa4_flex_corpus as flex  # noqa: E402
+from corpus import fa4_reference as ref  # noqa: E402
 from corpus_checks import heavy_imports_after_building, split_arrays  # noqa: E402
 
 FLEX = flex.cases("test")[0]

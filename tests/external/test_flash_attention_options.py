@@ -129,7 +129,7 @@ def _fa4_objects(monkeypatch, fwd_kwargs, bwd_kwargs, q, k, v):
     """FA4's own forward and backward kernel objects, captured at their
     cute.compile on fake torch tensors (nothing compiled)."""
     import torch
-    from cutecall.examples.external import fa4_flex_corpus
+    from corpus import fa4_flex_corpus
     from flash_attn.cute import interface
     monkeypatch.setenv("FLASH_ATTENTION_ARCH", "sm_90")
     interface._get_device_arch.cache_clear()

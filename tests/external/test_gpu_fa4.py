@@ -1,4 +1,4 @@
-"""FlashAttention-4's Hopper kernels (``examples/external/fa4_corpus``) on a
+"""FlashAttention-4's Hopper kernels (``tests/external/corpus/fa4_corpus``) on a
 GPU: each case's outputs through cutecall's JAX (eager and inside ``jit``)
 and torch fronts against its float32 reference, and against FA4's own
 launch path on the same tensors; and the four kernels composed into a
@@ -22,8 +22,8 @@ pytest.importorskip("flash_attn.cute")
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from cutecall.examples.external import fa4_corpus, fa4_kernels  # noqa: E402
-from cutecall.examples.external import fa4_reference as ref  # noqa: E402
+from corpus import fa4_corpus, fa4_kernels  # noqa: E402
+from corpus import fa4_reference as ref  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

@@ -1,5 +1,5 @@
 """FlashAttention-4's flex-attention forward and split-KV combine
-(``examples/external/fa4_flex_corpus``, ``fa4_combine_corpus``) on a GPU:
+(``tests/external/corpus/fa4_flex_corpus``, ``fa4_combine_corpus``) on a GPU:
 outputs through cutecall's JAX front (eager and inside ``jax.jit``) and
 torch front against the float32 references and, bit for bit, against FA4's
 own torch paths on the same inputs (both kernels are deterministic: no
@@ -22,8 +22,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples.external import fa4_combine_corpus as combine  # noqa: E402
-from cutecall.examples.external import fa4_flex_corpus as flex  # noqa: E402
+from corpus import fa4_combine_corpus as combine  # noqa: E402
+from corpus import fa4_flex_corpus as flex  # noqa: E402
 from corpus_checks import as_numpy, assert_close, assert_same, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu

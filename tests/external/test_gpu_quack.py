@@ -1,5 +1,5 @@
 """QuACK's kernels through cutecall on a GPU: numerics of every case of
-``cutecall.examples.external.quack_corpus`` against its float32 reference,
+``corpus.quack_corpus`` (tests/external/corpus) against its float32 reference,
 through the JAX front (eager and inside ``jax.jit``) and the torch front,
 and against QuACK's own launch paths (its torch entry points, and its
 jax-tvm-ffi JAX path where QuACK has one and ``jax_tvm_ffi`` is installed).
@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("quack")
 pytest.importorskip("cutlass")
 
-from cutecall.examples.external import quack_corpus, split_arrays  # noqa: E402
+from corpus import quack_corpus, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 

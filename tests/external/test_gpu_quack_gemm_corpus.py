@@ -1,4 +1,4 @@
-"""QuACK's epilogue GEMMs (``examples/external/quack_gemm_corpus``) on a
+"""QuACK's epilogue GEMMs (``tests/external/corpus/quack_gemm_corpus``) on a
 GPU: outputs through cutecall's JAX front (eager and inside ``jax.jit``) and
 torch front against the float32 references and, bit for bit, against QuACK's
 own torch entry points on the same inputs with the same configuration
@@ -21,8 +21,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples.external import quack_gemm_cases as qc  # noqa: E402
-from cutecall.examples.external import quack_gemm_corpus as corpus  # noqa: E402
+from corpus import quack_gemm_cases as qc  # noqa: E402
+from corpus import quack_gemm_corpus as corpus  # noqa: E402
 from corpus_checks import as_numpy, assert_close, split_arrays  # noqa: E402
 
 pytestmark = pytest.mark.gpu

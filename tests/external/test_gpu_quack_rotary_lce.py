@@ -1,5 +1,5 @@
 """QuACK's rotary embedding and linear-cross-entropy GEMM
-(``examples/external/quack_rotary_corpus``, ``quack_lce_corpus``) on a GPU:
+(``tests/external/corpus/quack_rotary_corpus``, ``quack_lce_corpus``) on a GPU:
 outputs through cutecall's JAX front (eager and inside ``jax.jit``) and
 torch front against the float32 references and, bit for bit, against
 QuACK's own torch paths on the same inputs (both kernels are deterministic:
@@ -23,8 +23,8 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall.examples.external import quack_lce_corpus as lce  # noqa: E402
-from cutecall.examples.external import quack_rotary_corpus as rotary  # noqa: E402
+from corpus import quack_lce_corpus as lce  # noqa: E402
+from corpus import quack_rotary_corpus as rotary  # noqa: E402
 from corpus_checks import as_numpy, split_arrays  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,

@@ -1,7 +1,7 @@
 """QuACK's kernels (``quack-kernels``) compile for sm_90a through both
 cutecall fronts with default specs, on a machine without a GPU.
 
-For every case of ``cutecall.examples.external.quack_corpus``:
+For every case of ``corpus.quack_corpus`` (tests/external/corpus):
 - JAX: ``call.lower(*ShapeDtypeStructs)`` compiles the kernel and lowers to
   exactly one cutecall custom call whose outputs have the structure of the
   case's reference (``None`` where an output parameter receives ``None``);
@@ -30,7 +30,7 @@ pytest.importorskip("quack")
 pytest.importorskip("cutlass")
 
 import cutecall  # noqa: E402
-from cutecall.examples.external import quack_corpus, split_arrays  # noqa: E402
+from corpus import quack_corpus, split_arrays  # noqa: E402
 from corpus_checks import heavy_imports_after_building  # noqa: E402
 
 KERNELS = quack_corpus.KERNELS

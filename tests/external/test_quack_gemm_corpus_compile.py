@@ -1,4 +1,4 @@
-"""QuACK's epilogue GEMMs (``examples/external/quack_gemm_corpus``: the
+"""QuACK's epilogue GEMMs (``tests/external/corpus/quack_gemm_corpus``: the
 default epilogue with C, alpha, beta and bias; the GELU activation epilogue
 and its backward; the symmetric GEMM; the varlen-M grouped GEMM) compile for
 sm_90a through both of cutecall's fronts, on a machine without a GPU.
@@ -26,9 +26,9 @@ pytest.importorskip("quack")
 torch = pytest.importorskip("torch")
 
 from cutecall._driver.binding import SlotKind  # noqa: E402
-from cutecall.examples.external import authors  # noqa: E402
-from cutecall.examples.external import quack_gemm_cases as qc  # noqa: E402
-from cutecall.examples.external import quack_gemm_corpus as corpus  # noqa: E402
+from corpus import authors  # noqa: E402
+from corpus import quack_gemm_cases as qc  # noqa: E402
+from corpus import quack_gemm_corpus as corpus  # noqa: E402
 from corpus_checks import heavy_imports_after_building  # noqa: E402
 
 CASES = corpus.cases("test")

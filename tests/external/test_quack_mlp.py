@@ -23,7 +23,7 @@ import jax.numpy as jnp  # noqa: E402
 import cutecall  # noqa: E402
 from cutecall.quack import mlp as quack_mlp  # noqa: E402
 from cutecall.quack import mlp_kernels as qmk  # noqa: E402
-from cutecall.examples.external import authors  # noqa: E402
+from corpus import authors  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 BF16 = jnp.bfloat16

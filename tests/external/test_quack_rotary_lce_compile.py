@@ -1,5 +1,5 @@
 """QuACK's rotary embedding and its linear-cross-entropy GEMM
-(``examples/external/quack_rotary_corpus``, ``quack_lce_corpus``) compile
+(``tests/external/corpus/quack_rotary_corpus``, ``quack_lce_corpus``) compile
 for sm_90a through both of cutecall's fronts, on a machine without a GPU.
 
 What a user relies on: QuACK's own kernel objects reach cutecall unchanged
@@ -37,9 +37,9 @@ import jax  # noqa: E402
 import cutecall  # noqa: E402
 from cutecall._driver.store import memory as compile_cache  # noqa: E402
 from cutecall._driver.binding import SlotKind  # noqa: E402
-from cutecall.examples.external import authors  # noqa: E402
-from cutecall.examples.external import quack_lce_corpus as lce  # noqa: E402
-from cutecall.examples.external import quack_rotary_corpus as rotary  # noqa: E402
+from corpus import authors  # noqa: E402
+from corpus import quack_lce_corpus as lce  # noqa: E402
+from corpus import quack_rotary_corpus as rotary  # noqa: E402
 from corpus_checks import heavy_imports_after_building  # noqa: E402
 
 ROTARY = rotary.cases("test")[0]

@@ -8,7 +8,7 @@ of cutecall compute the same results.
 
   outputs --out FILE.npz
       Every case of the QuACK and FlashAttention-4 corpus (test sizes,
-      cutecall.examples.external) through both fronts, and the example
+      tests/external/corpus) through both fronts, and the example
       attention (cutecall.attention, forward and gradients),
       on fixed random inputs; every output saved. Run it once per build
       (`. SITE/env.sh` first) and twice per build to see which outputs are
@@ -44,6 +44,7 @@ of cutecall compute the same results.
 import argparse
 import concurrent.futures as cf
 import faulthandler
+import os
 import sys
 import threading
 import time
@@ -207,7 +208,10 @@ def outputs(a, error):
     import jax
     import numpy as np
     import torch
-    from cutecall.examples.external import fa4_corpus, quack_corpus
+    corpus_parent = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                 "tests", "external")
+    sys.path.append(os.path.normpath(corpus_parent))  # tests/external/corpus
+    from corpus import fa4_corpus, quack_corpus
     saved, failed = {}, []
 
     def keep(name, leaves):

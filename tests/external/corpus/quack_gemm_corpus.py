@@ -38,7 +38,7 @@ GEMM (B = A, (M, K)) and varlen (a (L, K, N) array seen as (L, N, K) through
 The same, runnable (``concrete=False`` gives ShapeDtypeStructs, for
 ``call.lower(*args)`` without a GPU)::
 
-    from cutecall.examples.external import quack_gemm_corpus as corpus
+    from corpus import quack_gemm_corpus as corpus
     call, args = corpus.case("gemm_act", 1000, 768, 256).jax(True, 0)
     preact, postact = call(*args)   # args = (a, b, None, epi, sched, None)
 
