@@ -195,6 +195,35 @@ def test_tests_run_the_installed_package():
         "the installed package)")
 
 
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(top: str, limit: int) -> list[str]:
+    """Functions and methods (nested ones too) of the sources under `top`
+    longer than `limit` lines, from ``def`` to their last line."""
+    found = []
+    for dirpath, dirnames, files in os.walk(top):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for f in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(dirpath, f)
+            with open(path) as src:
+                tree = ast.parse(src.read(), path)
+            for node in ast.walk(tree):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        found.append(f"{os.path.relpath(path, ROOT)}:{node.lineno} "
+                                     f"{node.name}: {n} lines")
+    return found
+
+
+def test_no_driver_function_is_over_80_lines():
+    """The driver reads top to bottom: each step a named function."""
+    too_long = long_functions(os.path.join(ROOT, "python", "cutecall", "_driver"),
+                              MAX_FUNCTION_LINES)
+    assert not too_long, "split into named steps:\n" + "\n".join(too_long)
+
+
 CORPUS = os.path.join(ROOT, "tests", "external", "corpus")
 EXAMPLES_MAX_LINES = 2500
 

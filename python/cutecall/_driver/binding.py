@@ -114,49 +114,127 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
     A positional argument that is neither None nor a scalar is a pytree
     (``pytree``): an array, a container of arrays, runtime scalars, None and
     compile-time values, or one compile-time value."""
-    scalars: list = []  # ScalarArg
-    trees, paths, values = [], [], []
+    b = _Builder(sig, scalar_value, is_array)
+    if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
+        return b.bind_uninspected(args, kwargs, num_outputs)
+    by_name = _check_keywords(sig, kwargs, constexpr_names)
+    open_params = [i for i, p in enumerate(sig.params)
+                   if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
+                   and p.name not in constexpr_names]
+    if output_names is None:
+        out_pos = place_outputs(sig, open_params, [arg_kind(a) for a in args],
+                                num_outputs, order, args)
+    else:
+        out_pos = named_outputs(sig, open_params, output_names, num_outputs)
+    in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
-    def tree(a, name: str) -> Slot:
+    slots: list = [STREAM_SLOT if p.kind == STREAM else None for p in sig.params]
+    for j, i in enumerate(out_pos):
+        slots[i] = Slot(SlotKind.OUTPUT, j)
+    for k, i in enumerate(in_pos):
+        slots[i] = b.positional(k, sig.params[i], args[k])
+    keyword_scalars = []
+    for k, v in kwargs.items():
+        p = by_name[k]
+        s = b.keyword(p, v)
+        if p.keyword_only:
+            keyword_scalars.append((k, s.index))
+        else:
+            slots[sig.params.index(p)] = s
+    _fill_defaults(sig, slots, kwargs, constexpr_names)
+    return b.done(slots, keyword_scalars, [slots[i] for i in in_pos[:len(args)]])
+
+
+class _Builder:
+    """What one call's binding collects: runtime scalars, argument trees,
+    array leaves (their paths and values), array and absent arguments."""
+
+    def __init__(self, sig: LauncherSignature, scalar_value, is_array):
+        self.sig, self.scalar_value, self.is_array = sig, scalar_value, is_array
+        self.scalars: list = []  # ScalarArg
+        self.trees, self.paths, self.values = [], [], []
+        self.arrays, self.absent = [], []
+
+    def tree(self, k: int, a, name: str) -> Slot:
+        """Argument `k`, a pytree, as the next INPUT slot."""
         def on_scalar(path, value, scalar_type):
             what = f"{name}{pytree.keystr(path)}"
-            v = scalar_value(value, f"runtime scalar {what!r} ({scalar_type})")
-            scalars.append(encode_scalar(what, scalar_type, v))
-            return len(scalars) - 1
-        node, found = pytree.flatten(a, is_array, on_scalar)
-        paths.extend((len(trees), p) for p, _ in found)
-        values.extend(v for _, v in found)
-        trees.append(node)
-        return Slot(SlotKind.INPUT, len(trees) - 1)
+            v = self.scalar_value(value, f"runtime scalar {what!r} ({scalar_type})")
+            self.scalars.append(encode_scalar(what, scalar_type, v))
+            return len(self.scalars) - 1
+        node, found = pytree.flatten(a, self.is_array, on_scalar)
+        self.paths.extend((len(self.trees), p) for p, _ in found)
+        self.values.extend(v for _, v in found)
+        self.trees.append(node)
+        self.arrays.append(k)
+        return Slot(SlotKind.INPUT, len(self.trees) - 1)
 
-    def done(slots, arrays, keyword_scalars, absent, arg_slots) -> tuple[Binding, list]:
-        return Binding(tuple(slots), tuple(arrays), tuple(scalars),
-                       tuple(keyword_scalars), tuple(absent), tuple(trees),
-                       tuple(paths), tuple(arg_slots)), values
+    def scalar(self, name: str, scalar_type, value) -> Slot:
+        self.scalars.append(encode_scalar(name, scalar_type, value))
+        return Slot(SlotKind.SCALAR, len(self.scalars) - 1)
 
-    if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
+    def param_scalar(self, p: Param, value, what: str) -> Slot:
+        """A runtime scalar for parameter `p`, typed by its annotation, the
+        DSL scalar's own type or the value."""
+        st = pytree.dsl_scalar_type(value)
+        v = self.scalar_value(value.value if st else value, what)
+        return self.scalar(p.name, p.scalar_type or st or infer_scalar_type(v), v)
+
+    def positional(self, k: int, p: Param, a) -> Slot:
+        """Positional argument `k` filling parameter `p`."""
+        what = f"argument {p.name!r} of '{self.sig.name}'"
+        if a is None:
+            self.absent.append(k)
+            return NONE_SLOT
+        if p.kind == SCALAR or is_scalar_value(a) or pytree.dsl_scalar_type(a):
+            return self.param_scalar(p, a, what)
+        check_argument(a, what, self.is_array)
+        return self.tree(k, a, p.name)
+
+    def keyword(self, p: Param, v) -> Slot:
+        """A call-time keyword argument: a runtime scalar for `p`."""
+        k, name = p.name, self.sig.name
+        if p.kind == TENSOR and not (is_scalar_value(v) or pytree.dsl_scalar_type(v)):
+            raise TypeError(f"cutecall: array argument {k!r} of '{name}' "
+                            "must be passed positionally (keywords carry "
+                            "runtime scalars only)")
+        if p.kind == TENSOR and p.annotated:
+            raise TypeError(f"cutecall: {k}={v!r}: parameter {k!r} of "
+                            f"'{name}' is annotated as a tensor; a scalar "
+                            "cannot fill it")
+        return self.param_scalar(p, v, f"argument {k!r} of '{name}'")
+
+    def bind_uninspected(self, args, kwargs, num_outputs: int) -> tuple[Binding, list]:
+        """A launcher taking ``*args``: stream, the arguments, the outputs."""
         if kwargs:
-            raise TypeError(f"cutecall: launcher '{sig.name}' takes *args, so "
+            raise TypeError(f"cutecall: launcher '{self.sig.name}' takes *args, so "
                             f"call-time keyword arguments {sorted(kwargs)} cannot "
                             "be bound; pass them positionally")
-        slots, arrays, absent = [STREAM_SLOT], [], []
+        slots = [STREAM_SLOT]
         for i, a in enumerate(args):
             if a is None:
                 slots.append(NONE_SLOT)
-                absent.append(i)
+                self.absent.append(i)
             elif is_scalar_value(a) or pytree.dsl_scalar_type(a):
                 st = pytree.dsl_scalar_type(a)
                 v = a.value if st else python_value(a, f"argument {i}")
-                scalars.append(encode_scalar(f"arg{i}", st or infer_scalar_type(v), v))
-                slots.append(Slot(SlotKind.SCALAR, len(scalars) - 1))
+                slots.append(self.scalar(f"arg{i}", st or infer_scalar_type(v), v))
             else:
-                check_argument(a, f"argument {i} of '{sig.name}'", is_array)
-                slots.append(tree(a, f"arg{i}"))
-                arrays.append(i)
+                check_argument(a, f"argument {i} of '{self.sig.name}'", self.is_array)
+                slots.append(self.tree(i, a, f"arg{i}"))
         arg_slots = slots[1:]
         slots += [Slot(SlotKind.OUTPUT, j) for j in range(num_outputs)]
-        return done(slots, arrays, (), absent, arg_slots)
+        return self.done(slots, (), arg_slots)
 
+    def done(self, slots, keyword_scalars, arg_slots) -> tuple[Binding, list]:
+        return Binding(tuple(slots), tuple(self.arrays), tuple(self.scalars),
+                       tuple(keyword_scalars), tuple(self.absent), tuple(self.trees),
+                       tuple(self.paths), tuple(arg_slots)), self.values
+
+
+def _check_keywords(sig: LauncherSignature, kwargs, constexpr_names) -> dict:
+    """Every call-time keyword names a parameter that is not the stream nor
+    a constexpr; returns {name: Param} of the launcher's parameters."""
     by_name = {p.name: p for p in sig.params + sig.keyword_only}
     for k in kwargs:
         p = by_name.get(k)
@@ -168,59 +246,12 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
             raise TypeError(f"cutecall: {k!r} of launcher '{sig.name}' was given "
                             "to cutlass_call(...) as a constexpr; it cannot also "
                             "be passed at call time")
-    open_params = [i for i, p in enumerate(sig.params)
-                   if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
-                   and p.name not in constexpr_names]
-    kinds = [arg_kind(a) for a in args]
-    if output_names is None:
-        out_pos = place_outputs(sig, open_params, kinds, num_outputs, order,
-                                args)
-    else:
-        out_pos = named_outputs(sig, open_params, output_names, num_outputs)
-    in_pos = [i for i in open_params if i not in out_pos][:len(args)]
+    return by_name
 
-    slots: list = [None] * len(sig.params)
-    arrays, absent = [], []
-    for i, p in enumerate(sig.params):
-        if p.kind == STREAM:
-            slots[i] = STREAM_SLOT
-    for j, i in enumerate(out_pos):
-        slots[i] = Slot(SlotKind.OUTPUT, j)
 
-    def scalar(p: Param, value, what) -> Slot:
-        st = pytree.dsl_scalar_type(value)
-        v = scalar_value(value.value if st else value, what)
-        st = p.scalar_type or st or infer_scalar_type(v)
-        scalars.append(encode_scalar(p.name, st, v))
-        return Slot(SlotKind.SCALAR, len(scalars) - 1)
-
-    for k, i in enumerate(in_pos):
-        p, a = sig.params[i], args[k]
-        if a is None:
-            slots[i] = NONE_SLOT
-            absent.append(k)
-        elif p.kind == SCALAR or is_scalar_value(a) or pytree.dsl_scalar_type(a):
-            slots[i] = scalar(p, a, f"argument {p.name!r} of '{sig.name}'")
-        else:
-            check_argument(a, f"argument {p.name!r} of '{sig.name}'", is_array)
-            slots[i] = tree(a, p.name)
-            arrays.append(k)
-    keyword_scalars = []
-    for k, v in kwargs.items():
-        p = by_name[k]
-        if p.kind == TENSOR and not (is_scalar_value(v) or pytree.dsl_scalar_type(v)):
-            raise TypeError(f"cutecall: array argument {k!r} of '{sig.name}' "
-                            "must be passed positionally (keywords carry "
-                            "runtime scalars only)")
-        if p.kind == TENSOR and p.annotated:
-            raise TypeError(f"cutecall: {k}={v!r}: parameter {k!r} of "
-                            f"'{sig.name}' is annotated as a tensor; a scalar "
-                            "cannot fill it")
-        s = scalar(p, v, f"argument {k!r} of '{sig.name}'")
-        if p.keyword_only:
-            keyword_scalars.append((k, s.index))
-        else:
-            slots[sig.params.index(p)] = s
+def _fill_defaults(sig: LauncherSignature, slots: list, kwargs, constexpr_names) -> None:
+    """Parameters no argument filled take their default (or are constexprs);
+    any other is an error, as is a keyword-only one given nowhere."""
     for i, p in enumerate(sig.params):
         if slots[i] is None:
             if p.name in constexpr_names or p.has_default:
@@ -234,8 +265,6 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
             raise TypeError(f"cutecall: launcher '{sig.name}' needs keyword "
                             f"argument {p.name!r} (a constexpr to cutlass_call, "
                             "or a runtime scalar at call time)")
-    return done(slots, arrays, keyword_scalars, absent,
-                [slots[i] for i in in_pos[:len(args)]])
 
 
 def describe(sig: LauncherSignature, binding: Binding) -> str:

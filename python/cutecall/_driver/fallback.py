@@ -165,96 +165,140 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
     for the process and recorded in the artifact store: each fails once per
     user and version, not per call or process.
     """
-    allowed = enabled(fallback)
-    names = [op.name for op in operands]
-    shapes = [tuple(op.shape) for op in operands]
-    ranks = [len(s) for s in shapes]
-    start = tuple(start)
-    cache, state = memory, {"first": None, "cause": "rejected earlier in the process"}
-
-    def forms() -> Iterator[tuple]:
-        yield start
-        if not allowed:
-            return
-        searched = iter(search(shapes))
-        current = start
-        while True:
-            error = state.get("last")
-            step = tuple(a | b for a, b in zip(current, guided(error, names, ranks))) \
-                if error is not None else current
-            if step == current:  # no guidance: the next searched form
-                step = next((tuple(a | b for a, b in zip(start, m)) for m in searched), None)
-                if step is None:
-                    return
-            state["last"] = None
-            current = step
-            yield step
-
+    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback))
     seen = set()
-    for tried, masks in enumerate(forms()):
+    for tried, masks in enumerate(c.forms()):
         spec = build(masks)
         if spec.key in seen:
             continue
         seen.add(spec.key)
+        compiled = c.attempt(spec, masks)
+        if compiled is not None:
+            c.warn(masks, explicit)
+            return compiled, spec, masks, tried
+    return c.fail()
+
+
+class _Climb:
+    """One climb's state: the first and the latest rejection, and why."""
+
+    def __init__(self, build, operands, start: tuple, name: str, options: str,
+                 arch: str, allowed: bool):
+        self.build, self.start, self.allowed = build, start, allowed
+        self.name, self.options, self.arch = name, options, arch
+        self.names = [op.name for op in operands]
+        self.shapes = [tuple(op.shape) for op in operands]
+        self.ranks = [len(s) for s in self.shapes]
+        self.first: CompileError | None = None  # the first form's failure
+        self.last: CompileError | None = None   # the latest, to guide the next
+        self.cause = "rejected earlier in the process"
+        self.warning = ""                       # what to warn, once per kernel
+
+    def forms(self) -> Iterator[tuple]:
+        """`start`, then (if allowed) guided forms while the failures name
+        new dims, else the next searched form."""
+        yield self.start
+        if not self.allowed:
+            return
+        searched = iter(search(self.shapes))
+        current = self.start
+        while True:
+            error, self.last = self.last, None
+            step = tuple(a | b for a, b in
+                         zip(current, guided(error, self.names, self.ranks))) \
+                if error is not None else current
+            if step == current:  # no guidance: the next searched form
+                step = next((tuple(a | b for a, b in zip(self.start, m))
+                             for m in searched), None)
+                if step is None:
+                    return
+            current = step
+            yield step
+
+    def attempt(self, spec, masks: tuple):
+        """The compiled kernel of one form, or None when the DSL rejects it
+        (now, earlier in the process, or in an earlier process)."""
+        cache, key = memory, spec.key
         last_form = all(m == EVERYTHING for m in masks)
         with cache.lock:
-            cached = cache.cached(spec.key)
-            stored = None if cached or cache.is_rejected(spec.key) or last_form \
-                or not allowed else kernels.rejection(spec.key, arch)
+            cached = cache.cached(key)
+            stored = None if cached or cache.is_rejected(key) or last_form \
+                or not self.allowed else kernels.rejection(key, self.arch)
             if stored is not None:
-                state["cause"] = f"{stored[0]} (recorded by an earlier process)"
-            if cache.is_rejected(spec.key) or stored is not None:
-                source = stored[1] if stored else cache.rejected_source(spec.key)
-                cache.remember_rejection(spec.key, name, source)
-                state["last"] = CompileError(state["cause"], source_line=source)
-                continue
+                self.cause = f"{stored[0]} (recorded by an earlier process)"
+            if cache.is_rejected(key) or stored is not None:
+                source = stored[1] if stored else cache.rejected_source(key)
+                cache.remember_rejection(key, self.name, source)
+                self.last = CompileError(self.cause, source_line=source)
+                return None
             try:
-                kernel = cache.get_locked(spec, name, options, arch)
+                kernel = cache.get_locked(spec, self.name, self.options, self.arch)
             except CompileError as e:
-                logger.info("kernel '%s' rejected a form for %s: %s", name, arch,
-                            e.root_cause)
-                state["first"] = state["first"] or e
-                state["last"] = e
-                cache.remember_rejection(spec.key, name, e.source_line)
-                if allowed and not last_form:
-                    kernels.record_rejection(spec.key, name, arch, e.root_cause,
-                                             e.source_line)
-                continue
-            climbed = masks != start
-            what = summary([m & ~s for m, s in zip(masks, start)], names, shapes)
-            if climbed and not cached:
-                cache.count_fallback()
-                logger.info("kernel '%s': static fallback, compiled with %s (%s)",
-                            name, what, state["first"].root_cause if state["first"]
-                            else state["cause"])
-            warn = climbed and name not in cache.warned
-            if warn:
-                cache.warned.add(name)
-        if warn:
-            cause = state["first"].root_cause if state["first"] else state["cause"]
-            warnings.warn(
-                f"cutecall: kernel '{name}' does not compile with dynamic "
+                self._rejected(key, e, last_form)
+                return None
+            self._accepted(masks, cached)
+        return kernel
+
+    def _rejected(self, key, e: CompileError, last_form: bool) -> None:
+        logger.info("kernel '%s' rejected a form for %s: %s", self.name, self.arch,
+                    e.root_cause)
+        self.first = self.first or e
+        self.last = e
+        memory.remember_rejection(key, self.name, e.source_line)
+        if self.allowed and not last_form:
+            kernels.record_rejection(key, self.name, self.arch, e.root_cause,
+                                     e.source_line)
+
+    def _accepted(self, masks: tuple, cached) -> None:
+        """Counts and logs a climbed form (under the cache lock) and decides
+        whether this kernel's one warning is due."""
+        if masks == self.start:
+            return
+        cache = memory
+        what = summary([m & ~s for m, s in zip(masks, self.start)],
+                       self.names, self.shapes)
+        cause = self.first.root_cause if self.first else self.cause
+        if not cached:
+            cache.count_fallback()
+            logger.info("kernel '%s': static fallback, compiled with %s (%s)",
+                        self.name, what, cause)
+        if self.name not in cache.warned:
+            cache.warned.add(self.name)
+            self.warning = (
+                f"cutecall: kernel '{self.name}' does not compile with dynamic "
                 f"layouts ({cause}); compiled with {what}, as its authors' launch "
-                f"path or NVIDIA's cutlass_call would. To ask for this explicitly: "
-                f"{explicit(masks)}. To make it an error: static_fallback=False or "
-                f"{ENV}=0.", StaticFallbackWarning, stacklevel=user_stacklevel())
-        return kernel, spec, masks, tried
-    first = state["first"]
-    if first is None:  # every form was rejected earlier in the process
-        spec = build(start)
+                f"path or NVIDIA's cutlass_call would.")
+
+    def warn(self, masks: tuple, explicit: Callable[[tuple], str]) -> None:
+        """The one StaticFallbackWarning of this kernel, outside the lock."""
+        if self.warning:
+            warnings.warn(
+                f"{self.warning} To ask for this explicitly: {explicit(masks)}. "
+                f"To make it an error: static_fallback=False or {ENV}=0.",
+                StaticFallbackWarning, stacklevel=user_stacklevel())
+
+    def fail(self) -> tuple:
+        """No form compiled: the first form's error (with a note when static
+        forms were tried too), remembered for the same call. When every
+        form was rejected earlier in the process, the first is compiled
+        again, so the error is the DSL's own."""
+        first, cache = self.first, memory
+        if first is None:  # every form was rejected earlier in the process
+            spec = self.build(self.start)
+            with cache.lock:
+                earlier = cache.failure(spec.key)
+                if earlier is not None:  # the same call failed: no compile again
+                    raise earlier
+                cache.forget_rejection(spec.key)
+                kernel = cache.get_locked(spec, self.name, self.options, self.arch)
+            return kernel, spec, self.start, 0
+        if self.allowed:
+            first = CompileError(
+                f"{first}\n(no static form compiled either; the fully static one "
+                "is tried last)", kernel=self.name, arch=self.arch,
+                root_cause=first.root_cause, dsl_message=first.dsl_message,
+                source_line=first.source_line)
+            first.__cause__ = self.first
         with cache.lock:
-            earlier = cache.failure(spec.key)
-            if earlier is not None:  # the same call failed: no compile again
-                raise earlier
-            cache.forget_rejection(spec.key)
-            kernel = cache.get_locked(spec, name, options, arch)  # raises again
-        return kernel, spec, start, 0
-    if allowed:
-        first = CompileError(
-            f"{first}\n(no static form compiled either; the fully static one is "
-            "tried last)", kernel=name, arch=arch, root_cause=first.root_cause,
-            dsl_message=first.dsl_message, source_line=first.source_line)
-        first.__cause__ = state["first"]
-    with cache.lock:
-        cache.remember_failure(build(start).key, first)
-    raise first
+            cache.remember_failure(self.build(self.start).key, first)
+        raise first

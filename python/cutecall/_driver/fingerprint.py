@@ -123,23 +123,7 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
                 member(value.keywords, f"{what}.keywords")]
     if inspect.isroutine(value) or (callable(value) and
                                     hasattr(value, "__wrapped__")):
-        target = inspect.unwrap(getattr(value, "__wrapped__", value))
-        closure = []
-        for cell in getattr(target, "__closure__", None) or ():
-            try:
-                closure.append(inner(cell.cell_contents, f"{what} closure"))
-            except ValueError:
-                closure.append(["empty-cell"])
-        # Factory-made callables (FA4's score/mask mods) may capture their
-        # values as parameter defaults instead of closure cells.
-        kwdefaults = getattr(target, "__kwdefaults__", None)
-        defaults = [inner(getattr(target, "__defaults__", None), f"{what} __defaults__"),
-                    inner(None if kwdefaults is None else tuple(sorted(kwdefaults.items())),
-                          f"{what} __kwdefaults__")]
-        return ["callable", getattr(target, "__module__", "?"),
-                getattr(target, "__qualname__", type(target).__name__),
-                source_digest(value), closure] + \
-            ([["defaults", defaults]] if defaults != [_NONE, _NONE] else [])
+        return _callable_fingerprint(value, what, inner)
     state = _state(value)
     if state is not None:
         return _object_fingerprint(value, state, what, depth, seen)
@@ -153,6 +137,28 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
         raise TypeError(f"cutecall: {what} = {r} has no stable repr; pass a "
                         "value whose repr does not contain an address")
     return ["repr", type(value).__module__, type(value).__qualname__, r]
+
+
+def _callable_fingerprint(value, what: str, inner) -> list:
+    """A function's module, name, source digest, closure values and
+    parameter defaults (`inner` fingerprints each value one level deeper)."""
+    target = inspect.unwrap(getattr(value, "__wrapped__", value))
+    closure = []
+    for cell in getattr(target, "__closure__", None) or ():
+        try:
+            closure.append(inner(cell.cell_contents, f"{what} closure"))
+        except ValueError:
+            closure.append(["empty-cell"])
+    # Factory-made callables (FA4's score/mask mods) may capture their
+    # values as parameter defaults instead of closure cells.
+    kwdefaults = getattr(target, "__kwdefaults__", None)
+    defaults = [inner(getattr(target, "__defaults__", None), f"{what} __defaults__"),
+                inner(None if kwdefaults is None else tuple(sorted(kwdefaults.items())),
+                      f"{what} __kwdefaults__")]
+    return ["callable", getattr(target, "__module__", "?"),
+            getattr(target, "__qualname__", type(target).__name__),
+            source_digest(value), closure] + \
+        ([["defaults", defaults]] if defaults != [_NONE, _NONE] else [])
 
 
 def _object_fingerprint(value, state: dict, what: str, depth: int,
