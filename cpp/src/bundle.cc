@@ -3,11 +3,14 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <fstream>
 #include <iterator>
 #include <utility>
 
 #include "bundle_manifest.h"
+#include "bundle_runtime.h"
+#include "cutecall/module_registry.h"
 
 namespace cutecall {
 namespace {
@@ -151,39 +154,61 @@ ErrorOr<VerifiedBundle> ReadVerifiedBundle(const std::string& path,
 
 ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
                                               const BundleOptions& options) {
+  static std::atomic<uint64_t> next_id{1};
   // Verify every entry and object first; load modules only once all pass.
   ErrorOr<bundle_internal::VerifiedBundle> read =
       bundle_internal::ReadVerifiedBundle(path, options);
   if (!read.ok()) return read.status();
   bundle_internal::VerifiedBundle& v = read.value();
+  const std::string who = "cutecall: bundle '" + path + "': ";
   std::unique_ptr<Bundle> bundle(new Bundle());
   bundle->path_ = path;
+  bundle->id_ = next_id.fetch_add(1);
   bundle->digest_ = v.manifest.digest;
   bundle->cutecall_version_ = v.manifest.cutecall_version;
   bundle->dsl_version_ = v.manifest.dsl_version;
+  bundle->runtime_ = {v.manifest.runtime_version, v.manifest.runtime_sha256,
+                      v.manifest.runtime_path};
+  if (options.load_modules) {
+    ErrorOr<std::string> lib = bundle_internal::ChooseRuntime(v.manifest, who);
+    if (!lib.ok()) return lib.status();
+    bundle->runtime_library_ = RuntimeLibraryPath();
+  }
   for (size_t i = 0; i < v.manifest.entries.size(); ++i) {
     const ManifestEntry& e = v.manifest.entries[i];
     auto k = std::unique_ptr<BundleKernel>(
         new BundleKernel(e.name, e.arch, std::move(v.plans[i])));
     k->scalar_types_ = e.scalar_types;
+    k->scalar_names_ = e.scalar_names;
+    k->key_ = e.key;
     k->layouts_ = e.layouts;
-    ErrorOr<std::shared_ptr<LoadedModule>> module =
-        ModuleRegistry::Global().Acquire(e.sha256, v.objects[i], e.function,
-                                         e.name);
-    if (!module.ok()) {
-      return Status(module.status().code(), "cutecall: bundle '" + path +
-                    "': entry '" + e.name + "': " + module.status().message());
+    if (options.load_modules) {
+      ErrorOr<std::shared_ptr<LoadedModule>> module =
+          ModuleRegistry::Global().Acquire(e.sha256, v.objects[i], e.function,
+                                           e.name);
+      if (!module.ok()) {
+        return Status(module.status().code(), who + "entry '" + e.name +
+                                                  "': " +
+                                                  module.status().message());
+      }
+      k->module_ = std::move(module).value();
     }
-    k->module_ = std::move(module).value();
     bundle->kernels_.push_back(std::move(k));
   }
+  std::sort(bundle->kernels_.begin(), bundle->kernels_.end(),
+            [](const auto& a, const auto& b) { return a->name() < b->name(); });
   return bundle;
 }
 
+const BundleKernel* Bundle::FindOrNull(std::string_view name) const {
+  auto it = std::lower_bound(
+      kernels_.begin(), kernels_.end(), name,
+      [](const auto& k, std::string_view n) { return k->name() < n; });
+  return it != kernels_.end() && (*it)->name() == name ? it->get() : nullptr;
+}
+
 ErrorOr<const BundleKernel*> Bundle::Find(std::string_view name) const {
-  for (const auto& k : kernels_) {
-    if (k->name() == name) return k.get();
-  }
+  if (const BundleKernel* k = FindOrNull(name)) return k;
   std::string have;
   for (const auto& k : kernels_) have += (have.empty() ? "" : ", ") + k->name();
   return NotFound("cutecall: bundle '" + path_ + "': no kernel '" +
@@ -257,6 +282,10 @@ Status BundleKernel::Run(void* stream, Span<BufferView> inputs,
   }
   std::copy(scalars.data, scalars.data + scalars.size,
             slots + plan_.first_scalar_slot());
+  if (module_ == nullptr) {
+    return FailedPrecondition("cutecall: kernel '" + name_ + "': its bundle "
+                              "was opened with load_modules = false");
+  }
   return module_->Run(stream, slots, plan_.num_slots(), name_);
 }
 

@@ -147,6 +147,24 @@ Status FillEntry(const std::map<std::string, std::string_view>& f,
   return Status::Ok();
 }
 
+// "dsl-runtime <sha256 hex> <version> <path>": the path is the rest of the
+// line (it may hold spaces); the version is one word.
+Status ParseRuntimeField(std::string_view v, Manifest* m) {
+  const size_t a = v.find(' ');
+  const size_t b = a == std::string_view::npos ? a : v.find(' ', a + 1);
+  Digest unused;
+  if (b == std::string_view::npos || !FromHex(v.substr(0, a), &unused) ||
+      b == a + 1 || b + 1 >= v.size()) {
+    return InvalidArgument("field 'dsl-runtime' must be '<sha256 hex> "
+                           "<version> <path>', got '" +
+                           std::string(v.substr(0, 120)) + "'");
+  }
+  m->runtime_sha256 = std::string(v.substr(0, a));
+  m->runtime_version = std::string(v.substr(a + 1, b - a - 1));
+  m->runtime_path = std::string(v.substr(b + 1));
+  return Status::Ok();
+}
+
 bool IsPermutation(const std::vector<int32_t>& dims, int32_t rank) {
   std::vector<bool> seen(size_t(rank), false);
   if (int32_t(dims.size()) != rank) return false;
@@ -208,12 +226,16 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
                 " but the manifest's SHA-256 is " + ToHex(Sha256(body)) +
                 " (tampered or corrupt)");
   }
-  const std::string first =
-      "cutecall-bundle " + std::to_string(kBundleFormatVersion);
-  if (lines[0] != first) {
+  int format = 0;
+  for (int v = kOldestBundleFormatVersion; v <= kBundleFormatVersion; ++v) {
+    if (lines[0] == "cutecall-bundle " + std::to_string(v)) format = v;
+  }
+  if (format == 0) {
     return fail("line 1: field 'cutecall-bundle' must be " +
+                std::to_string(kOldestBundleFormatVersion) + ".." +
                 std::to_string(kBundleFormatVersion) + " (this cutecall reads "
-                "format " + std::to_string(kBundleFormatVersion) + "), got '" +
+                "formats " + std::to_string(kOldestBundleFormatVersion) + ".." +
+                std::to_string(kBundleFormatVersion) + "), got '" +
                 std::string(lines[0].substr(0, 80)) + "'");
   }
   std::map<std::string, std::string_view> header, fields;
@@ -230,8 +252,9 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
     if (in_entry) at += "entry '" + name + "': ";
     bool entry_field = field == "jax";
     for (const char* f : kEntryFields) entry_field = entry_field || field == f;
-    if (!in_entry && (field == "cutecall" || field == "dsl") &&
-        !header.count(field)) {
+    const bool header_field = field == "cutecall" || field == "dsl" ||
+                              (format >= 2 && field == "dsl-runtime");
+    if (!in_entry && header_field && !header.count(field)) {
       header[field] = value;
     } else if (!in_entry && field == "entry") {
       name = std::string(value);
@@ -267,6 +290,11 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
   if (m.entries.empty()) return fail("no entries");
   m.cutecall_version = std::string(header["cutecall"]);
   m.dsl_version = std::string(header["dsl"]);
+  if (auto rt = header.find("dsl-runtime"); rt != header.end()) {
+    if (Status s = ParseRuntimeField(rt->second, &m); !s.ok()) {
+      return fail(s.message());
+    }
+  }
   return m;
 }
 

@@ -1,8 +1,9 @@
 // Internal to bundle.cc: the bundle manifest, format 1 (docs/bundles.md).
 //
-//   cutecall-bundle 1                 first line: the format version
+//   cutecall-bundle 2                 first line: the format version (1 or 2)
 //   cutecall <version>                header fields, once each
 //   dsl <version>
+//   dsl-runtime <sha256> <ver> <path> format 2, optional: the DSL runtime
 //   entry <name>                      then per kernel, a block of fields
 //   kernel <name> ... end             (any order, each once; 'jax' optional)
 //   manifest-sha256 <hex>             last line: SHA-256 of all bytes above
@@ -48,6 +49,10 @@ struct Manifest {
   std::string digest;  // hex, the manifest-sha256 line
   std::string cutecall_version;
   std::string dsl_version;
+  // 'dsl-runtime' (format 2): all empty when not recorded.
+  std::string runtime_sha256;   // hex
+  std::string runtime_version;  // e.g. nvidia-cutlass-dsl-libs-cu13==4.8.1
+  std::string runtime_path;     // where it was at export
   std::vector<ManifestEntry> entries;  // in file order (sorted by name)
 };
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cutecall/sha256.h"
 #include "fake_runtime.h"
 #include "plan_builder.h"
 #include "test_util.h"
@@ -199,9 +200,9 @@ TEST_F(BundleTest, MissingFilesAreNamed) {
 
 TEST_F(BundleTest, WrongVersionsAreRefused) {
   FakeRuntime fake;
-  EditManifest("cutecall-bundle 1", "cutecall-bundle 2", true);
+  EditManifest("cutecall-bundle 1", "cutecall-bundle 3", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
-                      {"field 'cutecall-bundle' must be 1", "got 'cutecall-bundle 2'"}));
+                      {"field 'cutecall-bundle' must be 1..2", "got 'cutecall-bundle 3'"}));
   EditManifest("plan-version 3\nplan 3", "plan-version 4\nplan 4", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
                       {"entry 'mat'", "field 'plan-version' is 4", "1..3"}));

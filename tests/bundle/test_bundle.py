@@ -156,8 +156,8 @@ CASES = {
     "truncated manifest": (lambda p: (p / "manifest.txt").write_text(
         (p / "manifest.txt").read_text()[:300]), ["manifest.txt", "truncated"]),
     "format version": (lambda p: reseal(p, lambda t: t.replace(
-        "cutecall-bundle 1", "cutecall-bundle 2")),
-        ["field 'cutecall-bundle' must be 1"]),
+        "cutecall-bundle 2", "cutecall-bundle 3")),
+        ["field 'cutecall-bundle' must be 1..2"]),
     "plan version": (lambda p: reseal(p, lambda t: t.replace(
         "plan-version 3\nplan 3", "plan-version 9\nplan 9", 1)),
         ["entry 'affine'", "field 'plan-version' is 9", "1..3"]),

@@ -7,9 +7,13 @@
 //   * Open verifies before it loads anything: the manifest's own SHA-256
 //     (and the pinned digest, if given), the format and plan versions, each
 //     entry's fields, each object's size, SHA-256 and ELF symbols, and each
-//     entry's arch against BundleOptions::device_arch. Then it loads every
-//     module through the ModuleRegistry (the DSL runtime is dlopen'ed on
-//     first use: SetRuntimeLibraryPath or $CUTECALL_DSL_RUNTIME).
+//     entry's arch against BundleOptions::device_arch. Then it finds the
+//     DSL runtime the bundle records (version and SHA-256; format 2) and
+//     loads every module through the ModuleRegistry, once per process: the
+//     runtime is, in order, SetRuntimeLibraryPath's or $CUTECALL_DSL_RUNTIME,
+//     the path recorded at export, the nvidia-cutlass-dsl libs of the
+//     python3 on PATH (cutecall/bundle_runtime.h). A runtime whose digest
+//     differs is an error naming both versions.
 //   * BundleKernel::Run packs pointers, dynamic extents/strides and scalars
 //     into stack storage and launches on the given stream: it allocates
 //     nothing, never synchronizes, and is safe to call from many threads.
@@ -30,15 +34,19 @@
 
 #include "cutecall/abi.h"
 #include "cutecall/launch_plan.h"
-#include "cutecall/module_registry.h"
 #include "cutecall/status.h"
 
 namespace cutecall {
 
-// The manifest format this build reads and cutecall.export writes.
-inline constexpr int kBundleFormatVersion = 1;
+class LoadedModule;  // cutecall/module_registry.h (internal)
+
+// The manifest format cutecall.export writes; this build reads
+// kOldestBundleFormatVersion..kBundleFormatVersion. Format 2 adds the
+// header field 'dsl-runtime' (the runtime the objects were compiled for).
+inline constexpr int kBundleFormatVersion = 2;
+inline constexpr int kOldestBundleFormatVersion = 1;
 inline constexpr const char* kBundleManifest = "manifest.txt";
-static_assert(kBundleFormatVersion == 1,
+static_assert(kBundleFormatVersion == 2,
               "docs/bundles.md and python/cutecall/bundle/_write.py describe "
               "format 1: update them with the version");
 
@@ -76,6 +84,18 @@ struct BundleOptions {
   // The GPU's arch, e.g. "sm_90a" or "sm_90" (from cudaGetDeviceProperties):
   // entries that cannot run there are refused. Empty: not checked.
   std::string device_arch;
+  // false: verify and list the entries but load no module and no runtime
+  // (inspection on machines without a GPU); Run then fails.
+  bool load_modules = true;
+};
+
+// The DSL runtime a bundle's objects were compiled against (format 2's
+// 'dsl-runtime' field): "4.8.1 cu13", its SHA-256 (hex) and the path it
+// had at export. All empty for format 1 bundles.
+struct BundleRuntime {
+  std::string version;
+  std::string sha256;
+  std::string path;
 };
 
 // One kernel of a bundle. Owned by its Bundle.
@@ -100,6 +120,11 @@ class BundleKernel {
   size_t num_outputs() const { return plan_.num_rets(); }
   // "Float32", "Int32", ... per runtime scalar; "?" where not recorded.
   const std::vector<std::string>& scalar_types() const { return scalar_types_; }
+  // The scalars' names as exported ("" where not recorded).
+  const std::vector<std::string>& scalar_names() const { return scalar_names_; }
+  // The specialization key (hex) and whether modules were loaded.
+  const std::string& key() const { return key_; }
+  bool loaded() const { return module_ != nullptr; }
 
  private:
   friend class Bundle;
@@ -111,6 +136,8 @@ class BundleKernel {
   std::string arch_;
   LaunchPlan plan_;
   std::vector<std::string> scalar_types_;
+  std::vector<std::string> scalar_names_;
+  std::string key_;
   // Minor-to-major dims per plan operand; empty when not recorded.
   std::vector<std::vector<int32_t>> layouts_;
   std::shared_ptr<LoadedModule> module_;
@@ -124,7 +151,16 @@ class Bundle {
 
   // The kernel exported under `name`; NotFound lists the names there are.
   ErrorOr<const BundleKernel*> Find(std::string_view name) const;
+  // The same without building an error: nullptr when there is none.
+  const BundleKernel* FindOrNull(std::string_view name) const;
   std::vector<std::string> names() const;
+  size_t size() const { return kernels_.size(); }
+  const BundleKernel& kernel(size_t i) const { return *kernels_[i]; }
+  // Unique in the process, never reused: caches key on it (typed headers).
+  uint64_t id() const { return id_; }
+  const BundleRuntime& runtime() const { return runtime_; }
+  // The runtime library Open chose ("" when opened without loading).
+  const std::string& runtime_library() const { return runtime_library_; }
 
   const std::string& path() const { return path_; }
   const std::string& digest() const { return digest_; }  // manifest-sha256
@@ -137,6 +173,9 @@ class Bundle {
   std::string digest_;
   std::string cutecall_version_;
   std::string dsl_version_;
+  BundleRuntime runtime_;
+  std::string runtime_library_;
+  uint64_t id_ = 0;
   std::vector<std::unique_ptr<BundleKernel>> kernels_;  // sorted by name
 };
 

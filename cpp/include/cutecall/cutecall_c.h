@@ -1,0 +1,136 @@
+/* cutecall/cutecall_c.h — the C ABI of cutecall bundles: run precompiled
+ * CuTe DSL kernels from C, Rust, Go, Julia... with no Python and no C++.
+ *
+ * Owns: opaque handles over cutecall/bundle.h (open, find, run, close),
+ * status codes with a name and a message each, and the last error's full
+ * text per thread. Contract: every function is extern "C", throws nothing,
+ * and takes or returns only C types; a failed call returns a status other
+ * than CUTECALL_OK and leaves its detail in cutecall_last_error() (the
+ * calling thread's, valid until its next failing call). Handles are safe to
+ * share between threads once opened; cutecall_kernel_run may be called from
+ * many threads at once. docs/bundles.md ("The C ABI") lists the codes.
+ *
+ *   cutecall_bundle* b = NULL;
+ *   if (cutecall_bundle_open("kernels.bundle", NULL, &b) != CUTECALL_OK) {
+ *     fprintf(stderr, "%s\n", cutecall_last_error());
+ *   }
+ *   const cutecall_kernel* k = NULL;
+ *   cutecall_bundle_find(b, "vector_add", &k);
+ *   int64_t n[1] = {1024};
+ *   cutecall_tensor in[2] = {{a, n, 1, NULL}, {b_dev, n, 1, NULL}};
+ *   cutecall_tensor out[1] = {{c, n, 1, NULL}};
+ *   cutecall_kernel_run(k, stream, in, 2, out, 1, NULL, 0);
+ *   cutecall_bundle_close(b);
+ */
+#ifndef CUTECALL_CUTECALL_C_H_
+#define CUTECALL_CUTECALL_C_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes. Append only: values are ABI. */
+typedef enum cutecall_status {
+  CUTECALL_OK = 0,
+  /* A bad argument: null handle or pointer, wrong operand count, a shape,
+   * dtype size, alignment or tied dim the kernel was not compiled for, a
+   * corrupt or tampered bundle. */
+  CUTECALL_ERROR_INVALID_ARGUMENT = 1,
+  /* The environment is not ready: no matching CuTe DSL runtime, an arch the
+   * GPU cannot run, a bundle opened without loading its modules. */
+  CUTECALL_ERROR_FAILED_PRECONDITION = 2,
+  /* No such bundle directory, object file or kernel name. */
+  CUTECALL_ERROR_NOT_FOUND = 3,
+  /* The CuTe DSL runtime or CUDA failed (the launch, a module load). */
+  CUTECALL_ERROR_INTERNAL = 4
+} cutecall_status;
+
+typedef struct cutecall_bundle cutecall_bundle; /* an open bundle */
+typedef struct cutecall_kernel cutecall_kernel; /* owned by its bundle */
+
+/* One tensor: device pointer, `rank` extents, strides in elements (NULL:
+ * compact in the layout the kernel was compiled for). Layout-compatible
+ * with cutecall::BufferView. */
+typedef struct cutecall_tensor {
+  void* data;
+  const int64_t* dims;
+  int64_t rank;
+  const int64_t* strides;
+} cutecall_tensor;
+
+/* One runtime scalar: 8 bytes as the kernel reads them; build with
+ * cutecall_scalar_f32() etc. */
+typedef struct cutecall_scalar {
+  uint64_t bits;
+} cutecall_scalar;
+
+typedef struct cutecall_open_options {
+  const char* expected_digest; /* manifest-sha256 pin, or NULL */
+  const char* device_arch;     /* e.g. "sm_90"; NULL: not checked */
+  int load_modules;            /* 0: verify and list only (no GPU needed) */
+} cutecall_open_options;
+
+/* Names and messages of status codes: "CUTECALL_ERROR_NOT_FOUND" and one
+ * sentence; "CUTECALL_UNKNOWN_STATUS" for values not listed above. */
+const char* cutecall_status_name(cutecall_status status);
+const char* cutecall_status_message(cutecall_status status);
+/* The full text of this thread's last failure ("" if none): names the
+ * bundle, the kernel, the operand and the value, as in C++ and Python. */
+const char* cutecall_last_error(void);
+
+/* Opens, verifies and (unless options->load_modules is 0) loads the bundle
+ * at directory `path`. `options` may be NULL (defaults: no pin, no arch
+ * check, load). On success *out is a handle for cutecall_bundle_close. */
+cutecall_status cutecall_bundle_open(const char* path,
+                                     const cutecall_open_options* options,
+                                     cutecall_bundle** out);
+void cutecall_bundle_close(cutecall_bundle* bundle); /* NULL: no-op */
+
+/* The bundle's manifest-sha256 and its kernels, sorted by name. The strings
+ * live as long as the bundle. */
+const char* cutecall_bundle_digest(const cutecall_bundle* bundle);
+size_t cutecall_bundle_num_kernels(const cutecall_bundle* bundle);
+const cutecall_kernel* cutecall_bundle_kernel(const cutecall_bundle* bundle,
+                                              size_t i);
+cutecall_status cutecall_bundle_find(const cutecall_bundle* bundle,
+                                     const char* name,
+                                     const cutecall_kernel** out);
+
+const char* cutecall_kernel_name(const cutecall_kernel* kernel);
+const char* cutecall_kernel_arch(const cutecall_kernel* kernel);
+size_t cutecall_kernel_num_inputs(const cutecall_kernel* kernel);
+size_t cutecall_kernel_num_outputs(const cutecall_kernel* kernel);
+size_t cutecall_kernel_num_scalars(const cutecall_kernel* kernel);
+/* Operand i of inputs then outputs: its rank and element size in bytes;
+ * -1 when i is out of range. */
+int64_t cutecall_kernel_operand_rank(const cutecall_kernel* kernel, size_t i);
+int64_t cutecall_kernel_operand_elem_bytes(const cutecall_kernel* kernel,
+                                           size_t i);
+/* Scalar i's type ("Float32", ...; "?" unknown) and name ("" unknown). */
+const char* cutecall_kernel_scalar_type(const cutecall_kernel* kernel, size_t i);
+const char* cutecall_kernel_scalar_name(const cutecall_kernel* kernel, size_t i);
+
+/* Launches on `stream` (a cudaStream_t; NULL: the default stream). Never
+ * synchronizes, allocates nothing. */
+cutecall_status cutecall_kernel_run(const cutecall_kernel* kernel, void* stream,
+                                    const cutecall_tensor* inputs,
+                                    size_t num_inputs,
+                                    const cutecall_tensor* outputs,
+                                    size_t num_outputs,
+                                    const cutecall_scalar* scalars,
+                                    size_t num_scalars);
+
+cutecall_scalar cutecall_scalar_f32(float v);
+cutecall_scalar cutecall_scalar_f64(double v);
+cutecall_scalar cutecall_scalar_i32(int32_t v);
+cutecall_scalar cutecall_scalar_i64(int64_t v);
+cutecall_scalar cutecall_scalar_bool(int v);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* CUTECALL_CUTECALL_C_H_ */
