@@ -6,6 +6,7 @@
     cutecall cache verify [--json]       check every digest; remove corrupt entries
     cutecall cache clear                 remove every entry
     cutecall export ...                  write a bundle (``cutecall export --help``)
+    cutecall --cmakedir | --includedir   the installed C++ package (docs/cpp.md)
     cutecall warmup module:attr [--workers N]   compile a task list in N processes
 
 Nothing here needs a GPU. ``doctor`` reports a missing piece (no GPU, no
@@ -281,6 +282,17 @@ def export(argv: list[str]) -> int:
     return int(_write.export_cli(argv) or 0)
 
 
+# -- the C++ package (docs/cpp.md) ---------------------------------------------
+def cpp_package(flag: str) -> int:
+    from .bundle import _package
+    try:
+        print(_package.cmake_dir() if flag == "--cmakedir" else _package.include_dir())
+    except _package.PackageMissing as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cutecall", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -322,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in ("--cmakedir", "--includedir"):
+        return cpp_package(argv[0])
     if argv and argv[0] == "export":
         return export(argv[1:])
     if argv and argv[0] == "warmup":

@@ -5,7 +5,9 @@
 #
 #   name               python  what pip installs                      tests
 #   all-cu13           3.12    wheel[all,cu13,test,external]          the whole Python suite
-#                              (newest jax), the third-party corpus
+#                              (newest jax), the third-party corpus   + the C++ package from a
+#                                                                     separate CMake project
+#                                                                     (tools/ci/cpp_consumer.sh)
 #   cu12-oldest-jax    3.13    wheel[all] (the DSL's default flavour:  DSL-compiling smoke: corpus
 #                              cu12 only), jax/jaxlib 0.8.1 (oldest)   compiles, examples, JAX lowering
 #   torch-only         3.10    wheel[torch] (cu12), no jax             the torch front
@@ -35,8 +37,10 @@ wheel_for() {  # the wheel for a python version, e.g. 3.12 -> dist/cutecall-...-
     || { echo "no $tag wheel in dist/: make wheel WHEEL_PYTHON=$1" >&2; exit 1; }
 }
 
-run_venv() {  # name python-version "pip args" "check" "pytest args"
-  local name="$1" version="$2" pip_args="$3" check="$4" tests="$5"
+run_venv() {  # name python-version "pip args" "check" "pytest args" ["after"]
+  # "after": a command run with the venv's path once its tests pass, with
+  # the compilers back on PATH (all-cu13: tools/ci/cpp_consumer.sh).
+  local name="$1" version="$2" pip_args="$3" check="$4" tests="$5" after="${6:-}"
   local venv="$root/build/ci/$name" log="$root/build/ci/$name.log"
   local py; py="$(tools/find_python.sh "$version")"
   local whl; whl="$(wheel_for "$version")"
@@ -55,6 +59,11 @@ run_venv() {  # name python-version "pip args" "check" "pytest args"
     "$venv/bin/python" -I -m pytest $tests -q -p no:cacheprovider -x
   ) > "$log" 2>&1 || { tail -n 60 "$log"; echo "test-install $name FAILED (log: $log)"; exit 1; }
   echo "   $(tail -n 1 "$log") [$((SECONDS - start)) s, venv $(du -sh "$venv" | cut -f1)]"
+  if [ -n "$after" ]; then
+    $after "$venv" > "$log.after" 2>&1 ||
+      { tail -n 60 "$log.after"; echo "test-install $name: $after FAILED (log: $log.after)"; exit 1; }
+    echo "   $after: $(tail -n 1 "$log.after")"
+  fi
   [ "${KEEP_VENVS:-0}" = 1 ] || rm -rf "$venv"
 }
 
@@ -79,7 +88,7 @@ for name in $want; do
   case "$name" in
     all-cu13)
       run_venv all-cu13 3.12 "@WHEEL@[all,cu13,test,external]" \
-        "$(check cu13 True True)" "tests" ;;
+        "$(check cu13 True True)" "tests" tools/ci/cpp_consumer.sh ;;
     cu12-oldest-jax)
       run_venv cu12-oldest-jax 3.13 "@WHEEL@[all,test,external] jax==0.8.1 jaxlib==0.8.1" \
         "$(check cu12 True True)" \

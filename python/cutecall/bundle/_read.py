@@ -22,7 +22,7 @@ from .. import _core
 from .._driver.call_record import CallRecord, JaxContract
 from .._driver.compiled import CompiledKernel
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # written; the C++ reader reads 1..2
 MANIFEST = "manifest.txt"
 OBJECTS = "objects"
 DIGEST_FIELD = "manifest-sha256"

@@ -1,6 +1,6 @@
 """Bundles: compiled kernels shipped to processes without the CuTe DSL.
 
-A bundle is a directory (format 1, docs/bundles.md)::
+A bundle is a directory (format 2, docs/bundles.md)::
 
     manifest.txt           line-based text; last line: manifest-sha256 <hex>
     objects/<sha256>.o     one ELF object per distinct kernel object
@@ -24,6 +24,7 @@ from .._driver import dsl
 from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord
 from .._driver.compiled import CompiledKernel
+from . import _runtime
 from ._read import DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME, OBJECTS, BundleError
 
 __all__ = ["export", "export_cli"]
@@ -101,7 +102,8 @@ def _write(path: str, data: bytes) -> None:
     os.chmod(path, 0o644)
 
 
-def export(path, kernels, *, overwrite: bool = False) -> str:
+def export(path, kernels, *, overwrite: bool = False, header=None,
+           namespace: str | None = None) -> str:
     """Writes `kernels` to the bundle directory `path`; returns its digest.
 
     Args:
@@ -112,6 +114,18 @@ def export(path, kernels, *, overwrite: bool = False) -> str:
         ``CompiledKernel`` from PyTorch and C++ only.
       overwrite: replace an existing bundle at `path` (never a directory
         that is not a bundle).
+      header: also write a typed C++ header there (one function per entry,
+        ``TensorRef<float, 1>`` operands: a wrong dtype, rank or arity does
+        not compile; docs/cpp.md), in namespace `namespace` (default: the
+        file's name, ``kernels.h`` -> ``kernels``).
+
+    Example (from C++: ``kernels::vector_add(*bundle, a, b, c, stream)``)::
+
+        s = jax.ShapeDtypeStruct(jax.export.symbolic_shape("n"), jnp.float32)
+        add = cutecall.compile(kernels.vector_add, s, s,
+                               output_shape_dtype=lambda a, b: a)
+        cutecall.export("kernels.bundle", {"vector_add": add},
+                        header="kernels.h")
 
     The write is atomic: readers see the old bundle or the new one, never a
     part. Same kernels, same bytes, same digest.
@@ -127,9 +141,11 @@ def export(path, kernels, *, overwrite: bool = False) -> str:
                               f"{path!r}: it is not a cutecall bundle (no "
                               f"{MANIFEST})")
     versions = {"cutecall": _version(), "dsl": dsl.dsl_version() or "none"}
+    runtime = _runtime.runtime_field()
     text = "".join([_line("cutecall-bundle", FORMAT_VERSION),
                     _line("cutecall", versions["cutecall"]),
                     _line("dsl", versions["dsl"])] +
+                   ([_line("dsl-runtime", runtime)] if runtime else []) +
                    [_entry(n, calls[n]) for n in sorted(calls)])
     digest = hashlib.sha256(text.encode()).hexdigest()
     text += _line(DIGEST_FIELD, digest)
@@ -155,6 +171,9 @@ def export(path, kernels, *, overwrite: bool = False) -> str:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if header is not None:
+        from ._header import write_header
+        write_header(header, calls, digest, namespace)
     return digest
 
 
@@ -166,7 +185,8 @@ def _version() -> str:
 # -- CLI -------------------------------------------------------------------------
 
 def export_cli(argv: list[str]) -> int:
-    """``cutecall export OUT SOURCE [--name NAME]... [--overwrite]``.
+    """``cutecall export OUT SOURCE [--name NAME]... [--overwrite]
+    [--header kernels.h [--namespace NS]]``.
 
     SOURCE is ``package.module[:function]`` or ``path/to/file.py[:function]``;
     the function (default ``bundle_kernels``) takes no arguments and returns
@@ -188,6 +208,11 @@ def export_cli(argv: list[str]) -> int:
                    help="export only this kernel (repeatable)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an existing bundle at OUT")
+    p.add_argument("--header", default=None,
+                   help="also write a typed C++ header (one function per "
+                   "kernel; docs/cpp.md)")
+    p.add_argument("--namespace", default=None,
+                   help="the header's C++ namespace (default: its file name)")
     try:
         args = p.parse_args(argv)
     except SystemExit as e:
@@ -217,7 +242,8 @@ def export_cli(argv: list[str]) -> int:
                                f"{', '.join(map(repr, missing))}; it returned "
                                f"{', '.join(map(repr, sorted(kernels)))}")
             kernels = {n: kernels[n] for n in args.name}
-        digest = export(args.out, kernels, overwrite=args.overwrite)
+        digest = export(args.out, kernels, overwrite=args.overwrite,
+                        header=args.header, namespace=args.namespace)
     except Exception as e:  # report, don't trace back, at the command line
         print(f"cutecall export: {type(e).__name__}: {e}", file=sys.stderr)
         return 1

@@ -1,0 +1,45 @@
+"""Where the installed C++ package is: ``cutecall --cmakedir``.
+
+A wheel ships, inside the ``cutecall`` package, the public headers
+(``include/cutecall/``), the core library (``lib/libcutecall_core.a``) and
+the CMake package config (``lib/cmake/cutecall/``; CMakeLists.txt,
+``cpp/cmake/install.cmake``)::
+
+    $ cmake -S app -B build -Dcutecall_DIR="$(cutecall --cmakedir)"
+
+    # app/CMakeLists.txt
+    find_package(cutecall CONFIG REQUIRED)
+    target_link_libraries(app PRIVATE cutecall::bundle)
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["cmake_dir", "include_dir", "PackageMissing"]
+
+
+class PackageMissing(FileNotFoundError):
+    """This cutecall has no C++ package (a source tree on sys.path)."""
+
+
+def _root() -> str:
+    import cutecall
+    for d in cutecall.__path__:  # editable installs list two directories
+        if os.path.isfile(os.path.join(d, "lib", "cmake", "cutecall",
+                                       "cutecallConfig.cmake")):
+            return d
+    raise PackageMissing(
+        "cutecall: no C++ package in " + ", ".join(cutecall.__path__) +
+        " (install the wheel, or build with pip install .: it installs "
+        "include/, lib/ and lib/cmake/cutecall/ into the package)")
+
+
+def cmake_dir() -> str:
+    """The directory holding ``cutecallConfig.cmake`` (``cutecall_DIR``)."""
+    return os.path.join(_root(), "lib", "cmake", "cutecall")
+
+
+def include_dir() -> str:
+    """The directory to add to the include path (holds ``cutecall/``)."""
+    return os.path.join(_root(), "include")
