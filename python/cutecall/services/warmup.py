@@ -43,7 +43,7 @@ import sys
 import time
 from typing import Any, Callable, Sequence
 
-from . import workers as _warmup_start
+from . import cluster, workers as _warmup_start
 from .._driver import progress
 from .._driver.log import logger
 
@@ -58,6 +58,8 @@ class TaskResult:
     compiles: int = 0
     disk_hits: int = 0
     error: str | None = None
+    remote_hits: int = 0
+    kernels: tuple = ()      # (key, name, arch, how) of each kernel it got
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,7 +79,8 @@ class WarmupReport:
                  f"{self.seconds:.1f} s, {len(self.failed)} failed"]
         for r in self.results:
             what = f"error: {r.error}" if r.error else \
-                f"{r.compiles} compiled, {r.disk_hits} from the store"
+                f"{r.compiles} compiled, {r.disk_hits} from the store" + \
+                (f", {r.remote_hits} from the remote tier" if r.remote_hits else "")
             lines.append(f"  {r.name}: {r.seconds:.1f} s, {what}")
         return "\n".join(lines)
 
@@ -141,6 +144,7 @@ def _init_worker(environ: dict, arch: str) -> None:
     os.environ.setdefault("CUTECALL_ARCH", arch)
     os.environ[progress.ENV] = "0"
     os.environ["JAX_PLATFORMS"] = "cpu"
+    cluster.detach_forked_worker()
     if "jax" in sys.modules:  # preloaded: its config read the server's env
         sys.modules["jax"].config.update("jax_platforms", "cpu")
 
@@ -167,22 +171,25 @@ def _modules(tasks, preload: Sequence[str]) -> list:
 
 
 def _run(task) -> tuple:
-    """In a worker: run `task`, return (seconds, compiles, disk hits, error)."""
-    from .._driver.store import memory as compiler
-    before = compiler.compile_stats()
+    """In a worker: run `task`; return (seconds, compiles, disk hits, error,
+    remote hits, the kernels it got)."""
+    from .._driver.store import memory
+    before, mark = memory.compile_stats(), memory.journal_mark()
     start = time.perf_counter()
     try:
         task()
         error = None
     except BaseException as e:  # noqa: BLE001 (reported, the others go on)
         error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    after = compiler.compile_stats()
+    after = memory.compile_stats()
     return (time.perf_counter() - start, after["compiles"] - before["compiles"],
-            after["disk_hits"] - before["disk_hits"], error)
+            after["disk_hits"] - before["disk_hits"], error,
+            after["remote_hits"] - before["remote_hits"], tuple(memory.journal_since(mark)))
 
 
 def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
-           preload: Sequence[str] = (), start: str = "auto") -> WarmupReport:
+           preload: Sequence[str] = (), start: str = "auto",
+           distributed: bool = False):
     """Runs `tasks` in `workers` processes (default: the CPU count, at most
     the number of tasks); returns a :class:`WarmupReport`. Tasks are handed
     out in order, so put the longest first. `preload`: more modules for the
@@ -190,7 +197,22 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     `start`: "auto" (fork this process while JAX has started no backend in
     it, else a fork server), "fork" or "forkserver". A bar of the tasks
     shows on stderr when it is a terminal (``CUTECALL_PROGRESS``: 1 always,
-    0 never)."""
+    0 never).
+
+    `distributed=True`, in every process of a job under ``jax.distributed``
+    or ``torch.distributed``: each process compiles its share of `tasks`
+    (every size-th from its rank on) with its `workers`, publishing to the
+    remote tier (``CUTECALL_CACHE_REMOTE``); then all meet, and each copies
+    the kernels the others compiled into its local tier. Returns a
+    ``warmup_job.JobReport`` (who compiled what, the wait)::
+
+        jax.distributed.initialize()
+        report = cutecall.warmup(tasks, distributed=True, workers=4)
+        print(report)   # process 0 of 8: 12 of 96 tasks, waited 3.1 s, ...
+    """
+    if distributed:
+        from .warmup_job import warmup_job
+        return warmup_job(tasks, workers=workers, preload=preload, start=start)
     _warmup_start.check_start(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
@@ -256,11 +278,11 @@ def _run_pool(tasks, indices, workers: int, done, setup, tick) -> list:
             for fut in ready:
                 i = futures[fut]
                 try:
-                    seconds, compiles, hits, error = fut.result()
+                    result = fut.result()
                 except cf.process.BrokenProcessPool:
                     continue
                 finished.add(i)
-                done(i, TaskResult(_name(tasks[i]), seconds, compiles, hits, error))
+                done(i, TaskResult(_name(tasks[i]), *result))
             tick()
     return [i for i in indices if i not in finished]
 

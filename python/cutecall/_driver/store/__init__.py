@@ -19,6 +19,14 @@ module                    job
                           atomic writes, ``flock`` single flight on one host
 ``local_files``           the local tier's errors, private dirs, file locks
 ``config``                the process's store from the environment
+``remote_tier``           ``RemoteTier``: behind the local tier; fetch, verify,
+                          publish; a backend that fails warns once
+``lease``                 one compile per key across hosts: wait, take over
+``signing``               HMAC signatures of published entries
+``remote``                the backend interface (get/put/lease) and URL schemes
+``redis_backend``         ``redis://`` (redis-py)
+``file_backend``          ``file://`` on a shared filesystem (no ``flock``)
+``fsspec_backend``        any fsspec URL (``gs://``, ``s3://``, ...)
 ========================  =====================================================
 
 ``compiled`` (beside this package) defines what is stored: a

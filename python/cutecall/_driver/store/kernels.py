@@ -17,7 +17,7 @@ from ..._version import __version__
 from .. import dsl, flavour
 from ..compiled import CompiledKernel
 from ..log import logger
-from .config import default_store
+from .config import default_store, remote_tier
 from .entry import FORMAT, Entry
 
 def cuda_versions() -> dict:
@@ -138,26 +138,38 @@ def rejection(key: str, arch: str) -> tuple[str, str] | None:
 
 
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
-    """(CompiledKernel, compiled?) through the default store: a verified
-    entry, else ``compile()``'s kernel, stored. No store: compiles. The
-    stamp names CompiledKernel's fields, so changing them invalidates.
-    An unsafe directory raises CacheError; a store that cannot be created
+    """(CompiledKernel, how) through the default store, how being "local"
+    (a verified entry on this machine), "remote" (fetched from the remote
+    tier, verified, and now local too) or "compiled" (``compile()``'s
+    kernel, stored in both tiers). No store: compiles. The stamp names
+    CompiledKernel's fields, so changing them invalidates. An unsafe
+    directory raises CacheError; a store that cannot be created
     (StoreUnavailable, an OSError) or an I/O failure of the store
-    (read-only, full, EIO) warns and the kernel is used without it."""
+    (read-only, full, EIO) warns and the kernel is used without it; a remote
+    tier that fails warns once (``remote_tier``)."""
     store = default_store()
     if store is None:
-        return compile(), True
-    fields, done = _kernel_fields(), {}
+        return compile(), "compiled"
+    fields, done, stamp = _kernel_fields(), {}, kernel_stamp(arch)
+    remote = remote_tier()
 
-    def build():
+    def compile_meta():
         done["started"] = True
-        logger.info("store miss: kernel '%s' (key %s) in %s", name, key[:16], store.root)
         kernel = done["kernel"] = compile()
         return ({"name": kernel.name, **{f: getattr(kernel, f) for f in fields}},
                 kernel.module)
 
+    def build():
+        logger.info("store miss: kernel '%s' (key %s) in %s", name, key[:16], store.root)
+        if remote is None:
+            done["how"] = "compiled"
+            return compile_meta()
+        meta, data, done["how"] = remote.get_or_build(key, stamp, compile_meta,
+                                                      f"kernel '{name}'")
+        return meta, data
+
     try:
-        entry, built = store.get_or_build(key, kernel_stamp(arch), build,
+        entry, built = store.get_or_build(key, stamp, build,
                                           rebuilt=f"kernel '{name}' is recompiled")
     except OSError as e:
         if "started" in done and "kernel" not in done:
@@ -165,8 +177,35 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
         warnings.warn(f"cutecall: artifact store {store.root} failed ({e}); "
                       f"kernel '{name}' is used without it", RuntimeWarning,
                       stacklevel=3)
-        return done.get("kernel") or compile(), True
+        return done.get("kernel") or compile(), "compiled"
     if not built:
         logger.info("store hit: kernel '%s' (key %s) from %s", name, key[:16], store.root)
     return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
-                          **{f: _tuples(entry.meta[f]) for f in fields}), built
+                          **{f: _tuples(entry.meta[f]) for f in fields}), \
+        done.get("how", "local") if built else "local"
+
+
+class _NotPublished(Exception):
+    pass
+
+
+def prefetch(key: str, name: str, arch: str) -> bool:
+    """Copies kernel `key` from the remote tier to the local one (verified),
+    compiling nothing; True when the local tier now has it. Warm-up's load
+    step, for the kernels other processes compiled."""
+    store, remote = default_store(), remote_tier()
+    if store is None:
+        return False
+    stamp = kernel_stamp(arch)
+
+    def fetch():
+        got = None if remote is None else remote.fetch_into(key, stamp, f"kernel '{name}'")
+        if got is None:
+            raise _NotPublished(key)
+        return got
+
+    try:
+        store.get_or_build(key, stamp, fetch, rebuilt=f"kernel '{name}' is fetched again")
+    except (_NotPublished, OSError):
+        return False
+    return True

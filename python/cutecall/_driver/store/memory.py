@@ -25,7 +25,9 @@ lock = threading.RLock()
 class _Counters:
     compiles = 0      # DSL compiles run, failed ones included
     hits = 0          # in-memory cache hits
-    disk_hits = 0     # kernels loaded from the artifact store
+    disk_hits = 0     # kernels loaded from the local tier
+    remote_hits = 0   # kernels fetched from the remote tier
+    got = 0           # kernels got from a store or a compile (the journal's total)
     fallbacks = 0     # specializations compiled static after the dynamic form failed
 
 
@@ -38,16 +40,21 @@ _rejected: collections.OrderedDict[str, tuple] = collections.OrderedDict()
 # again without compiling when the same call comes back.
 _failed: collections.OrderedDict[str, CompileError] = collections.OrderedDict()
 warned: set[str] = set()
+# (key, name, arch, how) of each kernel this process got from a store or a
+# compile, newest last: warm-up reports who compiled what from it.
+_journal: collections.deque = collections.deque(maxlen=CAPACITY)
 
 
 def compile_stats() -> dict:
     """{'compiles': DSL compiles run (failed ones included), 'hits':
-    in-memory cache hits, 'disk_hits': kernels loaded from the artifact
-    store, 'static_fallbacks': specializations compiled with static layouts
-    because the DSL rejected the dynamic ones, 'entries': cache size}."""
+    in-memory cache hits, 'disk_hits': kernels loaded from the local store,
+    'remote_hits': kernels fetched from the remote tier
+    (``CUTECALL_CACHE_REMOTE``), 'static_fallbacks': specializations
+    compiled with static layouts because the DSL rejected the dynamic ones,
+    'entries': cache size}."""
     with lock:
         return {"compiles": _counters.compiles, "hits": _counters.hits,
-                "disk_hits": _counters.disk_hits,
+                "disk_hits": _counters.disk_hits, "remote_hits": _counters.remote_hits,
                 "static_fallbacks": _counters.fallbacks, "entries": len(_entries)}
 
 
@@ -56,6 +63,20 @@ def clear_cache() -> None:
     with lock:
         _entries.clear()
         _failed.clear()
+
+
+def journal_mark() -> int:
+    """A mark for :func:`journal_since`."""
+    with lock:
+        return _counters.got
+
+
+def journal_since(mark: int) -> list[tuple]:
+    """(key, name, arch, how) of every kernel got from a store or compiled
+    since `mark`, oldest first; how: "compiled", "local" or "remote"."""
+    with lock:
+        n = min(_counters.got - mark, len(_journal))
+        return list(_journal)[len(_journal) - n:] if n > 0 else []
 
 
 def cached(key: str) -> bool:
@@ -79,15 +100,19 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
         return kernel
     from ..compiler import compile_kernel
     try:
-        kernel, compiled = kernels.load_or_compile(
+        kernel, how = kernels.load_or_compile(
             spec.key, name, arch, lambda: compile_kernel(spec, name, options, arch))
     except CompileError:
         _counters.compiles += 1
         raise
-    if compiled:
+    if how == "compiled":
         _counters.compiles += 1
+    elif how == "remote":
+        _counters.remote_hits += 1
     else:
         _counters.disk_hits += 1
+    _journal.append((spec.key, name, arch, how))
+    _counters.got += 1
     _entries[spec.key] = kernel
     while len(_entries) > CAPACITY:
         _entries.popitem(last=False)

@@ -1,0 +1,92 @@
+"""The remote tier's interface: what a backend (Redis, a shared filesystem,
+an object store) must do, and which backend a URL names.
+
+A backend stores opaque values under names and holds leases. Everything
+else (signing, digests, stamps, single flight, warnings) lives above it, in
+``remote_tier`` and ``lease``, so another backend is one file of these seven
+methods. A backend raises whatever its client raises when the service is
+down or slow; the tier turns that into one warning and local compiles.
+
+=================  ============================================================
+scheme             backend
+=================  ============================================================
+``redis://``       ``redis_backend`` (redis-py: ``pip install 'cutecall[redis]'``);
+``rediss://``      also ``unix://`` sockets
+``file://``        ``file_backend``: a directory on NFS, Lustre or a FUSE bucket
+anything else      ``fsspec_backend`` (``gs://``, ``s3://``, ...:
+                   ``pip install 'cutecall[fsspec]'`` and the filesystem's package)
+=================  ============================================================
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import Protocol
+from urllib.parse import urlsplit
+
+__all__ = ["Backend", "open_backend", "owner_id"]
+
+
+class Backend(Protocol):
+    """Names are ``[0-9a-f.]`` strings chosen by the tier; values are bytes."""
+
+    url: str
+
+    def get(self, name: str) -> bytes | None:
+        """The value published under `name`, or None."""
+
+    def put(self, name: str, value: bytes) -> None:
+        """Publishes `value` under `name` atomically: a reader sees the old
+        value or the whole new one, never part of one."""
+
+    def acquire(self, name: str, owner: str, ttl_s: float) -> str | None:
+        """Takes the lease `name` for `ttl_s` seconds: None when `owner` now
+        holds it (it was free, or its holder's time ran out), else the
+        current holder's id."""
+
+    def renew(self, name: str, owner: str, ttl_s: float) -> bool:
+        """Extends `owner`'s lease; False if it is no longer theirs."""
+
+    def release(self, name: str, owner: str) -> None:
+        """Drops the lease if `owner` still holds it."""
+
+    def stats(self) -> dict:
+        """{'entries': n, 'bytes': total} of published values."""
+
+    def ping(self) -> None:
+        """Returns when the service answers; raises otherwise."""
+
+
+def owner_id() -> str:
+    """This process, as a lease holder: host, pid and a random tag."""
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+def open_backend(url: str, timeout_s: float) -> Backend:
+    """The backend for `url` (module docstring's table). Raises ValueError
+    for a URL it cannot use and ImportError naming the extra to install."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme in ("redis", "rediss", "unix"):
+        try:
+            from .redis_backend import RedisBackend
+        except ImportError as e:
+            raise ImportError(f"CUTECALL_CACHE_REMOTE={url} needs redis-py: "
+                              f"pip install 'cutecall[redis]' ({e})") from e
+        return RedisBackend(url, timeout_s)
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE={url!r}: a file:// URL "
+                             f"takes an absolute path (file:///shared/cache)")
+        from .file_backend import FileBackend
+        return FileBackend(url, parts.path)
+    if not scheme:
+        raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE={url!r} is not a URL "
+                         f"(redis://host:6379/0, file:///shared/path, gs://bucket/path)")
+    try:
+        from .fsspec_backend import FsspecBackend
+    except ImportError as e:
+        raise ImportError(f"CUTECALL_CACHE_REMOTE={url} needs fsspec: "
+                          f"pip install 'cutecall[fsspec]' ({e})") from e
+    return FsspecBackend(url)

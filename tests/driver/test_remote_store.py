@@ -1,0 +1,206 @@
+"""The remote tier (``CUTECALL_CACHE_REMOTE``) on a real redis-server and on
+a ``file://`` directory, on CPU: one compile per kernel across 16
+"hosts", a lease holder killed mid-compile, Redis stopped mid-run, signed
+entries, read-only hosts. The hosts are child processes with their own
+empty local tiers; their compile is a cheap stand-in (``remote_store.CHILD``)
+and everything else (local tier, remote tier, leases) is the real path."""
+
+import hashlib
+import logging
+import os
+import signal
+import time
+
+import pytest
+
+from cutecall._driver.compiled import CompiledKernel
+from cutecall._driver.store import config, kernels, signing
+from cutecall._driver.store.entry import decode
+from cutecall._driver.store.remote_tier import RemoteTier
+from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401
+                          stderr_of, RedisServer)
+
+NAMES = [f"kernel{i}" for i in range(6)]
+
+
+@pytest.fixture(params=["redis", "file"])
+def remote(request, tmp_path):
+    """The URL of an empty remote tier of each kind."""
+    if request.param == "file":
+        yield f"file://{tmp_path}/shared"
+        return
+    server = RedisServer(tmp_path)
+    yield server.url
+    server.stop()
+
+
+def test_sixteen_hosts_compile_six_kernels_six_times(tmp_path, remote):
+    procs = start_hosts(tmp_path, 16, NAMES, remote, slow=0.3, delay=3.0)
+    results = finish(procs)
+    assert [rc for rc, _, _ in results] == [0] * 16, [err for _, _, err in results]
+    assert compiles(tmp_path) == {n: 1 for n in NAMES}   # once across all 16
+    hows = [how for _, h, _ in results for how in h.values()]
+    assert hows.count("compiled") == 6 and hows.count("remote") == 16 * 6 - 6
+
+
+def test_a_killed_lease_holder_is_taken_over_after_expiry(tmp_path, remote):
+    marker = tmp_path / "compiling"
+    lease = {"CUTECALL_CACHE_LEASE_S": "1.5", "CUTECALL_LOG": "info"}
+    holder, = start_hosts(tmp_path, 1, ["k"], remote, slow=120, delay=0,
+                          COMPILE_MARKER=str(marker), **lease)
+    deadline = time.time() + 60
+    while not marker.exists():
+        assert time.time() < deadline and holder.poll() is None
+        time.sleep(0.05)
+    waiters = start_hosts(tmp_path / "w", 3, ["k"], remote, slow=0.3, delay=0, **lease)
+    while not all("remote wait: kernel 'k' is being compiled by" in stderr_of(w)
+                  for w in waiters):    # they wait on the holder's lease
+        assert time.time() < deadline and holder.poll() is None
+        time.sleep(0.05)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.wait()
+    results = finish(waiters)
+    assert [rc for rc, _, _ in results] == [0] * 3, [err for _, _, err in results]
+    assert compiles(tmp_path) == {"k": 1}           # the killed one's
+    assert compiles(tmp_path / "w") == {"k": 1}     # one take-over, not three
+    assert sorted(h["k"] for _, h, _ in results) == ["compiled", "remote", "remote"]
+    assert sum("remote lease take-over: kernel 'k'" in err for _, _, err in results) == 1, \
+        [err for _, _, err in results]
+    assert not any("Traceback" in err for _, _, err in results)
+
+
+def test_redis_stopped_mid_run_every_host_finishes_locally(tmp_path, redis_server):
+    procs = start_hosts(tmp_path, 4, NAMES, redis_server.url, slow=0.5, delay=2.0,
+                        CUTECALL_CACHE_REMOTE_TIMEOUT_S="2")
+    deadline = time.time() + 60
+    while not (tmp_path / "counts").exists() or not any((tmp_path / "counts").iterdir()):
+        assert time.time() < deadline
+        time.sleep(0.02)
+    redis_server.stop()                  # a compile is under way
+    results = finish(procs)
+    for rc, hows, err in results:
+        assert rc == 0 and sorted(hows) == sorted(NAMES), err
+        assert err.count(f"cutecall: remote cache {redis_server.url} failed") == 1, err
+        assert "Traceback" not in err
+
+
+# -- in this process: signing, read-only, settings ------------------------------
+def fake(name: str, calls: list):
+    data = (name.encode() + b"#") * 500
+
+    def compile():
+        calls.append(name)
+        return CompiledKernel(name=name, key=key_of(name), module=data,
+                              sha256=hashlib.sha256(data).hexdigest(), function="f",
+                              plan=(1,), operand_names="a", symbol_names="", num_slots=1,
+                              arch="sm_90a", compile_seconds=0.0)
+    return compile
+
+
+def key_of(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def get(name: str, calls: list, host) -> str:
+    """How kernel `name` came to a fresh host (its own local tier `host`)."""
+    os.environ["CUTECALL_CACHE_DIR"] = str(host)
+    kernel, how = kernels.load_or_compile(key_of(name), name, "sm_90a", fake(name, calls))
+    assert kernel.module == (name.encode() + b"#") * 500
+    return how
+
+
+@pytest.fixture
+def hosts(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "h0"))
+    return iter(tmp_path / f"h{i}" for i in range(1, 100))
+
+
+def remote_name(name: str) -> str:
+    return "cutecall:v1:e:" + RemoteTier.name_for(key_of(name),
+                                                 kernels.kernel_stamp("sm_90a"))
+
+
+def test_tampered_and_unsigned_entries_are_refused_by_name_and_rebuilt(
+        redis_server, hosts, monkeypatch, caplog):
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", redis_server.url)
+    monkeypatch.setenv("CUTECALL_CACHE_SIGNING_KEY", "s3cret")
+    calls, r = [], redis_server.client
+    assert get("signed", calls, next(hosts)) == "compiled"
+    assert get("signed", calls, next(hosts)) == "remote" and calls == ["signed"]
+    value = bytearray(r.get(remote_name("signed")))
+    value[-1] ^= 1                                   # one bit of the object
+    r.set(remote_name("signed"), bytes(value))
+    with caplog.at_level(logging.WARNING, "cutecall"):
+        assert get("signed", calls, next(hosts)) == "compiled"
+    assert "remote entry for kernel 'signed'" in caplog.text
+    assert "refused: wrongly signed" in caplog.text and calls == ["signed"] * 2
+    assert get("signed", calls, next(hosts)) == "remote"   # republished, signed
+
+    name = remote_name("plain")
+    tier = config.remote_tier()
+    tier.signing_key = None                         # a host without the key publishes
+    assert get("plain", calls, next(hosts)) == "compiled"
+    tier.signing_key = b"s3cret"
+    assert decode(signing.unwrap(name[len("cutecall:v1:e:"):], r.get(name), None),
+                  key_of("plain")).meta["name"] == "plain"
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, "cutecall"):
+        assert get("plain", calls, next(hosts)) == "compiled"
+    assert "remote entry for kernel 'plain'" in caplog.text
+    assert "refused: unsigned, and CUTECALL_CACHE_SIGNING_KEY is set" in caplog.text
+
+
+def test_without_a_key_a_corrupt_entry_is_refused_by_its_digest(redis_server, hosts,
+                                                              monkeypatch, caplog):
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", redis_server.url)
+    calls = []
+    assert get("corrupt", calls, next(hosts)) == "compiled"
+    name = remote_name("corrupt")
+    redis_server.client.set(name, redis_server.client.get(name)[:-10])
+    with caplog.at_level(logging.WARNING, "cutecall"):
+        assert get("corrupt", calls, next(hosts)) == "compiled"
+    assert "refused: object is" in caplog.text
+
+
+def test_a_read_only_host_fetches_and_never_publishes(redis_server, hosts, monkeypatch):
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", redis_server.url)
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE_MODE", "read")
+    calls = []
+    assert get("ro", calls, next(hosts)) == "compiled"
+    assert redis_server.client.keys("cutecall:*") == []    # no entry, no lease
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE_MODE", "readwrite")
+    assert get("ro", calls, next(hosts)) == "compiled"     # publishes
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE_MODE", "read")
+    assert get("ro", calls, next(hosts)) == "remote" and len(calls) == 2
+
+
+def test_an_fsspec_url_is_a_remote_tier(tmp_path, hosts, monkeypatch):
+    pytest.importorskip("fsspec")
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", f"local://{tmp_path}/bucket")
+    calls = []
+    assert get("fs", calls, next(hosts)) == "compiled"
+    assert get("fs", calls, next(hosts)) == "remote" and calls == ["fs"]
+    assert config.remote_tier().backend.stats()["entries"] == 1
+
+
+def test_a_backend_that_is_not_there_warns_once_and_compiles(hosts, monkeypatch):
+    from remote_store import free_port
+    url = f"redis://127.0.0.1:{free_port()}/0"           # nothing listens
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", url)
+    calls = []
+    with pytest.warns(RuntimeWarning, match=f"remote cache {url} failed"):
+        assert get("down1", calls, next(hosts)) == "compiled"
+    assert get("down2", calls, next(hosts)) == "compiled"   # no second try, no warning
+    assert calls == ["down1", "down2"]
+
+
+@pytest.mark.parametrize("var, value, message", [
+    ("CUTECALL_CACHE_REMOTE", "not a url", "is not a URL"),
+    ("CUTECALL_CACHE_REMOTE_MODE", "write-only", "use read or readwrite"),
+    ("CUTECALL_CACHE_LEASE_S", "-3", "is not a positive number of seconds"),
+    ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path")])
+def test_bad_settings_name_the_variable(monkeypatch, var, value, message):
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "file:///tmp/x")
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ValueError, match=f"{var}={value!r}.*{message}"):
+        config.remote_tier()
