@@ -19,7 +19,8 @@ namespace cutecall::py {
 KernelEntry::KernelEntry(nb::bytes module, std::string sha256,
                          std::string function, std::string kernel,
                          std::vector<int64_t> plan, std::string operand_names,
-                         std::string symbol_names, std::vector<ArgUse> uses)
+                         std::string symbol_names, std::vector<ArgUse> uses,
+                         std::vector<uint16_t> static_masks)
     : module_(std::move(module)),
       sha256_(std::move(sha256)),
       function_(std::move(function)),
@@ -27,12 +28,14 @@ KernelEntry::KernelEntry(nb::bytes module, std::string sha256,
       plan_(std::move(plan)),
       operand_names_(std::move(operand_names)),
       symbol_names_(std::move(symbol_names)),
-      uses_(std::move(uses)) {
+      uses_(std::move(uses)),
+      static_masks_(std::move(static_masks)) {
   ErrorOr<LaunchPlan> parsed = LaunchPlan::Parse(
       plan_.data(), plan_.size(), kernel_, operand_names_, symbol_names_);
   if (!parsed.ok()) Raise(parsed.status());
-  num_slots_ = parsed->num_slots();
-  zeros_.assign(parsed->num_scalars(), 0);
+  parsed_ = std::move(parsed).value();
+  num_slots_ = parsed_.num_slots();
+  zeros_.assign(parsed_.num_scalars(), 0);
 }
 
 CallAttributes KernelEntry::Attributes() const {
@@ -96,14 +99,18 @@ void BindKernelEntry(nb::module_& m) {
   nb::class_<KernelEntry>(
       m, "KernelEntry",
       "A compiled kernel as C++ receives it from the compile driver; the "
-      "plan is validated when it is built (ValueError naming the kernel).")
+      "plan is validated when it is built (ValueError naming the kernel). "
+      "static_masks: per call leaf, the extents (bit d) and strides (bit "
+      "STATIC_STRIDE_SHIFT + d) compiled in; a launcher matches the entry "
+      "only for calls with those values.")
       .def(nb::init<nb::bytes, std::string, std::string, std::string,
                     std::vector<int64_t>, std::string, std::string,
-                    std::vector<ArgUse>>(),
+                    std::vector<ArgUse>, std::vector<uint16_t>>(),
            nb::kw_only(), nb::arg("module"), nb::arg("sha256"),
            nb::arg("function"), nb::arg("kernel"), nb::arg("plan"),
            nb::arg("operand_names") = "", nb::arg("symbol_names") = "",
-           nb::arg("uses") = std::vector<ArgUse>())
+           nb::arg("uses") = std::vector<ArgUse>(),
+           nb::arg("static_masks") = std::vector<uint16_t>())
       .def_prop_ro("module", &KernelEntry::module)
       .def_prop_ro("sha256", &KernelEntry::sha256)
       .def_prop_ro("function", &KernelEntry::function)
@@ -112,6 +119,7 @@ void BindKernelEntry(nb::module_& m) {
       .def_prop_ro("operand_names", &KernelEntry::operand_names)
       .def_prop_ro("symbol_names", &KernelEntry::symbol_names)
       .def_prop_ro("uses", &KernelEntry::uses)
+      .def_prop_ro("static_masks", &KernelEntry::static_masks)
       .def_prop_ro("num_slots", &KernelEntry::num_slots)
       .def_prop_ro("num_scalars", &KernelEntry::num_scalars)
       .def("__repr__", [](const KernelEntry& e) {

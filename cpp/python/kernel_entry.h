@@ -5,9 +5,12 @@
 // Owns: one compiled kernel as C++ receives it (object bytes, their SHA-256,
 // the function prefix, the kernel's name, the encoded launch plan, operand
 // and symbol names), validated when it is built: the plan parses
-// (LaunchPlan::Parse) and its slot count is known; and, for a launch object,
-// how each call argument fills the plan (ArgUse). Fields are read by name on
-// both sides, never by position.
+// (LaunchPlan::Parse, once: a launcher registering the entry reuses it) and
+// its slot count is known; and, for a launch object, how each call argument
+// fills the plan (ArgUse) and which extents and strides of each tensor
+// argument the kernel compiled in (static masks: the launcher keys the
+// entry by their values). Fields are read by name on both sides, never by
+// position.
 // Contract: the codes below (UseKind, abi::ScalarType) are defined here and
 // in abi.h only; Python reads them from `_core` (`_core.UseKind`,
 // `_core.ScalarType`, `_core.SCALAR_TYPES`, `_core.PLAN_VERSION`) and a test
@@ -24,6 +27,7 @@
 
 #include "cutecall/abi.h"
 #include "cutecall/call_state.h"
+#include "cutecall/launch_plan.h"
 
 namespace cutecall::py {
 
@@ -49,10 +53,12 @@ struct ArgUse {
 class KernelEntry {
  public:
   // Raises ValueError (naming the kernel) for a plan that does not parse.
+  // `static_masks`: per call leaf, a StaticMask (tensor_signature.h; none:
+  // every extent and stride is a runtime value).
   KernelEntry(nanobind::bytes module, std::string sha256, std::string function,
               std::string kernel, std::vector<int64_t> plan,
               std::string operand_names, std::string symbol_names,
-              std::vector<ArgUse> uses);
+              std::vector<ArgUse> uses, std::vector<uint16_t> static_masks);
 
   // The attributes CallState::Instantiate takes (views into this entry;
   // runtime scalars start as zeros, filled per launch).
@@ -66,6 +72,8 @@ class KernelEntry {
   const std::string& operand_names() const { return operand_names_; }
   const std::string& symbol_names() const { return symbol_names_; }
   const std::vector<ArgUse>& uses() const { return uses_; }
+  const std::vector<uint16_t>& static_masks() const { return static_masks_; }
+  const LaunchPlan& parsed_plan() const { return parsed_; }
   size_t num_slots() const { return num_slots_; }
   size_t num_scalars() const { return zeros_.size(); }
 
@@ -75,6 +83,8 @@ class KernelEntry {
   std::vector<int64_t> plan_;
   std::string operand_names_, symbol_names_;
   std::vector<ArgUse> uses_;
+  std::vector<uint16_t> static_masks_;
+  LaunchPlan parsed_;
   std::vector<int64_t> zeros_;  // one per runtime scalar
   size_t num_slots_ = 0;
 };

@@ -24,10 +24,15 @@ std::vector<std::shared_ptr<LoadedModule>>& PinnedModules() {
 void LauncherTable::Register(const CallSignature& call,
                              const KernelEntry& spec) {
   const std::string& kernel = spec.kernel();
+  const std::vector<StaticMask>& masks = spec.static_masks();
+  ErrorOr<CallKey> key = CallKey::Make(call, masks.data(), masks.size());
+  if (!key.ok()) Raise(key.status());
+  // The plan the entry parsed when it was built: not parsed again.
   ErrorOr<std::unique_ptr<CallState>> state =
-      CallState::Instantiate(spec.Attributes());
+      CallState::Instantiate(spec.Attributes(), &spec.parsed_plan());
   if (!state.ok()) Raise(state.status());
   auto entry = std::make_unique<Entry>();
+  entry->key = std::move(key).value();
   entry->state = std::move(state).value();
   const LaunchPlan& p = entry->state->plan();
   entry->num_operands = p.operands().size();
@@ -65,7 +70,6 @@ void LauncherTable::Register(const CallSignature& call,
     if (!s) throw nb::value_error("cutecall: a plan scalar has no argument");
   }
   if (Status s = entry->state->Prepare(); !s.ok()) Raise(s);
-  entry->signature.assign(call.signature, call.signature + call.sig_len);
   entry->last_used = ++clock_;
   if (entries_.size() >= kMaxEntries) Evict();
   entries_.push_back(std::move(entry));

@@ -1,43 +1,39 @@
 // launcher_table.h — the specializations of one torch launch object.
 //
-// Owns: the table of a TensorLauncher's compiled specializations, keyed by
-// call signature (tensor_signature.h's words): per entry, the prepared
-// CallState and how each call argument fills its plan (Use). At most
+// Owns: the table of a TensorLauncher's compiled specializations, each keyed
+// by a CallKey (call_key.h: the call's signature words and the values its
+// static masks compiled in): per entry, the prepared CallState and how each
+// call argument fills its plan (Use). At most
 // kMaxEntries; the least recently used is evicted. Modules of evicted or
 // cleared entries stay loaded for the life of the process (a CUDA graph may
 // still launch them).
 // Contract: Find is on the per-call path: no allocation, no Python call
 // (but an equality test of compile-time leaves, when an entry has any).
 // Register checks a KernelEntry from `on_miss` against the call and its plan
-// before adding it; nothing in the table changes otherwise.
+// before adding it, keyed by the static masks the entry carries (the call
+// is not described again); nothing in the table changes otherwise.
 #ifndef CUTECALL_PYTHON_LAUNCHER_TABLE_H_
 #define CUTECALL_PYTHON_LAUNCHER_TABLE_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
 
 #include <Python.h>
 
+#include "call_key.h"
 #include "cutecall/call_state.h"
 #include "kernel_entry.h"
 #include "tensor_signature.h"
 
 namespace cutecall::py {
 
-inline constexpr size_t kMaxArgs = 64;     // leaves of one call's arguments
 inline constexpr size_t kMaxEntries = 64;  // specializations of one launcher
-// A call's pytree arguments: nesting, containers, and the signature's words
-// (every leaf's, two per container, one per dict key).
-inline constexpr int kMaxDepth = 8;
-inline constexpr size_t kMaxContainers = 64;
-inline constexpr size_t kMaxSignatureWords = kMaxArgs * kMaxArgWords + 4 * kMaxContainers;
 
 struct Entry {
-  std::vector<int64_t> signature;
+  CallKey key;
   std::unique_ptr<CallState> state;
   std::vector<ArgUse> uses;
   // Compile-time leaves: (leaf, value) a call's leaf must equal.
@@ -47,30 +43,19 @@ struct Entry {
   uint64_t last_used = 0;
 };
 
-// One call's signature, the table's key: the words of its arguments'
-// containers and leaves, in order; per leaf, words starting at arg_at[i],
-// the low byte of the first being its tag (tensor_signature.h).
-struct CallSignature {
-  size_t n = 0;  // leaves (an argument that is not a container is one)
-  int64_t signature[kMaxSignatureWords];
-  size_t sig_len = 0;
-  size_t arg_at[kMaxArgs];  // where each leaf's words start
+// One call as the table matches it: its words and tensor views
+// (call_key.h) and its leaves.
+struct CallSignature : CallWords {
   PyObject* leaves[kMaxArgs];  // borrowed: the arguments hold them
-
-  int64_t tag(size_t i) const { return signature[arg_at[i]] & 0xff; }
 };
 
 class LauncherTable {
  public:
-  // The entry registered under `call`'s signature, or null. The last entry
-  // found is tried first; a hit becomes the most recently used.
+  // The entry whose key `call` matches, or null. The last entry found is
+  // tried first; a hit becomes the most recently used.
   Entry* Find(const CallSignature& call) {
-    const size_t bytes = call.sig_len * sizeof(int64_t);
     auto match = [&](const Entry* e) {
-      if (e->signature.size() != call.sig_len ||
-          std::memcmp(e->signature.data(), call.signature, bytes) != 0) {
-        return false;
-      }
+      if (!e->key.Matches(call)) return false;
       for (const auto& [i, value] : e->consts) {
         PyObject* leaf = call.leaves[i];
         if (leaf == value) continue;
@@ -100,9 +85,9 @@ class LauncherTable {
     return hit;
   }
 
-  // Adds `entry` (what `on_miss` returned) under `call`'s signature, after
-  // checking its uses against the call and the plan; evicts the least
-  // recently used entry when full.
+  // Adds `entry` (what `on_miss` returned) under `call`'s signature and the
+  // entry's static masks, after checking its uses against the call and the
+  // plan; evicts the least recently used entry when full.
   void Register(const CallSignature& call, const KernelEntry& entry);
 
   size_t size() const { return entries_.size(); }

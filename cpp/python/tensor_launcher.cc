@@ -56,13 +56,6 @@ double TensorLauncher::TimeLaunches(size_t count, nb::args args) {
       .count();
 }
 
-void TensorLauncher::SetStatic(std::vector<uint16_t> masks) {
-  if (masks.size() > kMaxArgs) throw nb::value_error("cutecall: too many masks");
-  // One mask per leaf of a call's arguments (tensor leaves use theirs).
-  clear();
-  static_ = std::move(masks);
-}
-
 void TensorLauncher::Miss(const nb::args& args, CallInfo* call) {
   // The described tensor leaves' layouts, in leaf order (all of them when
   // the whole call was described).
@@ -75,9 +68,9 @@ void TensorLauncher::Miss(const nb::args& args, CallInfo* call) {
                              "': launcher was cleared by the garbage collector");
   }
   nb::object spec = on_miss_(args, props);
-  // Python ran (and may have changed which extents are compiled in): read
-  // the arguments again before registering under their signature.
-  const bool ok = Describe(args, call);
+  // The call's words do not depend on static masks (the entry carries its
+  // own): a call described in full is not described again.
+  const bool ok = call->ok || Describe(args, call);
   if (spec.is_none()) return;
   if (!ok) {
     throw std::runtime_error("cutecall: kernel '" + name_ +
@@ -198,9 +191,6 @@ void BindTensorLauncher(nb::module_& m) {
            "How calls read objects of `type`: 'node' (a container: its `fields`, "
            "in order), 'scalar' (a CuTe DSL value: its .value) or 'const' "
            "(compiled in: by identity).")
-      .def("set_static", &TensorLauncher::SetStatic, nb::arg("masks"),
-           "Per leaf of a call's arguments: bit d = extent d, bit 8+d = stride d "
-           "compiled in.")
       .def_prop_ro("name", &TensorLauncher::name);
   m.attr("MAX_LAUNCHER_ARGS") = kMaxArgs;
   m.attr("MAX_LAUNCHER_ENTRIES") = kMaxEntries;

@@ -56,11 +56,6 @@ class TensorLauncher {
   // per-launch cost of everything below Python.
   double TimeLaunches(size_t count, nanobind::args args);
 
-  // Which extents/strides of each leaf the kernel compiles in (the static
-  // fallback): their values join the signature. Drops the entries
-  // registered under the old masks.
-  void SetStatic(std::vector<uint16_t> masks);
-
   // How calls read objects of `type` from now on: "node" (a container:
   // `fields` in order), "scalar" (a CuTe DSL value: .value), "const" (a
   // compile-time value: by identity). Python registers them on a miss.
@@ -75,7 +70,6 @@ class TensorLauncher {
   // One call's arguments as read: their signature and leaves, the tensors,
   // the device.
   struct CallInfo : CallSignature {
-    dlpack::Tensor tensors[kMaxArgs];
     size_t described = 0;     // leaves read so far
     size_t containers = 0;
     int32_t device = -1;
@@ -102,8 +96,11 @@ class TensorLauncher {
   const TypeInfo* Registered(PyTypeObject* type) const;
   // Packs the call's leaves into `e`'s plan and launches.
   void Run(const Entry& e, const CallInfo& call);
-  // Asks Python for the specialization of these arguments (a KernelEntry)
-  // or its error, passing each described tensor's LayoutProps.
+  // Asks Python for the specialization of these arguments (a KernelEntry,
+  // carrying its static masks) or its error, passing each described
+  // tensor's LayoutProps; registers it under `call` as described (the
+  // arguments are read again only if they could not be before: Python
+  // registers the types of pytree arguments on a miss).
   void Miss(const nanobind::args& args, CallInfo* call);
 
   // The Python type's slots.
@@ -114,7 +111,6 @@ class TensorLauncher {
 
   std::string name_;
   std::vector<bool> constexpr_;
-  std::vector<StaticMask> static_;
   nanobind::object on_miss_;
   LauncherTable table_;
   std::vector<std::pair<PyTypeObject*, const dlpack::ExchangeApi*>> apis_;

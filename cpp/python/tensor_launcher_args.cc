@@ -195,8 +195,8 @@ bool TensorLauncher::DescribeLeaf(PyObject* o, bool cx, bool nested,
     } else if (call->device != t.device.device_id) {
       return false;
     }
-    const StaticMask mask = i < static_.size() ? static_[i] : 0;
-    call->sig_len += AppendTensorSignature(t, mask, sig + call->sig_len);
+    // Mask-independent words: an entry's compiled-in values are its key's.
+    call->sig_len += AppendTensorSignature(t, 0, sig + call->sig_len);
   }
   call->n = i + 1;
   call->described = call->n;

@@ -101,17 +101,22 @@ size_t AppendTensorSignature(const dlpack::Tensor& t, StaticMask mask,
     classes |= int64_t(p.stride_log2[d]) << (8 * d + 4);
   }
   out[n++] = classes;
-  if (mask != 0) {
-    int64_t compact[abi::kMaxRank];
-    const int64_t* strides = StridesOf(t, compact);
-    for (int d = 0; d < t.ndim; ++d) {
-      if (mask & (1u << d)) out[n++] = t.shape[d];
-    }
-    for (int d = 0; d < t.ndim; ++d) {
-      // A dim of extent <= 1 has no meaningful stride: 0 in the signature.
-      if (mask & (1u << (kStaticStrideShift + d))) {
-        out[n++] = t.shape[d] > 1 ? strides[d] : 0;
-      }
+  if (mask != 0) n += AppendStaticValues(t, mask, out + n);
+  return n;
+}
+
+size_t AppendStaticValues(const dlpack::Tensor& t, StaticMask mask,
+                          int64_t* out) {
+  int64_t compact[abi::kMaxRank];
+  const int64_t* strides = StridesOf(t, compact);
+  size_t n = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (mask & (1u << d)) out[n++] = t.shape[d];
+  }
+  for (int d = 0; d < t.ndim; ++d) {
+    // A dim of extent <= 1 has no meaningful stride: 0 in the signature.
+    if (mask & (1u << (kStaticStrideShift + d))) {
+      out[n++] = t.shape[d] > 1 ? strides[d] : 0;
     }
   }
   return n;

@@ -71,9 +71,17 @@ inline constexpr int kStaticStrideShift = 8;
 static_assert(abi::kMaxRank <= kStaticStrideShift);
 
 // Appends tensor `t`'s words to `out` (room for kMaxArgWords); returns how
-// many were written.
+// many were written. A nonzero `mask` appends the values it names
+// (AppendStaticValues); the torch launcher passes 0 and keeps each entry's
+// compiled-in values in its key instead (call_key.h).
 size_t AppendTensorSignature(const dlpack::Tensor& t, StaticMask mask,
                              int64_t* out);
+
+// Appends the extents, then the strides, that `mask` names (bits past
+// `t`'s rank ignored; the stride of a dim of extent <= 1 as 0: it has no
+// meaningful one) to `out` (room for 2 * rank); returns how many.
+size_t AppendStaticValues(const dlpack::Tensor& t, StaticMask mask,
+                          int64_t* out);
 
 }  // namespace cutecall::py
 

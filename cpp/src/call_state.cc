@@ -22,6 +22,11 @@ void ResetCallStats() {
 
 ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
     const CallAttributes& a) {
+  return Instantiate(a, nullptr);
+}
+
+ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
+    const CallAttributes& a, const LaunchPlan* parsed) {
   internal::call_counters.instantiates.fetch_add(1, std::memory_order_relaxed);
   std::string kernel = a.kernel.empty() ? std::string("<unnamed>")
                                         : std::string(a.kernel);
@@ -44,8 +49,10 @@ ErrorOr<std::unique_ptr<CallState>> CallState::Instantiate(
   if (a.function.empty()) {
     return InvalidArgument(who + "attribute 'function' is empty");
   }
-  ErrorOr<LaunchPlan> plan = LaunchPlan::Parse(
-      a.plan, a.plan_size, kernel, a.operand_names, a.symbol_names);
+  ErrorOr<LaunchPlan> plan =
+      parsed != nullptr ? ErrorOr<LaunchPlan>(*parsed)
+                        : LaunchPlan::Parse(a.plan, a.plan_size, kernel,
+                                            a.operand_names, a.symbol_names);
   if (!plan.ok()) return plan.status();
   if (a.num_scalars != plan->num_scalars()) {
     return InvalidArgument(who + "attribute 'scalars' has " +

@@ -65,6 +65,10 @@ class CallState {
  public:
   static ErrorOr<std::unique_ptr<CallState>> Instantiate(
       const CallAttributes& attrs);
+  // The same, with `attrs.plan` already parsed into `parsed` (null: parsed
+  // here), e.g. by the KernelEntry a launch object registers.
+  static ErrorOr<std::unique_ptr<CallState>> Instantiate(
+      const CallAttributes& attrs, const LaunchPlan* parsed);
   virtual ~CallState() = default;
 
   Status Prepare();

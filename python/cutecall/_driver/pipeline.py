@@ -7,13 +7,13 @@ A front translates; the driver decides::
     binding, leaves = launcher.bind(args, kwargs, num_outputs=...)  # the driver binds
     operands = [OperandDesc(...) for each array leaf]         # the front describes
     result = launcher.specialize(operands, binding)           # the driver decides
-    entry = launcher.entry(result, arg_uses(binding, len(args)))  # for C++
 
 :meth:`Launcher.specialize` owns everything after the descriptions: the
 static masks and the fallback ladder, :class:`KernelSpec` (built here and
 nowhere else), the specialization key (``key``), the compile or store
-lookup, and the rung to remember. :meth:`Launcher.entry` is the typed entry
-(``_core.KernelEntry``) a C++ launcher registers. No framework is imported.
+lookup, and the rung to remember. A C++ launch object's first call (the
+typed ``_core.KernelEntry`` it registers) is ``launch_object``'s. No
+framework is imported.
 """
 
 from __future__ import annotations
@@ -21,15 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
-from .. import _core
-from . import binding as _binding, fallback, fingerprint as _fingerprint, runtime
-from . import diagnosis, launcher_kind, signature as _signature, target
+from . import binding as _binding, fallback, fingerprint as _fingerprint
+from . import diagnosis, launcher_kind, signature as _signature, target, written_params
 from .binding import Binding, SlotKind
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
 from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
-from .pytree import ARRAY, CONST, SCALAR, Node
+from .pytree import Node
 
 HINT_STYLES = ("cutlass_call", "torch", "helion")
 
@@ -39,12 +38,14 @@ class Specialization:
     """What :meth:`Launcher.specialize` decided: the compiled kernel (named
     after this launcher), its spec, the static mask each operand was
     compiled with (the front's request and the fallback's dims) and how many
-    forms were tried before it (0: the first compiled)."""
+    forms were tried before it (0: the first compiled); what its trace saw
+    the kernel write (``written_params.ParamWrites``; None: no trace ran)."""
 
     kernel: CompiledKernel
     spec: KernelSpec
     masks: tuple
     level: int
+    writes: Any = None
 
 
 class Launcher:
@@ -99,6 +100,14 @@ class Launcher:
         # What the static fallback compiled in last, by operand name (fronts
         # that do not keep masks themselves): later calls start there.
         self.static_dims: dict[str, int] = {}
+        # What a trace saw the kernel write (written_params.ParamWrites), and
+        # the bindings whose outputs are named or placed by it (not checked).
+        self.writes = None
+        self._trusted: set = set()
+        # Output placements (parameter positions) whose kernel did not
+        # compile, and the bindings that try another (no static fallback).
+        self._avoid: set = set()
+        self._probes: set = set()
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -114,10 +123,19 @@ class Launcher:
         scalars, None) and keyword scalars to the launcher's parameters,
         placing `num_outputs` outputs (``binding`` module). Returns the
         binding and the array leaves' values, in ``Binding.leaves`` order:
-        the operands the front describes."""
-        return _binding.bind(self.sig, args, kwargs or {}, num_outputs, order,
-                             {k for k, _ in self.constexprs}, output_names,
-                             scalar_value, is_array)
+        the operands the front describes. Outputs not named go where a trace
+        saw the kernel write (:attr:`writes`), when it has; a compile of a
+        binding placed by the rule alone checks that (``written_params``)."""
+        written = self.writes.candidates if self.writes is not None else None
+        binding, leaves = _binding.bind(
+            self.sig, args, kwargs or {}, num_outputs, order,
+            {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
+            written, frozenset(self._avoid))
+        if output_names is not None or written:
+            self._trusted.add(binding)
+        elif self._avoid and _outputs_at(binding):
+            self._probes.add(binding)
+        return binding, leaves
 
     def parameter_names(self, binding: Binding) -> dict:
         """{Slot: the launcher parameter it fills}."""
@@ -147,19 +165,33 @@ class Launcher:
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
         try:
-            kernel, spec, extra, level = fallback.climb(
-                build, operands, start, self.name, options, arch, self.static_fallback,
-                lambda masks: fallback.explicit_hint(
-                    self.hint, [op.static | m for op, m in zip(operands, masks)], operands))
+            with written_params.observing(check=binding not in self._trusted) as seen:
+                kernel, spec, extra, level = fallback.climb(
+                    build, operands, start, self.name, options, arch,
+                    False if binding in self._probes else self.static_fallback,
+                    lambda masks: fallback.explicit_hint(
+                        self.hint, [op.static | m for op, m in zip(operands, masks)],
+                        operands))
         except CompileError as e:  # name the argument that likely caused it
-            raise diagnosis.annotate(e, operands, self.history) from e
+            error = diagnosis.annotate(e, operands, self.history)
+            outs = _outputs_at(binding)
+            if outs and binding not in self._trusted and \
+                    len(self._avoid) < written_params.MAX_PROBES:
+                self._avoid.add(outs)  # the front tries another placement
+                raise written_params.PlacementFailed(self.name, outs, error) from e
+            raise error from e
+        except written_params.OutputsElsewhere as e:  # the front binds again
+            self.writes = e.writes
+            raise
+        if seen.writes is not None:
+            self.writes = seen.writes
         self.history.record(operands)
         if not self.keeps_static_masks:
             self.static_dims.update({op.name: m for op, m in zip(operands, extra) if m})
         if kernel.name != self.name:  # a compile shared with another launcher
             kernel = dataclasses.replace(kernel, name=self.name)
         masks = tuple(op.static | m for op, m in zip(operands, extra))
-        return Specialization(kernel, spec, masks, level)
+        return Specialization(kernel, spec, masks, level, seen.writes)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
              device_arch: str | None = None, output_tree: Node | None = None,
@@ -198,83 +230,8 @@ class Launcher:
             scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
             binding=_binding.describe(self.sig, binding))
 
-    # -- the typed entry for C++ ---------------------------------------------
 
-    def entry(self, result: Specialization, uses: Sequence) -> "_core.KernelEntry":
-        """The ``_core.KernelEntry`` a C++ launch object registers: the
-        compiled kernel and, per call argument, how it reaches the plan
-        (:func:`arg_uses`)."""
-        runtime.ensure_runtime_path()
-        k = result.kernel
-        return _core.KernelEntry(
-            module=k.module, sha256=k.sha256, function=k.function, kernel=k.name,
-            plan=list(k.plan), operand_names=k.operand_names,
-            symbol_names=k.symbol_names, uses=list(uses))
-
-
-def call_leaves(binding: Binding, num_args: int,
-                positions: Sequence[int] | None = None) -> list:
-    """The leaves a C++ launch object reads from a call of `num_args`
-    arguments, in its order (an argument that is a container contributes its
-    leaves depth first, any other argument one): per leaf ``("array",
-    operand)``, ``("scalar", slot, type)``, ``("const", value)`` (a
-    compile-time leaf: a call must match it) or ``("ignore",)`` (None, an
-    argument compiled in by the front).
-    The bound arguments sit at `positions` of the call (default: all)."""
-    positions = range(num_args) if positions is None else positions
-    bound = {c: k for k, c in enumerate(positions)}
-    out, operand = [], 0
-    for c in range(num_args):
-        k = bound.get(c)
-        slot = binding.arg_slots[k] if k is not None else None
-        if slot is not None and slot.kind == SlotKind.INPUT:
-            tree = binding.trees[slot.index]
-            for leaf in (tree.leaves() if isinstance(tree, Node) else (tree,)):
-                if leaf.kind == ARRAY:
-                    out.append(("array", operand))
-                    operand += 1
-                elif leaf.kind == SCALAR:
-                    out.append(("scalar", leaf.value, leaf.scalar_type))
-                elif leaf.kind == CONST:
-                    out.append(("const", leaf.value))
-                else:
-                    out.append(("ignore",))
-        elif slot is not None and slot.kind == SlotKind.SCALAR:
-            out.append(("scalar", slot.index, binding.scalars[slot.index].scalar_type))
-        else:
-            out.append(("ignore",))
-    return out
-
-
-def arg_uses(binding: Binding, num_args: int, *, positions: Sequence[int] | None = None,
-             written: Sequence[int] = ()) -> list:
-    """Per leaf of a call (:func:`call_leaves`), how it reaches the plan
-    (``_core.ArgUse``); operands in `written` are outputs (a launch whose
-    outputs are all empty does nothing)."""
-    uses = []
-    for leaf in call_leaves(binding, num_args, positions):
-        if leaf[0] == "array":
-            uses.append(_core.ArgUse(_core.UseKind.OUTPUT if leaf[1] in written
-                                     else _core.UseKind.TENSOR, leaf[1]))
-        elif leaf[0] == "scalar":
-            uses.append(_core.ArgUse(_core.UseKind.SCALAR, leaf[1],
-                                     getattr(_core.ScalarType, leaf[2])))
-        elif leaf[0] == "const":
-            uses.append(_core.ArgUse(_core.UseKind.CONST, value=leaf[1]))
-        else:
-            uses.append(_core.ArgUse(_core.UseKind.IGNORE))
-    return uses
-
-
-def arg_masks(binding: Binding, masks: Sequence[int], num_args: int, *,
-              positions: Sequence[int] | None = None,
-              base: Sequence[int] | None = None) -> list:
-    """Per leaf of a call (:func:`call_leaves`), the StaticMask a C++ launch
-    object keys its calls by: `base` (the masks kept so far; default none)
-    with each operand's entry of `masks` (:attr:`Specialization.masks`)."""
-    leaves = call_leaves(binding, num_args, positions)
-    out = list(base or []) + [0] * max(0, len(leaves) - len(base or []))
-    for i, leaf in enumerate(leaves):
-        if leaf[0] == "array":
-            out[i] = masks[leaf[1]]
-    return out
+def _outputs_at(binding: Binding) -> tuple:
+    """The parameter positions of a binding's outputs, in output order."""
+    return tuple(i for _, i in sorted((slot.index, i) for i, slot in enumerate(binding.slots)
+                                      if slot.kind == SlotKind.OUTPUT))

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from .. import _core
-from .._driver import dtypes, pytree, target
+from .._driver import dtypes, target
 from .._driver.operand import (EVERY_EXTENT, EVERYTHING, MAX_RANK, SOURCE_ARG,
                                OperandDesc, static_mask)
 from .._driver.binding import check_argument
@@ -177,33 +177,6 @@ def masks_from_option(static, params: Sequence[Param]) -> dict:
     return masks
 
 
-def register_types(launch, args, is_array) -> None:
-    """Tells C++ launch object `launch` how to read the objects in `args`
-    that are not tensors, numbers, None or plain containers: dataclasses
-    (their fields), CuTe DSL values (runtime scalars) and anything else
-    (compile-time, by identity). The same walk as ``pytree.flatten``."""
-    def walk(x):
-        if x is None or isinstance(x, (bool, int, float)) or is_array(x):
-            return
-        if isinstance(x, (tuple, list)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-        elif pytree.is_container(x):
-            launch.register_type(type(x), "node",
-                                 [f.name for f in dataclasses.fields(x) if f.init])
-            for f in dataclasses.fields(x):
-                if f.init:
-                    walk(getattr(x, f.name))
-        else:
-            launch.register_type(type(x), "scalar" if pytree.dsl_scalar_type(x)
-                                 else "const")
-    for a in args:
-        walk(a)
-
-
 def check_kinds(k, args, tensor_types) -> list[str]:
     """Raises for an argument no parameter of launch object `k` can take (a
     tensor for a runtime scalar); returns how errors name each argument."""
@@ -218,24 +191,6 @@ def check_kinds(k, args, tensor_types) -> list[str]:
         check_argument(a, f"{what[i]} of '{k.name}'",
                        lambda x: isinstance(x, tensor_types))
     return what
-
-
-def named_tensors(k, args) -> list:
-    """(how errors name it, tensor) per tensor leaf of launch object `k`'s
-    call `args`, in the driver's leaf order: ``argument 'x'``, ``argument
-    'epilogue.mC'``."""
-    names = [p.name for p in k.params] if k.sig.inspected else []
-
-    def no_scalar(path, value, scalar_type):
-        return 0
-    out = []
-    for i, a in enumerate(args):
-        base = names[i] if i < len(names) else str(i)
-        for path, t in pytree.flatten(a, is_tensor, no_scalar)[1]:
-            nm = base + pytree.keystr(path)
-            out.append((f"argument {nm!r}" if i < len(names) or path else
-                        f"argument {i}", t))
-    return out
 
 
 def check_tensor(t: torch.Tensor, what: str, device):

@@ -13,15 +13,16 @@ CUDA arch is passed to the compiler instead of written to ``CUTE_DSL_ARCH``.
 
 from __future__ import annotations
 
+import functools
 import inspect
-import threading
 from typing import Any
 
 import torch
 
 from .. import _core
 from .._driver import dtypes, signature as _signature
-from .._driver.pipeline import Launcher, arg_masks, arg_uses
+from .._driver.launch_object import BoundCall, LaunchObject
+from .._driver.pipeline import Launcher
 from . import _describe
 
 _GRID = 3  # the launcher's first three arguments: grid x, y, z
@@ -71,34 +72,42 @@ def default_cute_launcher(cute_kernel: object, grid: tuple[int, ...], *args: obj
 
 
 # ---------------------------------------------------------------------------
-# One C++ launcher per (kernel, block, options), kept on the kernel object.
+# One C++ launcher per (kernel, block, options): a bounded cache this module
+# owns (Helion's kernel objects are not ours to write attributes on). It
+# holds each kernel while its entry lives, so identities are never reused.
 
-_lock = threading.Lock()
-_fallback: dict[int, tuple[object, dict]] = {}  # kernels that refuse attributes
+_CACHE_SIZE = 256
+
+
+@functools.lru_cache(maxsize=_CACHE_SIZE)
+def _cached(kernel, block, options):
+    if isinstance(kernel, _ByIdentity):
+        kernel = kernel.obj
+    return _HelionLaunch(kernel, block, options).launch
+
+
+class _ByIdentity:
+    """A key for kernel objects that are not hashable: by identity."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, _ByIdentity) and other.obj is self.obj
 
 
 def _launcher(cute_kernel, block, options):
-    cache = getattr(cute_kernel, "_cutecall_launchers", None)
-    if cache is None:
-        cache = _kernel_cache(cute_kernel)
-    launcher = cache.get((block, options))
-    if launcher is None:
-        with _lock:
-            launcher = cache.get((block, options))
-            if launcher is None:
-                launcher = _HelionLaunch(cute_kernel, block, options).launch
-                cache[(block, options)] = launcher
-    return launcher
-
-
-def _kernel_cache(cute_kernel) -> dict:
-    with _lock:
-        try:
-            cache = cute_kernel.__dict__.setdefault("_cutecall_launchers", {})
-        except AttributeError:
-            entry = _fallback.setdefault(id(cute_kernel), (cute_kernel, {}))
-            cache = entry[1]
-        return cache
+    try:
+        return _cached(cute_kernel, block, options)
+    except TypeError:
+        if getattr(type(cute_kernel), "__hash__", None) is not None:
+            raise  # not the key: an error of the launcher's own
+        return _cached(_ByIdentity(cute_kernel), block, options)
 
 
 def constexpr_flags(cute_kernel) -> tuple[bool, ...]:
@@ -158,7 +167,7 @@ class _HelionLaunch:
         self.cluster = None if cluster is None else tuple(int(c) for c in cluster)
         self.launch = _core.TensorLauncher(
             self.name, [False] * _GRID + list(self.flags), self._on_miss)
-        self.static_masks = None  # per argument, after a static fallback
+        self.first_call = LaunchObject(self)  # binds, specializes, the entry
         self._launchers: dict[tuple, Launcher] = {}  # per schema
 
     def entry(self, i: int, a) -> tuple:
@@ -192,11 +201,11 @@ class _HelionLaunch:
             device = a.device
         return device
 
-    def _describe(self, args, props):
-        """(launcher, binding, operand descriptions, bound positions) of a
-        launch with arguments `args` (grid x, y, z first) whose tensors have
-        C++'s `props`: the schema's launcher bound to the grid and the
-        non-constexpr arguments."""
+    # -- the description step (the launch object does the rest) --------------
+
+    def bind(self, args) -> BoundCall:
+        """A launch's arguments (grid x, y, z first) bound to the launcher of
+        their schema: the grid and the non-constexpr arguments."""
         values = args[_GRID:]
         schema = tuple(self.entry(i, a) for i, a in enumerate(values))
         launcher = self._launchers.get(schema)
@@ -206,39 +215,39 @@ class _HelionLaunch:
                 name=self.name, compile_options=self.options, hint="helion",
                 keeps_static_masks=True)
             self._launchers[schema] = launcher
-        positions = list(range(_GRID)) + [_GRID + i for i, e in enumerate(schema)
-                                          if e[0] != "scalar_constexpr"]
+        positions = tuple(range(_GRID)) + tuple(
+            _GRID + i for i, e in enumerate(schema) if e[0] != "scalar_constexpr")
         bound = [args[c] if c < _GRID or schema[c - _GRID][0] == "tensor"
                  else normalize_scalar(args[c])[1] for c in positions]
         binding, tensors = launcher.bind(bound, is_array=_describe.is_tensor)
-        props = [p for p in props if p is not None]  # per tensor, in order
-        if len(props) != len(tensors):
-            props = [_describe.tensor_props(t) for t in tensors]
+        return BoundCall(launcher, binding, tensors, len(args), positions)
+
+    def describe(self, bound: BoundCall, props, masks):
+        """(operand descriptions, written operands: none are known) of a
+        bound launch whose tensors have C++'s `props`."""
         operands = []
-        for n, k in enumerate(binding.arrays):
-            c = positions[k]  # every argument is one leaf: c indexes both
-            operands.append(_describe.describe(
-                f"arg{c - _GRID}", n, args[c], props[n],
-                self.static_masks[c] if self.static_masks else 0))
-        return launcher, binding, operands, positions
+        for n, k in enumerate(bound.binding.arrays):
+            c = bound.positions[k]  # every argument is one leaf
+            operands.append(_describe.describe(f"arg{c - _GRID}", n, bound.arrays[n],
+                                               props[n], masks[n]))
+        return operands, []
+
+    measure = staticmethod(_describe.tensor_props)
+
+    @property
+    def static_masks(self):
+        """Per argument, what the last static fallback compiled in (None:
+        nothing)."""
+        return self.first_call.static_masks
 
     def _on_miss(self, args, props):
         device = self.device_of(args[_GRID:])
         if device is None:
             raise BackendUnsupported("cute", "launches without a tensor argument")
-        launcher, binding, operands, positions = self._describe(args, props)
-        result = launcher.specialize(operands, binding,
-                                     device_arch=_describe.device_arch(device))
-        masks = arg_masks(binding, result.masks, len(args), positions=positions)
-        if any(masks) and masks != self.static_masks:  # they key later calls
-            self.static_masks = masks
-            self.launch.set_static(masks)
-        return launcher.entry(result, arg_uses(binding, len(args), positions=positions))
+        return self.first_call.entry(args, props, _describe.device_arch(device))
 
     def specialize(self, args, props, arch: str):
         """The KernelSpec and per-argument ``_core.ArgUse`` of a launch with
         arguments `args` (grid x, y, z first) whose tensors have C++'s
         `props`, without compiling."""
-        launcher, binding, operands, positions = self._describe(args, props)
-        return (launcher.spec(operands, binding, device_arch=arch),
-                arg_uses(binding, len(args), positions=positions))
+        return self.first_call.spec(args, props, arch)

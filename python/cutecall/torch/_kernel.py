@@ -4,8 +4,9 @@ A call goes straight into C++ (``_core.TensorLauncher``): it reads each
 tensor's pointer, shape and strides through DLPack's C exchange API, picks
 the compiled specialization, packs the launch plan and runs on the current
 CUDA stream of the tensors' device. Python runs only on the first call of a
-specialization -- to describe the tensors and hand them to the driver's
-pipeline (``cutecall._driver.pipeline``) -- and to report bad arguments.
+specialization -- the driver's launch object (``_driver.launch_object``)
+binds the call, this front describes its tensors, the pipeline compiles --
+and to report bad arguments.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import torch
 from .. import _core
 from .._driver import placement, pytree, signature as _signature
 from .._driver.compiled import CompiledKernel
-from .._driver.pipeline import Launcher, arg_masks, arg_uses, call_leaves
+from .._driver.launch_object import BoundCall, LaunchObject, register_types
+from .._driver.pipeline import Launcher
 from . import _describe
 from ._custom_op import custom_op
 
@@ -68,12 +70,12 @@ class Kernel:
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
-        self.static_masks = None  # per leaf of a call: a StaticMask (C++'s key)
-        self._leaf_layout = None  # the call layout static_masks were made for
+        self.first_call = LaunchObject(self)  # binds, specializes, the entry
         self.dims = _describe.dims_from_option(dims, self.params)
         self.param_masks = _describe.masks_from_option(static, self.params)
-        if self.param_masks:  # exact for calls whose arguments are not pytrees
-            self.use_static_masks([self.param_masks.get(p.name, 0) for p in self.params])
+        # What static= compiles in, per argument (each entry carries its own).
+        self._option_masks = [self.param_masks.get(p.name, 0) for p in self.params] \
+            if self.param_masks else None
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
         self._op = custom_op(self)
@@ -146,30 +148,31 @@ class Kernel:
                             f"besides its outputs, got {n_args}")
         return merged
 
-    # -- the description step and the pipeline ------------------------------
+    # -- the description step (the launch object does the rest) --------------
 
-    def _describe(self, args, props):
-        """(binding, operand descriptions, written operands) of a
-        launcher-order call whose tensor leaves have C++'s `props` (in leaf
-        order; None entries are skipped, missing ones measured here)."""
+    def bind(self, args) -> BoundCall:
+        """A launcher-order call bound to the launcher's parameters."""
         binding, leaves = self.launcher.bind(args, is_array=_describe.is_tensor)
-        props = [p for p in props if p is not None]
-        if len(props) != len(leaves):
-            props = [_describe.tensor_props(t) for t in leaves]
+        return BoundCall(self.launcher, binding, leaves, len(args))
+
+    def leaf_names(self, bound: BoundCall) -> list[str]:
+        """Per tensor leaf, its name: ``x``, ``epilogue.mC``, ``arg2``."""
         names = [p.name for p in self.params] if self.sig.inspected else []
-        arg_names = [names[k] if k < len(names) else f"arg{k}" for k in binding.arrays]
-        layout = tuple(call_leaves(binding, len(args)))
-        kept = self.static_masks if self._leaf_layout == layout else None
-        at = [i for i, leaf in enumerate(layout) if leaf[0] == "array"]
+        arg = [names[k] if k < len(names) else f"arg{k}" for k in bound.binding.arrays]
+        return [arg[a] + pytree.keystr(path) for a, path in bound.binding.leaves]
+
+    def describe(self, bound: BoundCall, props, masks):
+        """(operand descriptions, written operands) of a bound call whose
+        tensor leaves have C++'s `props`, compiled with `masks` (and the
+        user's ``static=``) in."""
         operands, written = [], []
-        for i, ((a, path), t) in enumerate(zip(binding.leaves, leaves)):
-            nm = arg_names[a] + pytree.keystr(path)
+        for i, (nm, t) in enumerate(zip(self.leaf_names(bound), bound.arrays)):
             per_dim = self.dims.get(nm)
             if per_dim is not None and len(per_dim) != t.dim():
                 raise ValueError(f"cutecall: '{self.name}': dims[{nm!r}] names "
                                  f"{len(per_dim)} dims, but the tensor has rank "
                                  f"{t.dim()}")
-            mask = self.param_masks.get(nm, 0) | (kept[at[i]] if kept else 0)
+            mask = self.param_masks.get(nm, 0) | masks[i]
             operands.append(_describe.describe(nm, i, t, props[i], mask, per_dim))
             if nm in self.output_params:
                 if props[i].overlap:
@@ -180,49 +183,42 @@ class Kernel:
                         "as_strided view): the kernel's writes would race. Pass a "
                         "tensor that owns its elements (.contiguous() or .clone()).")
                 written.append(i)
-        return binding, operands, written
+        return operands, written
 
-    def _compile(self, args, props, arch: str):
-        """(CompiledKernel, uses) for one call, through the driver's
-        pipeline. The static masks it compiled with key later calls (C++
-        reads them per leaf): the user's ``static=`` and a fallback rung."""
-        binding, operands, written = self._describe(args, props)
-        result = self.launcher.specialize(operands, binding, device_arch=arch)
-        masks = arg_masks(binding, result.masks, len(args))
-        if any(masks) and masks != self.static_masks:
-            self.use_static_masks(masks)
-        self._leaf_layout = tuple(call_leaves(binding, len(args))) if any(masks) else None
-        return result, arg_uses(binding, len(args), written=written)
+    measure = staticmethod(_describe.tensor_props)
 
     def specialize(self, args, props, arch: str):
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a launcher-order call
         whose tensors have C++'s `props` (``_core.layout_props``), for
         `arch`: what the miss path compiles, without compiling. No device
         needed."""
-        binding, operands, written = self._describe(args, props)
-        return (self.launcher.spec(operands, binding, device_arch=arch),
-                arg_uses(binding, len(args), written=written))
+        return self.first_call.spec(args, props, arch)
 
-    def use_static_masks(self, masks) -> None:
-        """Compiles in what `masks` names from now on (per leaf of a call's
-        arguments -- per argument when none is a container -- a StaticMask:
-        bit d the extent of dim d, bit STRIDE_SHIFT + d its stride)."""
-        self.static_masks = list(masks)
-        self.launch.set_static(self.static_masks)
+    @property
+    def static_masks(self) -> list | None:
+        """Per leaf of a call, the StaticMask the last static fallback (or
+        ``static=``) compiled in; None when nothing is."""
+        return self.first_call.static_masks or self._option_masks
 
     # -- the slow path: compile a specialization, or explain the error ------
 
     def _on_miss(self, args, props):
         _describe.check_kinds(self, args, (torch.Tensor,))
+        if not any(isinstance(a, torch.Tensor) or pytree.is_container(a) for a in args):
+            raise ValueError(f"cutecall: '{self.name}' was called without a "
+                             "tensor; a launch runs on its tensors' device")
+        bound = self.bind(args)
         device = None
-        for what, t in _describe.named_tensors(self, args):
+        for (a, path), nm, t in zip(bound.binding.leaves, self.leaf_names(bound),
+                                    bound.arrays):
+            what = f"argument {nm!r}" if self.sig.inspected or path else \
+                f"argument {bound.binding.arrays[a]}"
             device = _describe.check_tensor(t, f"{what} of '{self.name}'", device)
         if device is None:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
-        _describe.register_types(self.launch, args, _describe.is_tensor)
-        result, uses = self._compile(args, props, _describe.device_arch(device))
-        return self.launcher.entry(result, uses)
+        register_types(self.launch, args, _describe.is_tensor)
+        return self.first_call.entry(args, props, _describe.device_arch(device))
 
     def compile(self, *args, arch: str | None = None) -> CompiledKernel:
         """Compiles (or finds in the artifact store) the specialization these
@@ -258,8 +254,8 @@ class Kernel:
                      and a.device.type == "cuda"), None)
         props = [_describe.tensor_props(a) if _describe.is_tensor(a) else None
                  for a in args]
-        result, _ = self._compile(args, props, arch or _describe.device_arch(cuda))
-        return result.kernel
+        return self.first_call.compile(args, props,
+                                       arch or _describe.device_arch(cuda))
 
 
 def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
