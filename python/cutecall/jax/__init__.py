@@ -27,9 +27,9 @@ Example::
 
 from ._autodiff import Differentiable, DifferentiationError, differentiable
 from ._batching import BatchModes, VmapFallbackWarning
-from ._call import CutlassCall, cutlass_call
+from ._call import CutlassCall, TracedCall, cutlass_call
 from ._contract import CompiledCall, compile, jax_export_checks, register
 
-__all__ = ["cutlass_call", "CutlassCall", "differentiable", "Differentiable",
+__all__ = ["cutlass_call", "CutlassCall", "TracedCall", "differentiable", "Differentiable",
            "DifferentiationError", "BatchModes", "VmapFallbackWarning",
            "CompiledCall", "compile", "jax_export_checks", "register"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
 import jax
 
 from .._driver import pytree, signature as _signature, target as _target
+from .._driver import written_params
 from .._driver.binding import check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
@@ -15,9 +17,29 @@ from . import _args as _jax_args, _batching, _targets
 from ._primitive import cutecall_p
 from ._varying import match_varying
 
-__all__ = ["cutlass_call", "CutlassCall"]
+__all__ = ["cutlass_call", "CutlassCall", "TracedCall"]
 
 # ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class TracedCall:
+    """One call of a :class:`CutlassCall`, traced (``CutlassCall.trace``).
+
+    ``traced`` is JAX's ``jax.stages.Traced`` (``.jaxpr``, ``.out_info``);
+    ``scalars`` the call's runtime scalars, ``(name, CuTe DSL type)`` each,
+    in the order the kernel takes them."""
+
+    traced: Any
+    scalars: tuple
+
+    @property
+    def jaxpr(self):
+        return self.traced.jaxpr
+
+    def lower(self, platform: str = "cuda"):
+        """The call lowered for `platform` (no GPU needed)."""
+        return self.traced.lower(lowering_platforms=(platform,))
+
 
 class CutlassCall:
     """A CuTe DSL launcher bound to an output contract; call it with arrays.
@@ -28,11 +50,14 @@ class CutlassCall:
     are runtime values, so new shapes and values reuse the compiled kernel.
     """
 
-    def __init__(self, fn, output_shape_dtype, input_spec, output_spec,
-                 input_output_aliases, allow_cuda_graph, compile_options,
-                 compile_key, use_static_tensors, operand_order, name,
-                 constexprs, batch_modes=None, static_fallback=None,
-                 output_params=None):
+    def __init__(self, fn, *, output_shape_dtype, input_spec=None,
+                 output_spec=None, input_output_aliases=None,
+                 allow_cuda_graph=True, compile_options=None, compile_key=None,
+                 use_static_tensors=False, operand_order="inputs_first",
+                 name=None, constexprs=None, batch_modes=None,
+                 static_fallback=None, output_params=None):
+        """Options as :func:`cutlass_call` takes them (keyword-only), with
+        the launcher's constexprs as one mapping, `constexprs`."""
         if not callable(fn):
             raise TypeError(f"cutecall: fn must be a @cute.jit launcher, got "
                             f"{type(fn).__name__}: {fn!r}")
@@ -49,7 +74,7 @@ class CutlassCall:
             output_params = tuple(output_params)
         self.launcher = Launcher(
             fn, name=name or getattr(fn, "__name__", type(fn).__name__),
-            constexprs=constexprs, compile_options=compile_options,
+            constexprs=dict(constexprs or {}), compile_options=compile_options,
             compile_key=compile_key, static_fallback=static_fallback,
             hint="cutlass_call")
         self.fn, self.name = fn, self.launcher.name
@@ -134,15 +159,30 @@ class CutlassCall:
         return binding, tuple(values), outs
 
     def __call__(self, *args, **kwargs):
-        binding, flat_in, outs = self._bind(args, kwargs)
-        return self._jitted(flat_in, binding, outs)
+        def attempt():  # again where the kernel writes, if not the outputs
+            binding, flat_in, outs = self._bind(args, kwargs)
+            return self._jitted(flat_in, binding, outs)
+        return written_params.retrying(attempt)
+
+    def trace(self, *args, **kwargs) -> "TracedCall":
+        """Traces one call (no GPU needed; the kernel is compiled or loaded,
+        as on a first call): a :class:`TracedCall`. Arrays may be
+        ``jax.ShapeDtypeStruct``s::
+
+            t = call.trace(jax.ShapeDtypeStruct((1024,), jnp.float32), 2.0)
+            t.jaxpr            # the one cutecall_call equation
+            t.lower().as_text()
+        """
+        def attempt():  # again where the kernel writes, if not the outputs
+            binding, flat_in, outs = self._bind(args, kwargs)
+            return TracedCall(self._jitted.trace(flat_in, binding, outs),
+                              tuple((s.name, s.scalar_type) for s in binding.scalars))
+        return written_params.retrying(attempt)
 
     def lower(self, *args, platform: str = "cuda", **kwargs):
         """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
         the custom call. Arrays may be ``jax.ShapeDtypeStruct``s."""
-        binding, flat_in, outs = self._bind(args, kwargs)
-        return self._jitted.trace(flat_in, binding, outs).lower(
-            lowering_platforms=(platform,))
+        return self.trace(*args, **kwargs).lower(platform)
 
     # -- trace ----------------------------------------------------------------
     def _trace(self, flat_in, binding, outs):
@@ -322,8 +362,11 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                 f"{_targets.TARGET_NO_GRAPH}), whose ABI differs from NVIDIA's "
                 "CuTeDSL call ABI; leave ffi_call_target unset")
         allow_cuda_graph = ours[ffi_call_target]
-    return CutlassCall(fn, output_shape_dtype, input_spec, output_spec,
-                       input_output_aliases, allow_cuda_graph, compile_options,
-                       compile_key, use_static_tensors, operand_order, name,
-                       constexprs, batch_modes, static_fallback,
-                       output_params)
+    return CutlassCall(
+        fn, output_shape_dtype=output_shape_dtype, input_spec=input_spec,
+        output_spec=output_spec, input_output_aliases=input_output_aliases,
+        allow_cuda_graph=allow_cuda_graph, compile_options=compile_options,
+        compile_key=compile_key, use_static_tensors=use_static_tensors,
+        operand_order=operand_order, name=name, constexprs=constexprs,
+        batch_modes=batch_modes, static_fallback=static_fallback,
+        output_params=output_params)

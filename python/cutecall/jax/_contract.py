@@ -24,6 +24,7 @@ from . import _targets
 from .._driver import signature as _signature
 from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord, JaxContract
+from .._driver.log import logger
 
 __all__ = ["CompiledCall", "JaxContract", "compile", "register",
            "jax_export_checks"]
@@ -194,27 +195,20 @@ def _output_rules(call, args, out_avals, aliases) -> list:
     leaves, tree = jax.tree.flatten(
         list(args), is_leaf=lambda x: x is None or _signature.is_scalar_value(x))
     example = [tuple(x.shape) for x in leaves if is_array(x)]
-    names = [f"cc_in{k}_{d}" for k, s in enumerate(example)
-             for d in range(len(s))]
-    where = {nm: (k, d) for nm, (k, d) in zip(
-        names, [(k, d) for k, s in enumerate(example) for d in range(len(s))])}
+    where = {f"cc_in{k}_{d}": (k, d) for k, s in enumerate(example)
+             for d in range(len(s))}
     rules: list = [None] * len(out_avals)
     fn = call.output_shape_dtype
-    try:
-        if callable(fn) and not isinstance(fn, jax.ShapeDtypeStruct):
-            syms = iter(jax.export.symbolic_shape(",".join(names))
-                        if names else ())
-            stand_ins = [jax.ShapeDtypeStruct(
-                tuple(next(syms) for _ in x.shape), x.dtype)
-                if is_array(x) else x for x in leaves]
-            fn = fn(*jax.tree.unflatten(tree, stand_ins))
-        for j, o in enumerate(jax.tree.leaves(fn)):
-            rule = tuple(int(d) if isinstance(d, (int, np.integer)) else
-                         where.get(str(d)) for d in o.shape)
-            if j < len(rules) and None not in rule:
-                rules[j] = rule
-    except Exception:  # any failure: calls give output_shape_dtype
-        pass
+    if callable(fn) and not isinstance(fn, jax.ShapeDtypeStruct):
+        syms = iter(jax.export.symbolic_shape(",".join(where)) if where else ())
+        stand_ins = [jax.ShapeDtypeStruct(tuple(next(syms) for _ in x.shape), x.dtype)
+                     if is_array(x) else x for x in leaves]
+        fn = _symbolic_outputs(call, fn, jax.tree.unflatten(tree, stand_ins))
+    for j, o in enumerate(jax.tree.leaves(fn)):
+        rule = tuple(int(d) if isinstance(d, (int, np.integer)) else
+                     where.get(str(d)) for d in o.shape)
+        if j < len(rules) and None not in rule:
+            rules[j] = rule
     for a, b in aliases:  # an aliased output has its input's shape
         rules[b] = tuple((a, d) for d in range(len(out_avals[b].shape)))
     for j, rule in enumerate(rules):  # a rule must reproduce the example
@@ -224,6 +218,20 @@ def _output_rules(call, args, out_avals, aliases) -> list:
             if got != tuple(out_avals[j].shape):
                 rules[j] = None
     return rules
+
+
+def _symbolic_outputs(call, fn, stand_ins) -> Any:
+    """The user's output_shape_dtype on inputs whose dims are symbols, or ()
+    (no rules: calls give ``output_shape_dtype=``) when it cannot take
+    symbols -- it compares or converts a dim, say. Logged, not hidden."""
+    try:
+        return fn(*stand_ins)
+    except (jax.errors.InconclusiveDimensionOperation, TypeError, ValueError,
+            AssertionError) as e:
+        logger.info("kernel '%s': output_shape_dtype is not a rule over input "
+                    "dims (%s: %s); calls of the compiled kernel pass "
+                    "output_shape_dtype=", call.name, type(e).__name__, e)
+        return ()
 
 
 def compile(fn, *example_args, name: str | None = None,
@@ -260,8 +268,8 @@ def compile(fn, *example_args, name: str | None = None,
         call, call_kwargs = fn, kwargs
     else:
         call, call_kwargs = cutlass_call(fn, **kwargs), {}
-    binding, arrays, outs = call._bind(example_args, call_kwargs)
-    eqn = _find_call(call._jitted.trace(arrays, binding, outs).jaxpr)
+    traced = call.trace(*example_args, **call_kwargs)
+    eqn = _find_call(traced.jaxpr)
     p = eqn.params
     out_avals = p["out_avals"]
     rules = _output_rules(call, example_args, out_avals, p["aliases"])
@@ -270,15 +278,14 @@ def compile(fn, *example_args, name: str | None = None,
                      for v in eqn.invars),
         outputs=tuple((np.dtype(o.dtype).name, r)
                       for o, r in zip(out_avals, rules)),
-        single_output=jax.tree_util.treedef_is_leaf(outs[0]),
+        single_output=jax.tree_util.treedef_is_leaf(
+            jax.tree.structure(traced.traced.out_info)),
         aliases=tuple(tuple(a) for a in p["aliases"]),
         in_layouts=tuple(tuple(x) for x in p["in_layouts"]),
         out_layouts=tuple(tuple(x) for x in p["out_layouts"]),
         allow_cuda_graph=bool(p["allow_cuda_graph"]))
     kernel = p["kernel"]
-    return CompiledCall(name or kernel.name, kernel,
-                        tuple((s.name, s.scalar_type) for s in binding.scalars),
-                        contract)
+    return CompiledCall(name or kernel.name, kernel, traced.scalars, contract)
 
 
 def register() -> None:
