@@ -170,6 +170,7 @@ def test_jax_flash_attention_and_its_vjp_lower_to_four_calls(causal):
 # ---------------------------------------------------------------------------
 # The references
 
+@pytest.mark.usefixtures("cpu_numerics")
 @pytest.mark.parametrize("causal", [False, True])
 def test_reference_backward_is_the_gradient(causal):
     b, s, h, d = 1, 200, 2, 128

@@ -186,6 +186,7 @@ def _qkv(b=1, s=70, h=2, d=32, seed=0):
     return [jax.random.normal(k, (b, s, h, d), jnp.float32) for k in keys]
 
 
+@pytest.mark.usefixtures("cpu_numerics")
 def test_flex_reference_is_alibi_attention():
     q, k, v = _qkv()
     scale = 0.125
@@ -208,6 +209,7 @@ def test_flex_reference_is_alibi_attention():
     np.testing.assert_allclose(t_lse.numpy(), lse, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.usefixtures("cpu_numerics")
 def test_combine_reference_merges_split_kv_attention():
     """Attention over key splits, combined, is attention over all keys
     (a split holding no key for a row has LSE -inf)."""

@@ -22,6 +22,9 @@ from cutecall.attention import jvp as fj  # noqa: E402
 from cutecall.attention import reference as fr  # noqa: E402
 from cutecall.attention import Config  # noqa: E402
 
+# Float32 numerics at 2e-5 (CPU tests): on the CPU device on a GPU host too.
+pytestmark = pytest.mark.usefixtures("cpu_numerics")
+
 
 def normal(seed, *shapes):
     keys = jax.random.split(jax.random.key(seed), len(shapes))

@@ -169,6 +169,7 @@ def _small(name):
     return corpus.case(name, m, 40 if name == "gemm_symmetric" else 64, 32)
 
 
+@pytest.mark.usefixtures("cpu_numerics")
 @pytest.mark.parametrize("name", IDS)
 def test_jax_and_torch_references_agree(name):
     case = _small(name)

@@ -281,6 +281,7 @@ def test_lce_compiles_what_quacks_own_path_compiles(monkeypatch):
 # ---------------------------------------------------------------------------
 # The references
 
+@pytest.mark.usefixtures("cpu_numerics")
 def test_rotary_reference_is_rotation_by_position():
     """Each (x[i], x[i + d/2]) pair, as the complex number x[i] + j x[i+d/2],
     is multiplied by exp(j pos base^(-i/(d/2))): RoPE. Torch and JAX agree."""
@@ -297,6 +298,7 @@ def test_rotary_reference_is_rotation_by_position():
     np.testing.assert_allclose(np.asarray(jgot), got.numpy(), atol=1e-5, rtol=1e-5)
 
 
+@pytest.mark.usefixtures("cpu_numerics")
 def test_lce_reference_gives_the_cross_entropy():
     """sum over tiles of sum_exp * 2^k is sum(exp(z)): log of it minus the
     target logit is PyTorch's cross-entropy at valid rows; E <= sqrt(2);
