@@ -1,1 +1,10 @@
-"""Example CuTe DSL kernels (launchers) for cutecall tests and benchmarks."""
+"""Small CuTe DSL kernels (launchers) that the docs, the demo and the tests
+teach with: ``kernels``, ``layouts``, ``signatures``, ``pytrees``,
+``autodiff``, ``torch_kernels`` and others.
+
+The products built on cutecall live elsewhere: FlashAttention-4 in JAX in
+:mod:`cutecall.attention`, QuACK in JAX in :mod:`cutecall.quack`. Their old
+paths here (``flash_attention*``, ``attention_training``, ``quack*``) are
+shims kept for one release (a ``DeprecationWarning`` names the new path).
+The QuACK/FA4 test corpus is in the repository's ``tests/external/corpus``,
+not in the package."""
