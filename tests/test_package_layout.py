@@ -275,3 +275,86 @@ def test_examples_hold_only_small_teaching_kernels():
             with open(os.path.join(top, f)) as src:
                 total += sum(1 for _ in src)
     assert total <= EXAMPLES_MAX_LINES, f"examples holds {total} lines"
+
+
+def _defined_names(path: str) -> set[str]:
+    """Top-level names of a module, and ``Class.member`` for its classes."""
+    with open(path) as src:
+        tree = ast.parse(src.read(), path)
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+            for member in getattr(node, "body", ()) if isinstance(node, ast.ClassDef) else ():
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    names.add(f"{node.name}.{member.name}")
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            for t in node.targets if isinstance(node, ast.Assign) else [node.target]:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def missing_names(ref: str, package: str, required: bool = False) -> str | None:
+    """Why `ref` (``module``, ``module.name``, ``sub/module.name``) does not
+    resolve under `package`'s directory, or None. A `ref` whose first part
+    is no module of `package` is not checked unless `required`."""
+    parts = ref.replace("/", ".").split(".")
+    base, path, k = package, None, 0
+    while k < len(parts):
+        if os.path.isfile(os.path.join(base, parts[k] + ".py")):
+            path, k = os.path.join(base, parts[k] + ".py"), k + 1
+            break
+        if not os.path.isdir(os.path.join(base, parts[k])):
+            break
+        base, k = os.path.join(base, parts[k]), k + 1
+        path = os.path.join(base, "__init__.py")
+    if path is None:
+        return f"{ref}: no such module" if required else None
+    rest = ".".join(parts[k:k + 2])
+    names = _defined_names(path)
+    if rest and rest not in names and parts[k] not in names:
+        return f"{ref}: {os.path.relpath(path, ROOT)} defines no {rest}"
+    return None
+
+
+def test_the_architecture_page_names_only_what_exists():
+    """docs/architecture.md: every backticked path, front module (written
+    ``jax/_args.name``) and driver module (and the function or class named
+    after it) exists."""
+    import re
+    with open(os.path.join(ROOT, "docs", "architecture.md")) as f:
+        text = f.read()
+    package = os.path.join(ROOT, "python", "cutecall")
+    refs = set(re.findall(r"`([^`\s]+)`", text))
+    # In the diagram: module.name words of the driver (fallback.climb ...).
+    refs |= set(re.findall(r"\b([a-z_]+\.[A-Za-z_]+)\b", text.split("## The boundary")[0]))
+    wrong = []
+    for ref in sorted(refs):
+        ref = ref.rstrip("/").removesuffix("()")
+        if ref.startswith(("python/", "cpp/", "tests/", "tools/", "bench/", "docs/")):
+            why = None if os.path.exists(os.path.join(ROOT, ref)) else f"{ref}: no such path"
+        elif "/" in ref:
+            why = missing_names(ref, package, required=True)
+        else:
+            why = missing_names(ref, os.path.join(package, "_driver"))
+        if why:
+            wrong.append(why)
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_driver_map_names_every_driver_module():
+    """The module map in ``_driver/__init__.py`` names each module and
+    sub-package of the driver, and nothing else."""
+    import re
+    driver = os.path.join(ROOT, "python", "cutecall", "_driver")
+    with open(os.path.join(driver, "__init__.py")) as f:
+        doc = ast.get_docstring(ast.parse(f.read()))
+    mapped = set(re.findall(r"^``(\w+)``", doc, re.MULTILINE))
+    present = {f[:-3] for f in os.listdir(driver)
+               if f.endswith(".py") and f != "__init__.py"}
+    present |= {d for d in os.listdir(driver)
+                if os.path.isfile(os.path.join(driver, d, "__init__.py"))}
+    assert mapped == present, (f"not in the map: {sorted(present - mapped)}; "
+                               f"in the map, no module: {sorted(mapped - present)}")

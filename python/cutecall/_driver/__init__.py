@@ -3,38 +3,59 @@ and nothing that knows any framework (no module here imports JAX or torch,
 at any depth: ``tests/test_package_layout.py`` checks every import).
 
 A front describes its arrays (``operand.OperandDesc``) and calls
-``pipeline.Launcher``; the driver binds the call, decides what is compiled
-in, builds the one ``KernelSpec`` and key, compiles or loads it, and hands
-C++ a typed entry (``_core.KernelEntry``).
+``pipeline.Launcher``, or gives ``launch_object.LaunchObject`` its bind and
+describe steps when a C++ launch object calls back on a miss; the driver
+binds the call, decides what is compiled in, builds the one ``KernelSpec``
+and key, compiles or loads it, and hands C++ a typed entry
+(``_core.KernelEntry``, with its static masks).
+
+Every module of the driver, roughly in the order a first call meets them
+(``tests/test_package_layout.py`` checks that the map names each one):
 
 ========================  =====================================================
 module                    job
 ========================  =====================================================
-``pipeline``              ``Launcher``: bind, specialize, the typed C++ entry
+*entry points*
+``pipeline``              ``Launcher``: bind, specialize, the ``KernelSpec``
+``launch_object``         a C++ launch object's first call: bind once, the
+                          front describes, specialize, the ``KernelEntry``
+                          with its uses and static masks
+*the launcher and the call*
+``launcher_kind``         what a launcher is (a ``@cute.jit`` function, a
+                          kernel object, a callable wrapping one)
 ``signature``             reads a launcher's signature; runtime scalars
+``fingerprint``           content fingerprints of launchers and constexprs
 ``binding``               binds one call's arguments to typed ``Slot`` values
 ``placement``             where the outputs sit among the parameters
+``pytree``                argument trees: containers, leaves, key paths
+*what is compiled in*
 ``operand``               ``OperandDesc`` -> ``OperandSpec`` (the one
                           ``make_operand``), static masks, tied dims
 ``tensor_spec``           ``TensorSpec``: what a user asks of an array
 ``dtypes``                dtype names -> CuTe DSL types
 ``layout``                divisibility classes of extents, strides, pointers
-``fallback``              the static-fallback ladder, the hint, the climb
+``fallback``              the static fallback: the forms, the hint, ``climb``
 ``key``                   the specialization key (one schema)
 ``plan``                  the launch plan's integer encoding
 ``target``                the arch and compile options
-``fingerprint``           content fingerprints of launchers and constexprs
-``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
+*compiling*
 ``compiled``              ``KernelSpec``, ``CompiledKernel``: what a compile is
-``call_record``           a kernel as bundles record it (``JaxContract``)
-``compiler``              one ``cute.compile``, validated by the C++ core
-``compile_error``         ``CompileError``: the DSL's failure, root cause first
 ``store``                 (a package) where kernels are kept: the process
                           (``store.memory``: the cache, the compile lock, the
                           counters), this machine's disk (``store.local``) and
                           a store shared by a cluster; its own map inside
+``compiler``              one ``cute.compile``, validated by the C++ core
+``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
+``written_params``        which tensors a launcher writes, read from its MLIR
+``compile_error``         ``CompileError``: the DSL's failure, root cause first;
+                          which frames are the user's (``user_stacklevel``)
+``diagnosis``             a failed compile explained by the call's arguments
+``progress``              a bar and a line on a terminal while work is long
+*around the pipeline*
+``call_record``           a kernel as bundles record it (``JaxContract``)
 ``runtime``               the DSL runtime library, launch blocking
 ``dsl``                   CuTe DSL version shims and process-wide settings
+``flavour``               the DSL's CUDA flavour (cu12, cu13) this process runs
 ``log``                   the ``cutecall`` logger (``CUTECALL_LOG``)
 ========================  =====================================================
 
