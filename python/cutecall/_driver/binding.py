@@ -13,7 +13,8 @@ import enum
 from typing import Any, Callable, Mapping, Sequence
 
 from . import pytree
-from .placement import arg_kind, named_outputs, place_outputs
+from .placement import (arg_kind, named_outputs, place_outputs, place_written,
+                        placements)
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,
                         is_scalar_value, python_value)
@@ -103,10 +104,15 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
          num_outputs: int, order: str, constexpr_names,
          output_names: Sequence[str] | None = None,
          scalar_value: Callable[[Any, str], Any] = concrete_scalar,
-         is_array: Callable[[Any], bool] = default_is_array) -> tuple[Binding, list]:
+         is_array: Callable[[Any], bool] = default_is_array,
+         written: frozenset | None = None,
+         avoid: frozenset = frozenset()) -> tuple[Binding, list]:
     """Binds a call's arguments; returns the binding and the values of the
     array leaves (in ``Binding.leaves`` order). `output_names` names the
-    output parameters (in output order) instead of placing them.
+    output parameters (in output order) instead of placing them; else
+    `written` (the parameters a trace saw the kernel write,
+    ``written_params``) places them among those, and placements in `avoid`
+    are passed over (:func:`output_positions`).
     `scalar_value(x, what)` is the front's reading of a runtime scalar
     argument as a host value (it raises, naming `what`, for values that
     have none, e.g. traced ones); `is_array` says what its arrays are.
@@ -121,11 +127,8 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
     open_params = [i for i, p in enumerate(sig.params)
                    if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
                    and p.name not in constexpr_names]
-    if output_names is None:
-        out_pos = place_outputs(sig, open_params, [arg_kind(a) for a in args],
-                                num_outputs, order, args)
-    else:
-        out_pos = named_outputs(sig, open_params, output_names, num_outputs)
+    out_pos = output_positions(sig, open_params, args, num_outputs, order,
+                               output_names, written, avoid)
     in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
     slots: list = [STREAM_SLOT if p.kind == STREAM else None for p in sig.params]
@@ -230,6 +233,33 @@ class _Builder:
         return Binding(tuple(slots), tuple(self.arrays), tuple(self.scalars),
                        tuple(keyword_scalars), tuple(self.absent), tuple(self.trees),
                        tuple(self.paths), tuple(arg_slots)), self.values
+
+
+def output_positions(sig: LauncherSignature, open_params: Sequence[int],
+                     args: Sequence[Any], num_outputs: int, order: str,
+                     output_names: Sequence[str] | None = None,
+                     written: frozenset | None = None,
+                     avoid: frozenset = frozenset()) -> tuple[int, ...]:
+    """Where the outputs sit among the open parameters: where `output_names`
+    says; else among the parameters the kernel writes (`written`) when the
+    call fits them (``placement.place_written``); else by the rule
+    (``placement.place_outputs``), or, when the rule's placement is in
+    `avoid` (its kernel did not compile), the next best placement."""
+    if output_names is not None:
+        return named_outputs(sig, open_params, output_names, num_outputs)
+    kinds = [arg_kind(a) for a in args]
+    if written and num_outputs:
+        found = place_written(sig, open_params, kinds, num_outputs, order,
+                              written, args)
+        if found is not None:
+            return found
+    rule = place_outputs(sig, open_params, kinds, num_outputs, order, args)
+    if rule not in avoid:
+        return rule
+    others = sorted((s, outs) for s, outs in
+                    placements(sig, open_params, kinds, num_outputs, order)
+                    if outs not in avoid)
+    return others[0][1] if others else rule
 
 
 def _check_keywords(sig: LauncherSignature, kwargs, constexpr_names) -> dict:

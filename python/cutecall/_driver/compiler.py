@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import dsl, flavour, progress, target
+from . import dsl, flavour, progress, target, written_params
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger
@@ -41,11 +41,14 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
     start = time.perf_counter()
     try:
         with progress.compiling(name, arch), dsl.dsl_compile_settings(arch):
+            hook = written_params.trace_hook(spec, name)  # what the trace writes
             compiled = cute.compile(_wrapper.cutecall_entry, cuda.CUstream(0),
                                     *_wrapper.example_slots(spec), spec=spec,
-                                    options=options)
+                                    options=options,
+                                    **({"trace_finalize_hooks": hook} if hook else {}))
             module = bytes(compiled.dump_to_object(prefix))
     except Exception as e:  # the DSL raises many types; keep the cause
+        written_params.reraise(e)  # a trace that stopped the compile on purpose
         raise compile_error(e, name, arch, spec.binding) from e
     seconds = time.perf_counter() - start
     logger.info("compiled kernel '%s' for %s in %.2f s: %s (key %s)", name, arch,

@@ -82,6 +82,8 @@ class LaunchObject:
         leaves C++ read (None entries are skipped; missing ones measured)."""
         bound, leaves, operands, written = self._describe(args, props)
         result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
+        if self._learned(result):  # the outputs are where the kernel writes
+            written = self._describe(args, props)[3]
         masks = self._remember(leaves, result.masks)
         return kernel_entry(result, leaf_uses(leaves, written), masks)
 
@@ -89,8 +91,16 @@ class LaunchObject:
         """The compiled kernel of a call, without a launch (no device)."""
         bound, leaves, operands, _ = self._describe(args, props)
         result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
+        self._learned(result)
         self._remember(leaves, result.masks)
         return result.kernel
+
+    def _learned(self, result) -> bool:
+        """Tells a front that learns its outputs from what the kernel
+        writes (``learn_outputs``, optional) about a compile; True when its
+        outputs changed."""
+        learn = getattr(self.front, "learn_outputs", None)
+        return bool(learn(result)) if learn is not None else False
 
     def spec(self, args: Sequence, props: Sequence, arch: str) -> tuple:
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a call: what a miss

@@ -175,10 +175,11 @@ class Launcher:
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
             outs = _outputs_at(binding)
-            if outs and binding not in self._trusted and \
-                    len(self._avoid) < written_params.MAX_PROBES:
-                self._avoid.add(outs)  # the front tries another placement
-                raise written_params.PlacementFailed(self.name, outs, error) from e
+            if outs and binding not in self._trusted:
+                if len(self._avoid) < written_params.MAX_PROBES:
+                    self._avoid.add(outs)  # the front tries another placement
+                    raise written_params.PlacementFailed(self.name, outs, error) from e
+                self._avoid.clear()  # none compiled: the rule's again next time
             raise error from e
         except written_params.OutputsElsewhere as e:  # the front binds again
             self.writes = e.writes

@@ -23,7 +23,7 @@ disambiguate (annotate, or pass by keyword). Pure Python.
 from __future__ import annotations
 
 import itertools
-from typing import Sequence
+from typing import Any, Sequence
 
 from .signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
                         is_scalar_value)
@@ -219,12 +219,20 @@ def named_outputs(sig, open_params, names, num_outputs) -> tuple[int, ...]:
 
 
 def written_params(sig: LauncherSignature, open_params: Sequence[int],
-                   num_outputs: int, name: str) -> list[str]:
+                   num_outputs: int, name: str,
+                   written: frozenset | None = None) -> list[str]:
     """The `num_outputs` parameters a launch object's kernel writes, placed
     by the rule for a call that passes a value of its annotated kind to
-    every other parameter without a default (torch's ``kernel(outputs=n)``)."""
+    every other parameter without a default (torch's ``kernel(outputs=n)``),
+    among the parameters a trace saw written when `written` names them
+    (:func:`place_written`)."""
     params = sig.params
     required = [i for i in open_params if not params[i].has_default]
+    if written:
+        found = place_written(sig, open_params, None, num_outputs, "inputs_first",
+                              written)
+        if found is not None:
+            return [params[i].name for i in found]
     found = list(placements(sig, required, None, num_outputs, "inputs_first"))
     if not found:
         tensors = [params[i].name for i in open_params if params[i].kind == TENSOR]
@@ -233,3 +241,37 @@ def written_params(sig: LauncherSignature, open_params: Sequence[int],
                          f"outputs={num_outputs}")
     best = min(found, key=lambda placement: placement[0])[1]
     return [params[i].name for i in best]
+
+
+def place_written(sig: LauncherSignature, open_params: Sequence[int],
+                  kinds: Sequence[str] | None, num_outputs: int, order: str,
+                  written: frozenset, values: Sequence[Any] = ()) -> tuple[int, ...] | None:
+    """The outputs' positions among the parameters the kernel writes
+    (`written`: parameter names, ``written_params``): the rule's placement
+    when its outputs are all written, else the best placement the call fits
+    whose outputs are (ranked as :func:`place_outputs` ranks). ``None`` when
+    none is (the evidence says nothing: the rule decides). `kinds`: as for
+    :func:`placements`. Raises ``TypeError`` when two fit equally well."""
+    params = sig.params
+    if kinds is not None:
+        rule = by_position(sig, open_params, kinds, num_outputs, order)
+        if rule is not None and all(params[i].name in written for i in rule):
+            return rule
+    found = [(s, outs) for s, outs in placements(sig, open_params, kinds, num_outputs, order)
+             if all(params[i].name in written for i in outs)]
+    if not found:
+        return None
+    best = min(s for s, _ in found)
+    ties = [outs for s, outs in found if s == best]
+    if len(ties) > 1:
+        shown = ", ".join(_show(v) for v in values) if values else \
+            f"{len(kinds or ())} argument(s)"
+        options = "; ".join("outputs " + ", ".join(params[i].name for i in o)
+                            for o in ties[:4])
+        raise TypeError(
+            f"cutecall: launcher '{sig.name}' writes parameters "
+            f"{', '.join(sorted(written))}, and the call ({shown}) with "
+            f"{num_outputs} output(s) fits more than one way among them "
+            f"({options}). Name the outputs: output_params=(...) in JAX, "
+            "outputs=(...) in torch.")
+    return ties[0]

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import _core
-from .._driver import placement, pytree, signature as _signature
+from .._driver import placement, pytree, signature as _signature, written_params
 from .._driver.compiled import CompiledKernel
 from .._driver.launch_object import BoundCall, LaunchObject, register_types
 from .._driver.pipeline import Launcher
@@ -69,6 +69,7 @@ class Kernel:
         self.allocate = allocate
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
+        self._outputs_named = output_names is not None  # else learned (learn_outputs)
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
         self.first_call = LaunchObject(self)  # binds, specializes, the entry
         self.dims = _describe.dims_from_option(dims, self.params)
@@ -186,6 +187,20 @@ class Kernel:
         return operands, written
 
     measure = staticmethod(_describe.tensor_props)
+
+    def learn_outputs(self, result) -> bool:
+        """After a compile: outputs given by number move to the parameters
+        its trace saw the kernel write (``written_params.learned_outputs``),
+        and the custom op marks exactly those as mutated. True if they moved."""
+        if self._outputs_named or not self.num_outputs:
+            return False
+        names = written_params.learned_outputs(self.launcher, result, self.params,
+                                               self.num_outputs)
+        if names is None or names == self.output_params:
+            return False
+        self.output_params = names
+        self._op = custom_op(self)
+        return True
 
     def specialize(self, args, props, arch: str):
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a launcher-order call
