@@ -1,7 +1,6 @@
 """The training steps the scaling benchmark times: each impl is a loss over
-(weights, x, y), an SGD step whose gradients pass through ``average``
-(identity on one device, ``pmean`` under ``shard_map``), and a problem of
-global-batch sizes. Data parallel: weights replicated, the batch split.
+(weights, x, y), an SGD step (under ``shard_map`` on the loss averaged over
+the devices with ``pmean``), and a problem of global-batch sizes. Data parallel: weights replicated, the batch split.
 
   fa4_cutecall  ``cutecall.attention.training`` (projections to q, k, v with
                 GQA, causal FA4 through cutecall, squared loss): the product's
@@ -32,9 +31,16 @@ class Case:
     problem: Callable        # key -> (w, x, y), global batch
     loss: Callable           # (w, x, y) -> scalar
 
-    def step(self, w, x, y, average=lambda g: g, lr: float = 0.1):
+    def step(self, w, x, y, axis: str | None = None, lr: float = 0.1):
+        """One SGD step. Under shard_map (`axis`), the loss is averaged over
+        the devices first, so the gradient is the global batch's (JAX sums
+        a replicated input's gradient over the devices by itself)."""
         import jax
-        g = average(jax.grad(self.loss)(w, x, y))
+
+        def loss(w):
+            value = self.loss(w, x, y)
+            return jax.lax.pmean(value, axis) if axis else value
+        g = jax.grad(loss)(w)
         return jax.tree.map(lambda p, g: (p - lr * g).astype(p.dtype), w, g)
 
 
@@ -116,11 +122,11 @@ def one_device(c: Case):
 
 
 def sharded(c: Case, mesh, axis: str = "b"):
-    """The step with the batch split over `axis` and gradients averaged."""
+    """The step with the batch split over `axis`, the loss averaged."""
     import jax
     from jax.sharding import PartitionSpec as P
     return jax.jit(jax.shard_map(
-        lambda w, x, y: c.step(w, x, y, lambda g: jax.lax.pmean(g, axis)), mesh=mesh,
+        lambda w, x, y: c.step(w, x, y, axis), mesh=mesh,
         in_specs=(P(), P(axis), P(axis)), out_specs=P()))
 
 

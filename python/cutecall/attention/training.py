@@ -5,8 +5,8 @@
 The model is one attention layer: projections of x (B, S, E) to q, k and v
 (GQA), causal FA4 attention, a squared loss against y (B, S, H, D), and an
 SGD update. :func:`sharded_step` splits the batch over a mesh axis with
-``jax.shard_map`` and averages the gradients with ``pmean``; on one device
-it is :func:`step`. Example::
+``jax.shard_map`` and averages the loss over the devices with ``pmean`` (the
+gradient is the global batch's); on one device it is :func:`step`. Example::
 
     import jax
     from cutecall.attention import training as at
@@ -57,14 +57,21 @@ def step(w, x, y, average=lambda g: g, lr: float = 0.1):
     return jax.tree.map(lambda p, g: p - lr * g, w, g)
 
 
-def sharded_step(mesh, axis: str = "b"):
-    """:func:`step` with the batch split over `axis` of `mesh` and the
-    gradients averaged (``pmean``): jitted, weights replicated."""
+def sharded_step(mesh, axis: str = "b", lr: float = 0.1):
+    """:func:`step` with the batch split over `axis` of `mesh`: jitted,
+    weights replicated. The gradient is that of the loss averaged over the
+    devices (``pmean``), i.e. the global batch's, as on one device. (A
+    ``pmean`` of per-device gradients would not be: under ``shard_map`` JAX
+    already sums the gradient of a replicated input over the devices, so
+    averaging it afterwards gives N times the step.)"""
     import jax
     from jax.sharding import PartitionSpec as P
-    return jax.jit(jax.shard_map(
-        lambda w, x, y: step(w, x, y, lambda g: jax.lax.pmean(g, axis)), mesh=mesh,
-        in_specs=(P(), P(axis), P(axis)), out_specs=P()))
+
+    def local(w, x, y):
+        g = jax.grad(lambda w: jax.lax.pmean(loss(w, x, y), axis))(w)
+        return jax.tree.map(lambda p, g: p - lr * g, w, g)
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(axis), P(axis)),
+                                 out_specs=P()))
 
 
 def place(mesh, w, x, y, axis: str = "b"):
