@@ -1,0 +1,108 @@
+"""torch's ``kernel(outputs=n)`` marks as written the parameters the kernel
+writes, wherever they sit, without names: after the first compile (or a
+trace, for a kernel a cache held) the outputs are the parameters the DSL's
+trace stores into (``_driver.written_params``), and the custom op
+``torch.compile`` traces through is rebuilt to mark exactly those as
+mutated. CPU: compiles for sm_90a on meta tensors; the GPU tests launch."""
+
+import re
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import cutecall.torch as ct
+
+import outputs_kernels as ok
+
+N = 1000
+
+
+def meta(dtype=torch.float32, n=N):
+    return torch.empty(n, dtype=dtype, device="meta")
+
+
+def mutated(k) -> list[str]:
+    """The custom op's arguments marked written (``Tensor(a!) name``)."""
+    return re.findall(r"Tensor\(\w!\) (\w+)", str(k._op._opoverload._schema))
+
+
+def test_output_first_is_the_written_one_after_the_first_compile(compiles):
+    k = ct.kernel(ok.out_first, outputs=1)
+    assert k.output_params == ["y"]  # the rule, before any trace
+    k.compile(meta(), meta(), meta())
+    assert k.output_params == ["out"]
+    assert mutated(k) == ["out"]
+    assert "(Tensor(a!) out, Tensor x, Tensor y) -> ()" in str(k._op._opoverload._schema)
+    assert compiles() == 1
+
+
+def test_outputs_between_inputs(compiles):
+    k = ct.kernel(ok.out_between, outputs=2)
+    k.compile(meta(), meta(), meta(), meta(), meta(torch.int32))
+    assert mutated(k) == ["out", "lse"]
+    assert compiles() == 1
+
+
+def test_outputs_before_an_optional_input():
+    k = ct.kernel(ok.out_before_optional, outputs=2)
+    k.compile(meta(), meta(), meta(), meta(), meta(torch.int32))
+    assert mutated(k) == ["loss", "dX"]
+    k2 = ct.kernel(ok.out_before_optional, outputs=2)
+    k2.compile(meta(), meta(), meta(), meta())
+    assert mutated(k2) == ["loss", "dX"]
+
+
+def test_outputs_last_stay(compiles):
+    k = ct.kernel(ok.out_last, outputs=1)
+    k.compile(meta(), meta(), meta())
+    assert mutated(k) == ["out"]
+    assert compiles() == 1
+
+
+def test_a_cached_kernel_is_traced_not_compiled(compiles):
+    ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
+    k = ct.kernel(ok.out_first, outputs=1)  # a new launcher: nothing learned
+    k.compile(meta(), meta(), meta())       # found in memory: a trace tells
+    assert mutated(k) == ["out"]
+    assert compiles() == 1
+
+
+def test_named_outputs_are_kept():
+    k = ct.kernel(ok.out_first, outputs=("y",))
+    k.compile(meta(), meta(), meta())
+    assert mutated(k) == ["y"]
+
+
+@pytest.mark.gpu
+def test_gpu_output_first_eager_and_under_torch_compile():
+    x = torch.randn(N, device="cuda")
+    y = torch.randn(N, device="cuda")
+    k = ct.kernel(ok.out_first, outputs=1)
+    out = torch.empty_like(x)
+    k(out, x, y)
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert mutated(k) == ["out"]
+
+    def f(x, y):
+        out = torch.empty_like(x)
+        k(out, x, y)
+        return out * 2
+    got = torch.compile(f, fullgraph=True)(x, y)
+    torch.testing.assert_close(got, (x + y) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_outputs_between_and_before_optional():
+    q, kk = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    idx = torch.randint(0, N, (N,), device="cuda", dtype=torch.int32)
+    k = ct.kernel(ok.out_between, outputs=2)
+    out, lse = torch.empty_like(q), torch.empty_like(q)
+    k(q, kk, out, lse, idx)
+    torch.testing.assert_close(out, q + kk[idx.long()], rtol=0, atol=0)
+    torch.testing.assert_close(lse, q - kk[idx.long()], rtol=0, atol=0)
+    loss_k = ct.kernel(ok.out_before_optional, outputs=2)
+    loss, dx = torch.empty_like(q), torch.empty_like(q)
+    loss_k(q, kk, loss, dx, idx)
+    torch.testing.assert_close(loss, q * kk, rtol=0, atol=0)
+    torch.testing.assert_close(dx, q - idx.float(), rtol=0, atol=0)
