@@ -158,14 +158,15 @@ class _Builder:
         self.trees, self.paths, self.values = [], [], []
         self.arrays, self.absent = [], []
 
-    def tree(self, k: int, a, name: str) -> Slot:
-        """Argument `k`, a pytree, as the next INPUT slot."""
+    def tree(self, k: int, a, name: str, annotation=None) -> Slot:
+        """Argument `k`, a pytree, as the next INPUT slot (a plain tuple
+        where `annotation` names a NamedTuple becomes one)."""
         def on_scalar(path, value, scalar_type):
             what = f"{name}{pytree.keystr(path)}"
             v = self.scalar_value(value, f"runtime scalar {what!r} ({scalar_type})")
             self.scalars.append(encode_scalar(what, scalar_type, v))
             return len(self.scalars) - 1
-        node, found = pytree.flatten(a, self.is_array, on_scalar)
+        node, found = pytree.flatten(a, self.is_array, on_scalar, annotation=annotation)
         self.paths.extend((len(self.trees), p) for p, _ in found)
         self.values.extend(v for _, v in found)
         self.trees.append(node)
@@ -192,7 +193,7 @@ class _Builder:
         if p.kind == SCALAR or is_scalar_value(a) or pytree.dsl_scalar_type(a):
             return self.param_scalar(p, a, what)
         check_argument(a, what, self.is_array)
-        return self.tree(k, a, p.name)
+        return self.tree(k, a, p.name, p.container)
 
     def keyword(self, p: Param, v) -> Slot:
         """A call-time keyword argument: a runtime scalar for `p`."""

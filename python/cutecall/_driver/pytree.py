@@ -28,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Iterator
 
-from .signature import SCALAR_TYPES, annotation_names
+from .signature import SCALAR_TYPES, annotation_names, namedtuple_class, type_hints
 
 ARRAY, SCALAR, NONE, CONST = "array", "scalar", "none", "const"
 _CONTAINERS = ("tuple", "list", "namedtuple", "dict", "dataclass")
@@ -127,7 +127,7 @@ def _children(x) -> tuple[str, Any, tuple, list, list]:
     """(kind, class, keys, children, annotation per child)."""
     if isinstance(x, tuple) and hasattr(type(x), "_fields"):
         cls = type(x)
-        notes = getattr(cls, "__annotations__", {})
+        notes = type_hints(cls) or getattr(cls, "__annotations__", {})
         return ("namedtuple", cls, tuple(cls._fields), list(x),
                 [notes.get(f) for f in cls._fields])
     if isinstance(x, (tuple, list)):
@@ -139,6 +139,21 @@ def _children(x) -> tuple[str, Any, tuple, list, list]:
     fields = [f for f in dataclasses.fields(x) if f.init]
     return ("dataclass", type(x), tuple(f.name for f in fields),
             [getattr(x, f.name) for f in fields], [f.type for f in fields])
+
+
+def as_annotated(x, annotation):
+    """A plain tuple or list where the annotation names a NamedTuple class
+    (FA4's ``blocksparse_tensors: Optional[BlockSparseTensors]``, which its
+    authors pass as a tuple and the DSL accepts): that NamedTuple, missing
+    trailing fields at their defaults, so the kernel reads it by field name.
+    Anything else: `x`."""
+    cls = namedtuple_class(annotation) if type(x) in (tuple, list) else None
+    if cls is None or len(x) > len(cls._fields):
+        return x
+    missing = cls._fields[len(x):]
+    if any(f not in cls._field_defaults for f in missing):
+        return x
+    return cls._make(list(x) + [cls._field_defaults[f] for f in missing])
 
 
 def dsl_scalar_type(x) -> str | None:
@@ -180,6 +195,7 @@ def flatten(x, is_array: Callable[[Any], bool], on_scalar: Callable,
             value = x.value if dsl_scalar_type(x) else x
             return Leaf(SCALAR, on_scalar(path, value, st), st), []
         return Leaf(kind, x if kind == CONST else None), []
+    x = as_annotated(x, annotation)
     kind, cls, keys, values, notes = _children(x)
     step = "index" if kind in ("tuple", "list") else "key" if kind == "dict" else "attr"
     children, arrays = [], []

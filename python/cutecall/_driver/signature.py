@@ -54,6 +54,11 @@ class Param:
     # would read it as "no default" and reject the class.
     default: typing.Any = dataclasses.field(default=None, compare=False,
                                             repr=False)
+    # The NamedTuple class the annotation names (``pair: Pair``,
+    # ``Optional[BlockSparseTensors]``): a plain tuple passed here is
+    # rebuilt as one (``pytree.flatten``). None when it names none.
+    container: typing.Any = dataclasses.field(default=None, compare=False,
+                                              repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +107,32 @@ def annotation_names(annotation) -> list[str]:
     return names
 
 
-def _classify(p: inspect.Parameter) -> Param:
+def namedtuple_class(annotation):
+    """The NamedTuple class an annotation names (itself, or inside
+    ``Optional``/``Union``/``X | None``), else None."""
+    if isinstance(annotation, type):
+        return annotation if issubclass(annotation, tuple) and \
+            hasattr(annotation, "_fields") and hasattr(annotation, "_make") else None
+    for arg in typing.get_args(annotation):
+        found = namedtuple_class(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def type_hints(obj) -> dict:
+    """``typing.get_type_hints`` of a function, a kernel object's
+    ``__call__`` or a class, with string annotations resolved where they can
+    be; {} where they cannot."""
+    for target in (obj, getattr(type(obj), "__call__", None)):
+        try:
+            return typing.get_type_hints(target)
+        except Exception:  # unresolvable names, objects without annotations
+            continue
+    return {}
+
+
+def _classify(p: inspect.Parameter, hint=None) -> Param:
     names = annotation_names(p.annotation)
     first = names[0] if names else ""
     scalar = next((n for n in names if n in SCALAR_TYPES), None)
@@ -118,7 +148,9 @@ def _classify(p: inspect.Parameter) -> Param:
     optional = any(n in ("Optional", "NoneType", "None") for n in names)
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
                  p.kind == p.KEYWORD_ONLY, annotated, optional,
-                 None if p.default is inspect.Parameter.empty else p.default)
+                 None if p.default is inspect.Parameter.empty else p.default,
+                 namedtuple_class(p.annotation if hint is None else hint)
+                 if kind == TENSOR else None)
 
 
 def scalar_defaults(sig: LauncherSignature, given) -> tuple:
@@ -143,11 +175,13 @@ def analyze(fn) -> LauncherSignature:
     except (TypeError, ValueError):
         return LauncherSignature(name, (), (), True, False)
     params, kwonly, var_kw, var_pos = [], [], False, False
+    hints = type_hints(target) if any(
+        isinstance(p.annotation, str) for p in sig.parameters.values()) else {}
     for p in sig.parameters.values():
         if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
-            params.append(_classify(p))
+            params.append(_classify(p, hints.get(p.name)))
         elif p.kind == p.KEYWORD_ONLY:
-            kwonly.append(_classify(p))
+            kwonly.append(_classify(p, hints.get(p.name)))
         elif p.kind == p.VAR_KEYWORD:
             var_kw = True
         else:
