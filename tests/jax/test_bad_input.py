@@ -122,3 +122,41 @@ def test_a_kernel_object_with_a_plain_call_launching_its_kernel_is_accepted(comp
 
     call = cutecall.cutlass_call(Scale(), output_shape_dtype=lambda a: a)
     assert lower(call, sds((8,))) is not None and compiles() == 1
+
+
+def test_arrays_of_another_rank_on_the_first_call_are_named_with_their_rank(compiles):
+    # No earlier call to compare with, and the call's arrays agree: the DSL's
+    # coordinates (rank 2 against rank 1) say which rank the kernel takes.
+    with pytest.raises(cutecall.CompileError) as e:
+        lower(vector_add(), sds((8, 16)), sds((8, 16)))
+    first = str(e.value).splitlines()[0]
+    assert first.startswith("cutecall: kernel 'vector_add' failed to compile for "
+                            "sm_90a: arguments 'a', 'b', 'c' are rank 2 "
+                            "(float32[8, 16]) but the kernel compares rank-2 "
+                            "coordinates with rank-1 ones: it likely takes rank-1 "
+                            "arrays; the DSL says: ")
+    assert "congruent" in first
+
+
+def test_a_later_process_names_the_rank_too(tmp_path):
+    """Another process finds the dynamic form's rejection recorded; its error
+    is still the call's own (the start form compiled again), not a static
+    form's."""
+    import subprocess
+    import sys
+    from shared import child_env
+    code = ("import jax, jax.numpy as jnp, cutecall\n"
+            "from cutecall.examples import kernels\n"
+            "s = jax.ShapeDtypeStruct((8, 16), jnp.float32)\n"
+            "call = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a)\n"
+            "try:\n"
+            "    call.lower(s, s)\n"
+            "except cutecall.CompileError as e:\n"
+            "    print('FIRST=' + str(e).splitlines()[0])\n")
+    env = child_env(CUTECALL_CACHE_DIR=str(tmp_path / "cache"))
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", code], env=env,
+                             capture_output=True, text=True, timeout=300)
+        first = [l for l in out.stdout.splitlines() if l.startswith("FIRST=")]
+        assert first and "arguments 'a', 'b', 'c' are rank 2" in first[0], \
+            out.stdout + out.stderr[-2000:]

@@ -21,6 +21,7 @@ Example (a ``float32`` kernel called with a ``bfloat16`` ``b``)::
 from __future__ import annotations
 
 import collections
+import re
 from typing import Sequence
 
 from . import dtypes
@@ -86,6 +87,49 @@ _DTYPE_WORDS = ("copy", "vectoriz", "type", "element", "dtype")
 _RANK_WORDS = ("congruent", "unpack", "rank", "coord", "mode", "index")
 
 
+_COORD = re.compile(r'!cute\.coord<"([^"]*)">')
+
+
+def coordinate_ranks(cause: str) -> list[int]:
+    """The ranks of the CuTe coordinates a DSL message compares
+    (``'!cute.coord<"(?{div=4},?)">'`` is rank 2, ``"(?)"`` and ``"?"``
+    rank 1), in order."""
+    ranks = []
+    for text in _COORD.findall(cause):
+        text = text.strip()
+        if not (text.startswith("(") and text.endswith(")")):
+            ranks.append(1)
+            continue
+        depth, n = 0, 1
+        for ch in text[1:-1]:
+            depth += ch in "({[" and 1 or (ch in ")}]" and -1 or 0)
+            n += ch == "," and depth == 0
+        ranks.append(n)
+    return ranks
+
+
+def _rank_of_coordinates(operands: Sequence, cause: str) -> str:
+    """'arguments 'a', 'b', 'c' are rank 2 (...); the kernel compares ...'
+    when the call's arrays share one rank and the DSL compares coordinates
+    of that rank with coordinates of another: the kernel indexes arrays of
+    the other rank (a 1-D kernel given 2-D arrays, on its first call)."""
+    ranks = coordinate_ranks(cause)
+    here = {len(op.shape) for op in operands}
+    if len(set(ranks)) != 2 or len(here) != 1 or not here <= set(ranks):
+        return ""
+    rank = here.pop()
+    other = next(r for r in ranks if r != rank)
+    names = ", ".join(f"'{op.name}'" for op in operands)
+    what = "argument" if len(operands) == 1 else "arguments"
+    verb = "is" if len(operands) == 1 else "are"
+    values = {shown(op) for op in operands}
+    value = values.pop() if len(values) == 1 else \
+        ", ".join(f"{op.name} {shown(op)}" for op in operands)
+    return (f"{what} {names} {verb} rank {rank} ({value}) but the "
+            f"kernel compares rank-{rank} coordinates with rank-{other} ones: "
+            f"it likely takes rank-{other} arrays")
+
+
 def explain(operands: Sequence, history: CallHistory | None = None,
             cause: str = "") -> str:
     """One sentence naming the argument that most likely made the compile
@@ -96,12 +140,13 @@ def explain(operands: Sequence, history: CallHistory | None = None,
             why = history.differs(op)
             if why:
                 return f"argument '{op.name}' is {shown(op)}; {why}"
-    cause = cause.lower()
-    if any(w in cause for w in _RANK_WORDS):
-        why = _odd_one(operands, lambda op: len(op.shape), "rank")
+    lowered = cause.lower()
+    if any(w in lowered for w in _RANK_WORDS):
+        why = _odd_one(operands, lambda op: len(op.shape), "rank") or \
+            _rank_of_coordinates(operands, cause)
         if why:
             return why
-    if any(w in cause for w in _DTYPE_WORDS):
+    if any(w in lowered for w in _DTYPE_WORDS):
         return _odd_one(operands, lambda op: dtypes.dtype_name(op.dtype), "dtype")
     return ""
 

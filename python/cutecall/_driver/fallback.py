@@ -193,6 +193,7 @@ class _Climb:
         self.last: CompileError | None = None   # the latest, to guide the next
         self.cause = "rejected earlier in the process"
         self.warning = ""                       # what to warn, once per kernel
+        self.start_compiled = False             # the start form compiled here
 
     def forms(self) -> Iterator[tuple]:
         """`start`, then (if allowed) guided forms while the failures name
@@ -231,6 +232,8 @@ class _Climb:
                 cache.remember_rejection(key, self.name, source)
                 self.last = CompileError(self.cause, source_line=source)
                 return None
+            if masks == self.start:
+                self.start_compiled = True
             try:
                 kernel = cache.get_locked(spec, self.name, self.options, self.arch)
             except CompileError as e:
@@ -278,20 +281,29 @@ class _Climb:
                 StaticFallbackWarning, stacklevel=user_stacklevel())
 
     def fail(self) -> tuple:
-        """No form compiled: the first form's error (with a note when static
-        forms were tried too), remembered for the same call. When every
-        form was rejected earlier in the process, the first is compiled
-        again, so the error is the DSL's own."""
-        first, cache = self.first, memory
-        if first is None:  # every form was rejected earlier in the process
+        """No form compiled: the start form's error (with a note when static
+        forms were tried too), remembered for the same call. A start form
+        rejected earlier (in the process, or recorded by another) is
+        compiled again, so the error is the DSL's own about the call as
+        made, not a static form's."""
+        cache = memory
+        if not self.start_compiled:
             spec = self.build(self.start)
             with cache.lock:
                 earlier = cache.failure(spec.key)
                 if earlier is not None:  # the same call failed: no compile again
                     raise earlier
                 cache.forget_rejection(spec.key)
-                kernel = cache.get_locked(spec, self.name, self.options, self.arch)
-            return kernel, spec, self.start, 0
+                try:
+                    kernel = cache.get_locked(spec, self.name, self.options, self.arch)
+                except CompileError as e:
+                    if self.first is None:  # only the start form was tried
+                        raise
+                    cache.remember_rejection(spec.key, self.name, e.source_line)
+                    self.first = e
+                else:
+                    return kernel, spec, self.start, 0
+        first = self.first
         if self.allowed:
             first = CompileError(
                 f"{first}\n(no static form compiled either; the fully static one "
