@@ -7,7 +7,8 @@
 //
 // The kernel must compute c = a + b on 1-D float32 arrays (cutecall's
 // examples.kernels.vector_add, exported by tools/gpu/gpu cpp-example). The
-// CuTe DSL runtime library comes from --runtime or $CUTECALL_DSL_RUNTIME.
+// CuTe DSL runtime library comes from --runtime or $CUTECALL_DSL_RUNTIME, else
+// Bundle::Open finds the one the bundle records (docs/cpp.md).
 // Prints PASS (exit 0) or FAIL (exit 1).
 #include <cuda_runtime.h>
 
