@@ -18,7 +18,7 @@ from cutecall._driver import launch_object, pipeline
 from cutecall.examples import pytrees as pt
 from cutecall.examples import specialization as sp
 from cutecall.examples import torch_kernels as tk
-from cutecall.torch import _helion
+from cutecall.torch import _helion, _kernel
 
 ARCH = "sm_90a"
 
@@ -39,14 +39,23 @@ def counting(monkeypatch, owner, name):
     return calls
 
 
-def test_a_miss_binds_once_and_reads_its_leaves_once(monkeypatch, compiles):
+@pytest.fixture
+def meta_launches(monkeypatch):
+    """Lets a launch's miss path run on meta tensors (no GPU here): the
+    front's device check passes and names the test's arch."""
+    monkeypatch.setattr(ct.Kernel, "check", lambda self, bound, launch: ARCH)
+
+
+def test_a_miss_walks_the_arguments_twice(monkeypatch, compiles, meta_launches):
     k = ct.kernel(pt.scaled_add)
     x = torch.empty(64, device="meta")
     binds = counting(monkeypatch, pipeline.Launcher, "bind")
     leaves = counting(monkeypatch, launch_object, "call_leaves")
-    entry = k.first_call.entry((x, pt.Epilogue(bias=x, alpha=2.0), x),
-                               props(x, x, x), ARCH)
-    assert (len(binds), len(leaves), compiles()) == (1, 1, 1)
+    types = counting(monkeypatch, _kernel, "register_types")
+    entry = k._on_miss((x, pt.Epilogue(bias=x, alpha=2.0), x), props(x, x, x))
+    # The argument tree: bound once, its types registered once; the bound
+    # tree read once.
+    assert (len(binds), len(types), len(leaves), compiles()) == (1, 1, 1, 1)
     assert isinstance(entry, core.KernelEntry)
     # x, bias, alpha (scalar 0), relu (compiled in), out (written)
     assert [(int(u.kind), u.index) for u in entry.uses] == \
@@ -54,19 +63,26 @@ def test_a_miss_binds_once_and_reads_its_leaves_once(monkeypatch, compiles):
     assert entry.static_masks == []  # all dynamic: nothing to key by
 
 
-def test_the_entry_carries_the_static_fallback_masks(compiles):
+def test_the_entry_carries_the_static_fallback_masks(compiles, meta_launches):
     k = ct.kernel(sp.row_sum_unrolled, name="row_sum_unrolled_entry")
     x, y = torch.empty(1000, 16, device="meta"), torch.empty(1000, device="meta")
     with pytest.warns(cutecall.StaticFallbackWarning):
-        entry = k.first_call.entry((x, y), props(x, y), ARCH)
+        entry = k.first_call.entry((x, y), props(x, y))
     assert entry.static_masks == [0b10, 0]  # x's extent 1 compiled in
     assert k.static_masks == [0b10, 0]
     climbed = compiles()
     # Another row count starts at the rung: no climb, the same kernel.
     x2, y2 = torch.empty(1008, 16, device="meta"), torch.empty(1008, device="meta")
-    again = k.first_call.entry((x2, y2), props(x2, y2), ARCH)
+    again = k.first_call.entry((x2, y2), props(x2, y2))
     assert again.static_masks == [0b10, 0] and again.sha256 == entry.sha256
     assert compiles() == climbed
+
+
+def test_a_launch_names_a_tensor_on_no_device():
+    k = ct.kernel(sp.row_sum_unrolled)
+    x, y = torch.empty(1000, 16, device="meta"), torch.empty(1000, device="meta")
+    with pytest.raises(ValueError, match="argument 'x' of 'row_sum_unrolled' is on meta"):
+        k.first_call.entry((x, y), props(x, y))
 
 
 def test_kernel_entry_static_masks_are_per_leaf():

@@ -6,6 +6,7 @@ the call's arguments and the layout facts (``_core.LayoutProps``) of the
 tensors it read. :class:`LaunchObject` is that callback, for any front::
 
     bound = front.bind(args)                       # the driver binds: one walk
+    arch = front.check(bound, launch=True)         # bad arrays named, the device
     leaves = call_leaves(bound)                    # the leaves C++ reads
     operands, written = front.describe(bound, props, masks)   # the front describes
     result = bound.launcher.specialize(operands, bound.binding)  # the driver decides
@@ -54,6 +55,11 @@ class Front(Protocol):
     def bind(self, args: Sequence) -> BoundCall:
         """Binds a call (``Launcher.bind``); raises its errors."""
 
+    def check(self, bound: BoundCall, launch: bool) -> str:
+        """Raises, naming the argument and its value, for an array leaf no
+        kernel can take (`launch`: for a launch, on a device; otherwise a
+        compile ahead of time); returns the arch its arrays' device runs."""
+
     def describe(self, bound: BoundCall, props: list, masks: list) -> tuple[list, list]:
         """(``OperandDesc`` per array leaf, indices of the written ones):
         the array leaves of `bound` whose layouts are `props` (one
@@ -65,32 +71,36 @@ class Front(Protocol):
 
 
 class LaunchObject:
-    """The first-call logic of one C++ launch object: bind, describe,
-    specialize, and the ``_core.KernelEntry`` that carries its uses and
-    static masks. It remembers the masks the last static fallback compiled
-    in, so that later calls of the same leaf layout start there (C++ keys
-    each entry by its own)."""
+    """The first-call logic of one C++ launch object: bind, check,
+    describe, specialize, and the ``_core.KernelEntry`` that carries its
+    uses and static masks. It remembers the masks the last static fallback
+    compiled in, so that later calls of the same leaf layout start there
+    (C++ keys each entry by its own)."""
 
     def __init__(self, front: Front):
         self.front = front
         self._leaves = None        # the call layout `static_masks` were made for
         self.static_masks = None   # per leaf: a StaticMask; None before any
 
-    def entry(self, args: Sequence, props: Sequence, arch: str) -> "_core.KernelEntry":
-        """The specialization of a call (compiled, or found in the store)
-        as C++ registers it. `props`: the ``LayoutProps`` of the tensor
-        leaves C++ read (None entries are skipped; missing ones measured)."""
-        bound, leaves, operands, written = self._describe(args, props)
+    def entry(self, args: Sequence, props: Sequence) -> "_core.KernelEntry":
+        """The specialization of a launch (compiled, or found in the store)
+        as C++ registers it, for its arrays' device. `props`: the
+        ``LayoutProps`` of the tensor leaves C++ read (None entries are
+        skipped; missing ones measured)."""
+        bound, arch, leaves, operands, written = self._describe(args, props, True)
         result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
         if self._learned(result):  # the outputs are where the kernel writes
-            written = self._describe(args, props)[3]
+            written = self._describe(args, props, True)[4]
         masks = self._remember(leaves, result.masks)
         return kernel_entry(result, leaf_uses(leaves, written), masks)
 
-    def compile(self, args: Sequence, props: Sequence, arch: str) -> CompiledKernel:
-        """The compiled kernel of a call, without a launch (no device)."""
-        bound, leaves, operands, _ = self._describe(args, props)
-        result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
+    def compile(self, args: Sequence, props: Sequence = (),
+                arch: str | None = None) -> CompiledKernel:
+        """The compiled kernel of a call, without a launch (no device; for
+        `arch`, default the arrays' device's)."""
+        bound, found, leaves, operands, _ = self._describe(args, props, False)
+        result = bound.launcher.specialize(operands, bound.binding,
+                                           device_arch=arch or found)
         self._learned(result)
         self._remember(leaves, result.masks)
         return result.kernel
@@ -105,12 +115,13 @@ class LaunchObject:
     def spec(self, args: Sequence, props: Sequence, arch: str) -> tuple:
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a call: what a miss
         compiles, without compiling."""
-        bound, leaves, operands, written = self._describe(args, props)
+        bound, _, leaves, operands, written = self._describe(args, props, False)
         return (bound.launcher.spec(operands, bound.binding, device_arch=arch),
                 leaf_uses(leaves, written))
 
-    def _describe(self, args, props):
+    def _describe(self, args, props, launch: bool):
         bound = self.front.bind(args)
+        arch = self.front.check(bound, launch)
         leaves = call_leaves(bound)
         props = [p for p in props if p is not None]
         if len(props) != len(bound.arrays):
@@ -119,7 +130,7 @@ class LaunchObject:
         masks = [kept[i] if kept else 0
                  for i, leaf in enumerate(leaves) if leaf[0] == ARRAY]
         operands, written = self.front.describe(bound, props, masks)
-        return bound, leaves, operands, written
+        return bound, arch, leaves, operands, written
 
     def _remember(self, leaves, masks) -> list:
         """Per leaf, the StaticMask each operand compiled with; kept when

@@ -193,11 +193,12 @@ def check_kinds(k, args, tensor_types) -> list[str]:
     return what
 
 
-def check_tensor(t: torch.Tensor, what: str, device):
+def check_tensor(t, what: str, device, on_device: bool = True):
     """Raises, naming `what` ("argument 'x' of 'kernel'") and the value,
-    for a tensor no launch can take; returns its device, which must be
-    `device` (the earlier tensors') when that is known."""
-    if t.device.type != "cuda":
+    for a tensor no kernel can take; with `on_device` (a launch), also for
+    one no launch can take: not on CUDA, or not on `device` (the earlier
+    tensors') when that is known. Returns its CUDA device, or None."""
+    if on_device and t.device.type != "cuda":
         raise ValueError(f"cutecall: {what} is on {t.device}; cutecall "
                          "launches CUDA tensors")
     if t.dim() == 0:
@@ -207,7 +208,7 @@ def check_tensor(t: torch.Tensor, what: str, device):
     if dtypes.lookup(t.dtype) is None:
         raise TypeError(f"cutecall: {what} has dtype {t.dtype}, which has no "
                         f"CuTe DSL type; supported: {dtypes.supported()}")
-    if device is not None and t.device != device:
+    if on_device and device is not None and t.device != device:
         raise ValueError(f"cutecall: {what} is on {t.device} but an earlier "
                          f"tensor is on {device}; one launch runs on one device")
-    return t.device
+    return t.device if t.device.type == "cuda" else None

@@ -222,6 +222,13 @@ class _HelionLaunch:
         binding, tensors = launcher.bind(bound, is_array=_describe.is_tensor)
         return BoundCall(launcher, binding, tensors, len(args), positions)
 
+    def check(self, bound: BoundCall, launch: bool) -> str:
+        """The arch of the tensors' device (``device_of`` checked them as
+        Helion does, before binding)."""
+        cuda = next((t.device for t in bound.arrays if isinstance(t, torch.Tensor)
+                     and t.device.type == "cuda"), None)
+        return _describe.device_arch(cuda)
+
     def describe(self, bound: BoundCall, props, masks):
         """(operand descriptions, written operands: none are known) of a
         bound launch whose tensors have C++'s `props`."""
@@ -244,7 +251,7 @@ class _HelionLaunch:
         device = self.device_of(args[_GRID:])
         if device is None:
             raise BackendUnsupported("cute", "launches without a tensor argument")
-        return self.first_call.entry(args, props, _describe.device_arch(device))
+        return self.first_call.entry(args, props)
 
     def specialize(self, args, props, arch: str):
         """The KernelSpec and per-argument ``_core.ArgUse`` of a launch with

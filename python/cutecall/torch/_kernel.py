@@ -162,6 +162,24 @@ class Kernel:
         arg = [names[k] if k < len(names) else f"arg{k}" for k in bound.binding.arrays]
         return [arg[a] + pytree.keystr(path) for a, path in bound.binding.leaves]
 
+    def check(self, bound: BoundCall, launch: bool) -> str:
+        """Raises, naming the argument and its value, for a tensor leaf no
+        kernel takes (rank 0 or past MAX_RANK, a dtype without a CuTe DSL
+        type) or, for a `launch`, no launch takes (not CUDA, on another
+        device than the others); returns the arch of the tensors' device."""
+        device = None
+        for (a, path), nm, t in zip(bound.binding.leaves, self.leaf_names(bound),
+                                    bound.arrays):
+            what = f"argument {nm!r}" if self.sig.inspected or path else \
+                f"argument {bound.binding.arrays[a]}"
+            found = _describe.check_tensor(t, f"{what} of '{self.name}'", device,
+                                           on_device=launch)
+            device = device or found
+        if launch and device is None:
+            raise ValueError(f"cutecall: '{self.name}' was called without a "
+                             "tensor; a launch runs on its tensors' device")
+        return _describe.device_arch(device)
+
     def describe(self, bound: BoundCall, props, masks):
         """(operand descriptions, written operands) of a bound call whose
         tensor leaves have C++'s `props`, compiled with `masks` (and the
@@ -222,18 +240,8 @@ class Kernel:
         if not any(isinstance(a, torch.Tensor) or pytree.is_container(a) for a in args):
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
-        bound = self.bind(args)
-        device = None
-        for (a, path), nm, t in zip(bound.binding.leaves, self.leaf_names(bound),
-                                    bound.arrays):
-            what = f"argument {nm!r}" if self.sig.inspected or path else \
-                f"argument {bound.binding.arrays[a]}"
-            device = _describe.check_tensor(t, f"{what} of '{self.name}'", device)
-        if device is None:
-            raise ValueError(f"cutecall: '{self.name}' was called without a "
-                             "tensor; a launch runs on its tensors' device")
         register_types(self.launch, args, _describe.is_tensor)
-        return self.first_call.entry(args, props, _describe.device_arch(device))
+        return self.first_call.entry(args, props)
 
     def compile(self, *args, arch: str | None = None) -> CompiledKernel:
         """Compiles (or finds in the artifact store) the specialization these
@@ -265,12 +273,7 @@ class Kernel:
             outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
             args = tuple(self._merge(args, outs))
         _describe.check_kinds(self, args, (torch.Tensor, _describe.TensorDesc))
-        cuda = next((a.device for a in args if isinstance(a, torch.Tensor)
-                     and a.device.type == "cuda"), None)
-        props = [_describe.tensor_props(a) if _describe.is_tensor(a) else None
-                 for a in args]
-        return self.first_call.compile(args, props,
-                                       arch or _describe.device_arch(cuda))
+        return self.first_call.compile(args, arch=arch)
 
 
 def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
