@@ -58,18 +58,26 @@ def test_two_cpu_processes_train_like_one_and_share_the_store(tmp_path):
     assert all(r["kernel_compiles"] + r["kernel_disk_hits"] == 1 for r in results), results
 
 
+@pytest.fixture(scope="module")
+def gpu_store(tmp_path_factory):
+    """One store for the GPU runs of this module: cold for the first (its
+    ranks start cold together), warm for the next (FA4 compiles take
+    seconds each)."""
+    return tmp_path_factory.mktemp("store")
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("world", [2, 4])
-def test_gpu_processes_train_like_one(tmp_path, world):
+def test_gpu_processes_train_like_one(tmp_path, world, gpu_store):
     if gpu_count() < world:
         pytest.skip(f"needs {world} GPUs, {gpu_count()} visible")
-    store = tmp_path / "store"
-    results, weights = run("gpu", world, tmp_path, store, timeout=480)
-    (one,), one_w = run("gpu", 1, tmp_path, store)
+    cold = not any(gpu_store.iterdir())
+    results, weights = run("gpu", world, tmp_path, gpu_store, timeout=480)
+    (one,), one_w = run("gpu", 1, tmp_path, gpu_store)
     check_like_one(results, weights, one, one_w, world, rtol=1e-2, atol=1e-4)
     # Each rank compiled or loaded each FA4 kernel once; together they
-    # compiled each once (the store is shared and was cold).
+    # compiled each at most once (all of them when the store was cold).
     kernels = one["step_disk_hits"] + one["step_compiles"]
     assert kernels >= 2 and one["step_compiles"] == 0, one  # all from the store
     assert all(r["step_compiles"] + r["step_disk_hits"] == kernels for r in results), results
-    assert sum(r["step_compiles"] for r in results) == kernels, results
+    assert sum(r["step_compiles"] for r in results) == (kernels if cold else 0), results
