@@ -46,7 +46,10 @@ module                    job
                           a store shared by a cluster; its own map inside
 ``compiler``              one ``cute.compile``, validated by the C++ core
 ``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
-``written_params``        which tensors a launcher writes, read from its MLIR
+``written_params``        outputs found by what the kernel writes: the compile's
+                          trace hook, the check, the front's retry
+``mlir_writes``           which operands a traced MLIR module writes
+``learn_outputs``         a launch object's outputs, learned from those writes
 ``compile_error``         ``CompileError``: the DSL's failure, root cause first;
                           which frames are the user's (``user_stacklevel``)
 ``diagnosis``             a failed compile explained by the call's arguments

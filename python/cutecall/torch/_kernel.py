@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import _core
-from .._driver import placement, pytree, signature as _signature, written_params
+from .._driver import learn_outputs as _learn, placement, pytree, signature as _signature
 from .._driver.compiled import CompiledKernel
 from .._driver.launch_object import BoundCall, LaunchObject, register_types
 from .._driver.pipeline import Launcher
@@ -208,12 +208,12 @@ class Kernel:
 
     def learn_outputs(self, result) -> bool:
         """After a compile: outputs given by number move to the parameters
-        its trace saw the kernel write (``written_params.learned_outputs``),
+        its trace saw the kernel write (``learn_outputs.learned_outputs``),
         and the custom op marks exactly those as mutated. True if they moved."""
         if self._outputs_named or not self.num_outputs:
             return False
-        names = written_params.learned_outputs(self.launcher, result, self.params,
-                                               self.num_outputs)
+        names = _learn.learned_outputs(self.launcher, result, self.params,
+                                       self.num_outputs)
         if names is None or names == self.output_params:
             return False
         self.output_params = names
