@@ -1,0 +1,186 @@
+"""What a traced kernel writes (``mlir_writes``, on MLIR in the generic form
+the DSL's module prints), by parameter (``written_params``), and where the
+outputs go from there (``placement.place_written``); annotated NamedTuples
+(``pytree.as_annotated``). No DSL compile: the modules are written here, in
+the shape the DSL traces them (host function of pointers, ``make_view``,
+``cuda.launch_ex`` into a ``cuda.kernel``)."""
+
+from typing import NamedTuple, Optional
+
+import pytest
+
+from cutecall._driver import mlir_writes, placement, pytree, signature
+from cutecall._driver.written_params import (OutputsElsewhere, ParamWrites,
+                                             PlacementFailed, retrying)
+
+PTR = "!cute.ptr<f32, gmem, align<16>>"
+MEM = "!memref_gmem_f32"
+
+
+def module(kernel_body: str, kernel_args: int = 3, host_extra: str = "") -> str:
+    """A host entry taking 3 pointers (operands 0, 1, 2), viewing them as
+    tensors and launching ``k`` on them; ``kernel_body`` uses %a0.. %a2."""
+    args = ", ".join(f"%a{i}: {MEM}" for i in range(kernel_args))
+    views = "\n".join(
+        f'    %v{i} = "cute.make_view"(%arg{i + 1}, %lay) : ({PTR}, !cute.layout<"(?):(1)">) -> {MEM}'
+        for i in range(3))
+    return f'''{MEM} = !cute.memref<f32, gmem, align<16>, "(?):(1)">
+"builtin.module"() ({{
+  "gpu.module"() <{{sym_name = "kernels"}}> ({{
+    "cuda.kernel"() <{{function_type = () -> (), sym_name = "k"}}> ({{
+    ^bb0({args}):
+{kernel_body}
+      "cuda.return"() : () -> ()
+    }}) : () -> ()
+  }}) : () -> ()
+  "func.func"() <{{function_type = () -> i32, sym_name = "entry"}}> ({{
+  ^bb0(%arg0: !cuda.stream, %arg1: {PTR}, %arg2: {PTR}, %arg3: {PTR}, %arg4: i32):
+    %lay = "cute.make_layout"(%arg4) : (i32) -> !cute.layout<"(?):(1)">
+{views}
+{host_extra}
+    %r = "cuda.launch_ex"(%cfg, %v1, %v0, %v2) <{{callee = @kernels::@k}}> : (!cuda.launch_cfg<max_attrs = 17>, {MEM}, {MEM}, {MEM}) -> !cuda.result
+    "func.return"(%c0) : (i32) -> ()
+  }}) {{llvm.emit_c_interface}} : () -> ()
+}}) : () -> ()
+'''
+
+
+def writes(text):
+    return mlir_writes.analyze_text(text, "entry")
+
+
+def test_a_store_into_a_kernel_argument_is_its_operand():
+    # The launch passes operand 1 first: kernel argument %a0 is operand 1.
+    body = f'''      %c = "cute.make_coord"(%i) : (i32) -> !cute.coord<"?">
+      %x = "cute.memref.load"(%a1, %c) : ({MEM}, !cute.coord<"?">) -> f32
+      "cute.memref.store"(%a0, %c, %x) : ({MEM}, !cute.coord<"?">, f32) -> ()'''
+    assert writes(module(body)) == mlir_writes.Writes(frozenset({1}))
+
+
+def test_a_copy_writes_its_destination_and_a_tma_store_its_atom():
+    body = f'''      %s = "cute.make_view"(%p, %l) : (!cute.ptr<f32, smem, align<16>>, !cute.layout<"(8):(1)">) -> !cute.memref<f32, smem, align<16>, "(8):(1)">
+      "cute.copy"(%atom, %a2, %s) : (!copy_simt, {MEM}, !cute.memref<f32, smem, align<16>, "(8):(1)">) -> ()
+      "cute.copy"(%atom, %s, %a1) : (!copy_simt, !cute.memref<f32, smem, align<16>, "(8):(1)">, {MEM}) -> ()
+      %t:2 = "cute_nvgpu.atom.make_non_exec_tiled_tma_store"(%a0) : ({MEM}) -> (!tma, !cute.coord_tensor<"(?)", "(?):(1@0)">)
+      "cute.copy"(%t#0, %s, %crd) : (!cute_nvgpu.atom.tma_store<f32>, !cute.memref<f32, smem, align<16>, "(8):(1)">, !cute.coord_tensor<"(?)", "(?):(1@0)">) -> ()'''
+    w = writes(module(body))
+    assert w.written == {0, 1}  # a1 is operand 0, a0 operand 1; a2 is only read
+    assert 2 not in w.written
+
+
+def test_a_loop_carries_the_tensor_it_writes_position_by_position():
+    body = f'''      %r:2 = "scf.for"(%lb, %ub, %st, %a2, %a1) ({{
+      ^bb0(%iv: i32, %t0: {MEM}, %t1: {MEM}):
+        "cute.memref.store"(%t1, %c, %x) : ({MEM}, !cute.coord<"?">, f32) -> ()
+        "scf.yield"(%t0, %t1) : ({MEM}, {MEM}) -> ()
+      }}) : (i32, i32, i32, {MEM}, {MEM}) -> ({MEM}, {MEM})'''
+    assert writes(module(body)).written == {0}  # %t1 is %a1: operand 0
+
+
+def test_inline_ptx_that_stores_is_a_maybe_or_unattributed():
+    asm = f'''      %q = "cute.get_iter"(%a2) : ({MEM}) -> {PTR}
+      "nvvm.inline_ptx"(%q, %n) <{{ptxCode = "cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [$0], [$1], $2;"}}> : ({PTR}, i32) -> ()'''
+    w = writes(module(asm))
+    assert w.maybe == {2} and not w.written and not w.unattributed
+    lost = '''      "llvm.inline_asm"(%addr) <{asm_string = "st.global.f32 [$0], 1.0;"}> : (i64) -> ()'''
+    assert writes(module(lost)).unattributed
+    harmless = '''      %y = "llvm.inline_asm"(%z) <{asm_string = "cvt.rn.bf16x2.f32 $0, $2, $1;"}> : (f32) -> i32'''
+    assert writes(module(harmless)) == mlir_writes.Writes()
+
+
+def test_shapes_read_from_a_tensor_do_not_carry_it():
+    # An index computed from a1's shape, stored into a0: only a0 is written.
+    body = f'''      %l1 = "cute.get_layout"(%a1) : ({MEM}) -> !cute.layout<"(?):(1)">
+      %sh = "cute.get_shape"(%l1) : (!cute.layout<"(?):(1)">) -> !cute.shape<"(?)">
+      %c = "cute.make_coord"(%sh) : (!cute.shape<"(?)">) -> !cute.coord<"?">
+      "cute.memref.store"(%a0, %c, %x) : ({MEM}, !cute.coord<"?">, f32) -> ()'''
+    assert writes(module(body)).written == {1}
+
+
+def test_no_entry_function_says_nothing():
+    assert mlir_writes.analyze_text('"builtin.module"() ({\n}) : () -> ()\n').unattributed
+
+
+def test_contradiction_needs_an_unwritten_output_and_another_written():
+    w = ParamWrites(frozenset({"out"}), frozenset(), False)
+    assert w.contradicts(["y"]) and not w.contradicts(["out"])
+    assert not ParamWrites(frozenset(), frozenset(), False).contradicts(["y"])
+    assert not ParamWrites(frozenset({"out"}), frozenset(), True).contradicts(["y"])
+
+
+def sig_of(fn):
+    return signature.analyze(fn)
+
+
+def first(stream, out, x, y):
+    pass
+
+
+def two_outs(stream, a, b, c, d):
+    pass
+
+
+def test_place_written_puts_the_outputs_where_the_kernel_writes():
+    sig = sig_of(first)
+    kinds = [placement.ARRAY, placement.ARRAY]
+    assert placement.place_written(sig, [1, 2, 3], kinds, 1, "inputs_first",
+                                   frozenset({"out"})) == (1,)
+    # Nothing written that fits: the rule decides.
+    assert placement.place_written(sig, [1, 2, 3], kinds, 1, "inputs_first",
+                                   frozenset({"nope"})) is None
+
+
+def test_place_written_keeps_the_rule_when_its_outputs_are_written():
+    sig = sig_of(two_outs)
+    kinds = [placement.ARRAY, placement.ARRAY]
+    # An in-place input (a) is written too: the rule's c, d stand.
+    assert placement.place_written(sig, [1, 2, 3, 4], kinds, 2, "inputs_first",
+                                   frozenset({"a", "c", "d"})) == (3, 4)
+    # The outputs written are b and c: the best placement among them.
+    assert placement.place_written(sig, [1, 2, 3, 4], kinds, 2, "inputs_first",
+                                   frozenset({"b", "c"})) == (2, 3)
+
+
+def test_retrying_rebinds_once_per_finding():
+    seen = []
+
+    def attempt():
+        seen.append(1)
+        if len(seen) == 1:
+            raise OutputsElsewhere("k", ("y",), ParamWrites(frozenset({"out"}),
+                                                            frozenset(), False))
+        return "ok"
+    assert retrying(attempt) == "ok" and len(seen) == 2
+
+
+def test_a_probe_error_gives_way_to_the_rules():
+    seen = []
+
+    def attempt():
+        seen.append(1)
+        if len(seen) == 1:
+            raise PlacementFailed("k", (3,), ValueError("the rule's"))
+        raise KeyError("a probe's")
+    with pytest.raises(ValueError, match="the rule's"):
+        retrying(attempt)
+
+
+class Pair(NamedTuple):
+    a: object
+    b: object = None
+
+
+def test_a_plain_tuple_becomes_the_annotated_namedtuple():
+    assert pytree.as_annotated((1, 2), Pair) == Pair(1, 2)
+    assert pytree.as_annotated([1], Optional[Pair]) == Pair(1, None)
+    assert pytree.as_annotated((1, 2, 3), Pair) == (1, 2, 3)  # does not fit
+    assert pytree.as_annotated((1, 2), None) == (1, 2)
+
+
+def annotated(stream, x, pair: Optional[Pair] = None):
+    pass
+
+
+def test_the_signature_knows_the_namedtuple_class():
+    assert sig_of(annotated).params[2].container is Pair
+    assert sig_of(first).params[2].container is None
