@@ -31,14 +31,9 @@ ErrorOr<CallKey> CallKey::Make(const CallWords& call, const StaticMask* masks,
   return key;
 }
 
-bool CallKey::Matches(const CallWords& call) const {
-  if (words_.size() != call.sig_len ||
-      std::memcmp(words_.data(), call.signature,
-                  call.sig_len * sizeof(int64_t)) != 0) {
-    return false;
-  }
-  // Equal words: equal ranks, so each check writes as many values as it
-  // did when the key was made.
+bool CallKey::MatchesStatic(const CallWords& call) const {
+  // Equal words (Matches): equal ranks, so each check writes as many values
+  // as it did when the key was made.
   const int64_t* expected = values_.data();
   int64_t values[2 * abi::kMaxRank];
   for (const Check& c : checks_) {

@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "cutecall/status.h"
@@ -53,12 +54,23 @@ class CallKey {
   static ErrorOr<CallKey> Make(const CallWords& call, const StaticMask* masks,
                                size_t num_masks);
 
-  // Whether `call` has this key's words and compiled-in values.
-  bool Matches(const CallWords& call) const;
+  // Whether `call` has this key's words and compiled-in values. Inline: the
+  // per-call path.
+  bool Matches(const CallWords& call) const {
+    if (words_.size() != call.sig_len ||
+        std::memcmp(words_.data(), call.signature,
+                    call.sig_len * sizeof(int64_t)) != 0) {
+      return false;
+    }
+    return checks_.empty() || MatchesStatic(call);
+  }
 
   bool has_static() const { return !checks_.empty(); }
 
  private:
+  // The compiled-in values of `call`'s masked leaves equal this key's.
+  bool MatchesStatic(const CallWords& call) const;
+
   struct Check {
     uint32_t leaf;
     StaticMask mask;
