@@ -9,10 +9,11 @@ averaged over the devices with ``pmean``), the one
 ``tests/external/test_gpu_flash_attention.py`` checks on 2 GPUs. Time per
 step is wall time from the difference of a 5- and a 25-step chain in one
 executable (``bench/scaling/chains.py``: JAX's dispatch cancels out; the GPUs
-are the bottleneck at these sizes), each compiled once: ``warm`` after 3
-executions (XLA's CUDA graphs recorded and replaying: what a training loop
-runs), best of 3; ``cold`` the execution in which XLA records its graphs
-(what this script timed before issue 35). ``bench/scaling/run.py`` has the
+are the bottleneck at these sizes), each compiled once: steady state (each
+chain run several times in a row after 3 executions: XLA's CUDA graphs
+replaying, what a training loop runs), best of 3; ``cold`` the chains'
+second executions, alternating short and long (what this script timed
+before issue 35, recompiling per trial). ``bench/scaling/run.py`` has the
 same at 1, 2 and 4 GPUs beside cuDNN's attention.
 
   python bench/attention/shard_step.py --out shard_step.json [--batch 16 --seqlen 4096]

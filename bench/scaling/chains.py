@@ -1,19 +1,24 @@
 """Chains of training steps in one executable, compiled once with given XLA
-options, timed cold and warm.
+options, timed three ways.
 
-XLA runs a command buffer's plain thunks on an executable's first
-execution, records and instantiates its CUDA graphs on the second (host
-work, before the GPU starts), and replays them afterwards, re-recording
-only commands whose buffers moved. Compiling an executable evicts the
-graphs of all others. So:
-
-  cold  the second execution of each chain (what bench/timing.jax_wall_us
-        times: graph creation included)
-  warm  after ``warm`` more executions of both chains (steady state, what a
-        training loop runs)
-
+XLA records an executable's CUDA graphs on its first execution (or on the
+second, after a run of the plain thunks, when a command needs
+initialization), replays them afterwards, and re-records the commands whose
+buffers moved (a cutecall call is re-recorded by stream capture of its FFI
+handler). Compiling an executable evicts the graphs of all others.
 Per-step time is the difference of a k2- and a k1-step chain (dispatch
-cancels), best of ``trials``.
+cancels):
+
+  cold     the second execution of each chain, run short-long after one
+           execution each (bench/timing.jax_wall_us's method, which the
+           first numbers of issue 35 used)
+  alt      the same alternation after ``warm`` more executions of both
+  steady   each chain run ``repeat`` times in a row (the first of a block
+           not timed), min per chain: nothing alternates, as in a training
+           loop that runs one step function
+
+with cutecall's FFI execute count per step in each (the handler runs only
+while XLA records a graph, or every step without command buffers).
 """
 
 from __future__ import annotations
@@ -60,33 +65,45 @@ def per_step_us(short, long, k1: int, k2: int) -> float:
     return (_seconds(long) - _seconds(short)) / (k2 - k1) * 1e6
 
 
+def _block_s(run, repeat: int) -> float:
+    """min seconds of `repeat` runs after one untimed run (the switch-in)."""
+    run()
+    return min(_seconds(run) for _ in range(repeat))
+
+
 def measure(step, args, *, k1: int = 2, k2: int = 8, warm: int = 3, trials: int = 3,
-            options: dict | None = None, executes=None) -> dict:
-    """{"cold_us", "warm_us" (best of trials), "warm_all", "compile_s",
-    "executes_per_step_cold", "executes_per_step_warm"} of `step` on `args`.
-    `executes`: a function returning cutecall's execute count (the FFI
-    handler's runs: with command buffers, runs happen only while XLA records
-    a graph), or None."""
+            repeat: int = 3, options: dict | None = None, executes=None) -> dict:
+    """{"cold_us", "alt_us", "warm_us" (steady, best of trials), "warm_all",
+    "compile_s"} of `step` on `args`, and with `executes` (a function
+    returning cutecall's execute count) "executes_per_step_{first,cold,alt,
+    warm}"."""
+    count = executes or (lambda: 0)
     t0 = time.perf_counter()
     short = compile_chain(step, args, k1, options)
     long = compile_chain(step, args, k2, options)
     compile_s = time.perf_counter() - t0
-    short(), long()                        # execution 1: XLA's thunk warm-up
-    e0 = executes() if executes else 0
-    cold = per_step_us(short, long, k1, k2)   # execution 2: graphs recorded
-    e1 = executes() if executes else 0
+    e = [count()]
+    short(), long()                           # first executions
+    e.append(count())
+    cold = per_step_us(short, long, k1, k2)   # second executions
+    e.append(count())
     for _ in range(warm):
         short(), long()
-    e2 = executes() if executes else 0
-    runs = []
+    e.append(count())
+    alt = min(per_step_us(short, long, k1, k2) for _ in range(trials))
+    e.append(count())
+    steady = []
     for _ in range(trials):
-        runs.append(per_step_us(short, long, k1, k2))
-    e3 = executes() if executes else 0
-    steps = k1 + k2
-    out = {"cold_us": cold, "warm_us": min(runs), "warm_all": runs, "compile_s": compile_s}
+        steady.append((_block_s(long, repeat) - _block_s(short, repeat)) / (k2 - k1) * 1e6)
+    e.append(count())
+    out = {"cold_us": cold, "alt_us": alt, "warm_us": min(steady), "warm_all": steady,
+           "compile_s": compile_s}
     if executes:
-        out["executes_per_step_cold"] = (e1 - e0) / steps
-        out["executes_per_step_warm"] = (e3 - e2) / (steps * trials)
+        steps = k1 + k2
+        out.update(executes_per_step_first=(e[1] - e[0]) / steps,
+                   executes_per_step_cold=(e[2] - e[1]) / steps,
+                   executes_per_step_alt=(e[4] - e[3]) / (steps * trials),
+                   executes_per_step_warm=(e[5] - e[4]) / (steps * (repeat + 1) * trials))
     return out
 
 

@@ -17,20 +17,23 @@ NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
 
 def table(rows) -> str:
     lines = ["| step | GPUs | processes | µs/step (steady) | speedup | target | "
-             "µs/step (graph-recording run) |",
-             "|---|---|---|---|---|---|---|"]
+             "µs/step cold / alternating | cutecall executes/step (cold / alt / steady) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (list(NAMES).index(r["impl"])
                                          if r["impl"] in NAMES else 9, r["gpus"])):
         if "error" in r:
             lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | "
-                         f"{r['processes']} | error: {r['error'][:120]} | | | |")
+                         f"{r['processes']} | error: {r['error'][:120]} | | | | |")
             continue
         sp = f"{r['speedup']:.2f}×" if "speedup" in r else ""
         ok = ""
         if "speedup" in r and r["gpus"] > 1:
             ok = f"≥ {r['target']:.2f}× " + ("met" if r["speedup"] >= r["target"] else "**missed**")
+        ex = " / ".join(f"{r[k]:.1f}" for k in ("executes_per_step_cold",
+                        "executes_per_step_alt", "executes_per_step_warm") if k in r)
         lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | {r['processes']} | "
-                     f"{r['us_per_step']:.0f} | {sp} | {ok} | {r['cold_us_per_step']:.0f} |")
+                     f"{r['us_per_step']:.0f} | {sp} | {ok} | {r['cold_us_per_step']:.0f} / "
+                     f"{r.get('alt_us_per_step', float('nan')):.0f} | {ex} |")
     return "\n".join(lines)
 
 
@@ -65,10 +68,13 @@ cutecall against the same MLP on XLA's dot (tokens 16384, d 4096, hidden
 - Date: {result['date']}.
 - Command: `{result['command']}`; command buffers {a.get('command_buffers', 'on')}.
 - Timing: per-step wall time from the difference of {a.get('k2')}- and {a.get('k1')}-step
-  chains in one executable, each compiled once, after {a.get('warm')} warm executions
-  (steady state: XLA's CUDA graphs recorded and replaying), best of {a.get('trials')};
-  the last column is the same difference on the executions in which XLA records its
-  graphs (what `bench/attention/shard_step.py` timed before).
+  chains in one executable, each compiled once; steady: each chain run several times
+  in a row after {a.get('warm')} warm executions (XLA's CUDA graphs replaying), best of
+  {a.get('trials')}. Beside it: cold, the chains' second executions alternating short and
+  long (the method of the first numbers, `bench/timing.jax_wall_us`), and alternating,
+  the same once warm. cutecall executes/step: runs of cutecall's FFI handler per step,
+  all devices together (it runs only while XLA records a graph; without command buffers,
+  once per call).
 
 {table(rows)}
 

@@ -2,12 +2,11 @@
 """Why cutecall's FA4 step scales worse than cuDNN's under XLA's command
 buffers (issue 35): the experiments of /work/notes/issue35_profile.md in one
 run. For each (impl, GPUs) a child process times the data-parallel step with
-XLA option variants, cold (the execution that records the CUDA graphs) and
-warm (steady state), counts cutecall's FFI execute-stage runs per step (0
-when graphs replay without re-recording), logs XLA's command-buffer
-record times (VLOG), takes a JAX profiler trace with command buffers kept
-on, and dumps the optimized HLO (command buffers and the custom calls in
-them).
+XLA option variants (bench/scaling/chains.py: cold, alternating and steady),
+counts cutecall's FFI execute-stage runs per step (0 when graphs replay
+without re-recording), logs XLA's command-buffer record times (VLOG), takes
+a JAX profiler trace with command buffers kept on, and dumps the optimized
+HLO (command buffers and the custom calls in them).
 
   python bench/scaling/profile.py --out $OUT/profile        # on the GPU machine
   python bench/scaling/profile.py --dry-run
@@ -75,8 +74,9 @@ def child(args) -> int:
                            executes=executes)
         mark(f"end {name}")
         result["variants"][name] = r
-        print(f"{args.impl} {args.gpus} GPU {name}: cold {r['cold_us']:.0f} us, "
-              f"warm {r['warm_us']:.0f} us per step", file=sys.stderr, flush=True)
+        print(f"{args.impl} {args.gpus} GPU {name}: cold {r['cold_us']:.0f} us, alt "
+              f"{r['alt_us']:.0f}, steady {r['warm_us']:.0f} us per step", file=sys.stderr,
+              flush=True)
     if args.raw:
         mark("trace")
         result["trace"] = traced(step, operands, args)
@@ -87,13 +87,15 @@ def child(args) -> int:
 
 
 def traced(step, operands, args) -> dict:
-    """A JAX profiler trace of executions 2 (graphs recorded) to 4 of a
-    4-step chain, command buffers kept on while profiling."""
+    """A JAX profiler trace of executions 2 to 4 of a 4-step chain (after a
+    2-step chain's compile and run, so addresses may move as in the
+    alternating timing), command buffers kept on while profiling."""
     import jax
     import chains
-    run = chains.compile_chain(step, operands, 4, {
-        "xla_enable_command_buffers_during_profiling": True})
-    run()
+    options = {"xla_enable_command_buffers_during_profiling": True}
+    run = chains.compile_chain(step, operands, 4, options)
+    other = chains.compile_chain(step, operands, 2, options)
+    run(), other()
     folder = os.path.join(args.raw, f"trace-{args.impl}-{args.gpus}")
     jax.profiler.start_trace(folder)
     try:

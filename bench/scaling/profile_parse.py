@@ -115,26 +115,27 @@ def count_hlo(folder: str) -> dict:
 def line(r: dict) -> str:
     if "error" in r:
         return f"{r.get('impl')} {r.get('gpus')} GPU: {r['error']}"
-    cells = [f"{v} cold {m['cold_us']:.0f} warm {m['warm_us']:.0f}"
+    cells = [f"{v} cold {m['cold_us']:.0f} alt {m['alt_us']:.0f} steady {m['warm_us']:.0f}"
              for v, m in r["variants"].items()]
     return f"{r['impl']} {r['gpus']} GPU: " + "; ".join(cells)
 
 
 def markdown(doc: dict) -> str:
-    rows = ["| impl | GPUs | variant | cold µs/step | warm µs/step | cutecall executes/step "
-            "cold / warm | XLA record µs (init / update, all devices) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| impl | GPUs | variant | cold µs/step | alternating | steady | cutecall "
+            "executes/step first / cold / alt / steady | XLA record µs (init / update, all "
+            "devices) |", "|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         for v, m in r.get("variants", {}).items():
-            ex = (f"{m['executes_per_step_cold']:.1f} / {m['executes_per_step_warm']:.1f}"
-                  if "executes_per_step_cold" in m else "")
+            ex = " / ".join(f"{m[f'executes_per_step_{k}']:.1f}"
+                            for k in ("first", "cold", "alt", "warm")
+                            if f"executes_per_step_{k}" in m)
             vl = r.get("vlog", {}).get(v, {})
             rec = " / ".join(str(sum(us for _, us in vl.get(k, {}).values()))
                              for k in ("initialize", "update")) if vl else "no VLOG"
             rows.append(f"| {r['impl']} | {r['gpus']} | {v} | {m['cold_us']:.0f} | "
-                        f"{m['warm_us']:.0f} | {ex} | {rec} |")
+                        f"{m['alt_us']:.0f} | {m['warm_us']:.0f} | {ex} | {rec} |")
         if "error" in r:
-            rows.append(f"| {r.get('impl')} | {r.get('gpus')} | error: {r['error']} | | | | |")
+            rows.append(f"| {r.get('impl')} | {r.get('gpus')} | error: {r['error']} | | | | | |")
     extra = []
     for r in doc["results"]:
         if "hlo" in r:

@@ -6,11 +6,13 @@ QuACK MLP step against the same step on XLA's dot (bench/scaling/steps.py).
 Each step runs under ``shard_map`` over the first N visible GPUs (the batch
 split, gradients averaged with ``pmean``; ``jit`` alone on one GPU) at the
 same global batch. Time per step: the difference of a --k2- and a --k1-step
-chain in one executable, each compiled once; steady state (``warm``: after
---warm extra executions, so XLA's CUDA graphs are recorded and replay),
-best of --trials; the second execution (``cold``: XLA records its graphs in
-it) is kept beside it (bench/scaling/chains.py). Command buffers are on
-(XLA's default) unless --command-buffers off.
+chain in one executable, each compiled once; steady state (each chain run
+several times in a row after --warm executions: XLA's CUDA graphs replay),
+best of --trials; beside it the chains' second executions, alternating
+(``cold``, the first numbers' method) and the alternation once warm
+(``alt``), with cutecall's FFI execute counts per step (bench/scaling/
+chains.py). Command buffers are on (XLA's default) unless --command-buffers
+off.
 
   python bench/scaling/run.py --out bench/results/scaling.json
   python bench/scaling/run.py --dry-run
@@ -60,10 +62,9 @@ def measure(impl, n, args) -> dict:
     finally:
         row["seconds"] = round(time.perf_counter() - t0, 1)
     row.update(us_per_step=m["warm_us"], cold_us_per_step=m["cold_us"],
-               trials_us=m["warm_all"], compile_s=round(m["compile_s"], 1))
-    for k in ("executes_per_step_cold", "executes_per_step_warm"):
-        if k in m:
-            row[k] = m[k]
+               alt_us_per_step=m["alt_us"], trials_us=m["warm_all"],
+               compile_s=round(m["compile_s"], 1))
+    row.update({k: v for k, v in m.items() if k.startswith("executes_per_step")})
     return row
 
 
