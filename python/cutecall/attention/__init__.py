@@ -23,7 +23,13 @@ How it is built (the template for wrapping any CuTe DSL library; see
    each in ``cutecall.cutlass_call``, output shapes following the
    arguments: one compile per Config serves every shape;
 3. :func:`attention` pairs the forward with FA4's backward pipeline through
-   ``cutecall.differentiable`` (preprocess, main backward, postprocess).
+   ``cutecall.differentiable`` (preprocess, main backward, postprocess),
+   with forward mode from :mod:`~cutecall.attention.jvp`.
+
+Also here: :mod:`~cutecall.attention.reference` (float32 references and
+FA4-form mods, for tests) and :mod:`~cutecall.attention.training` (a
+data-parallel training step). The old paths ``cutecall.examples.
+flash_attention*`` and ``attention_training`` warn and forward here.
 
 Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL; runs on
 Hopper (sm90).
