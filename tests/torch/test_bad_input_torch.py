@@ -79,3 +79,52 @@ def test_the_readme_example_guards_its_extents_with_dims():
     with pytest.raises(ValueError, match=r"operand 'b' dim 0 = 10 must equal operand "
                                          r"'a' dim 0 = 4096"):
         add.compile(desc((4096,)), desc((10,)), desc((4096,)))
+
+
+def test_1d_tensors_into_a_2d_kernel_name_the_arguments_and_rank(compiles):
+    """A 2-D kernel's first call with 1-D tensors: the launcher's own
+    ``m, n = out.shape`` fails; the first line names the call's arrays and
+    their rank (here every one: the kernel is cutecall's own code)."""
+    k = ct.kernel(tk.axpby_2d)
+    with pytest.raises(cutecall.CompileError) as e:
+        k.compile(desc((8,)), desc((8,)), desc((8,)), 2.0)
+    first = str(e.value).splitlines()[0]
+    assert "arguments 'x', 'y', 'out' are rank 1 (float32[8]) but the kernel " \
+           "unpacks 2 extents from a shape: it likely takes rank-2 arrays" in first
+    assert "not enough values to unpack" in first  # the DSL's words follow
+
+
+def test_1d_tensors_into_a_users_2d_kernel_name_the_unpacked_one(compiles):
+    """In the user's own launcher the failing line is known: the argument
+    it unpacks is the one named."""
+    import cuda.bindings.driver as cuda
+    import cutlass
+    import cutlass.cute as cute
+
+    @cute.jit
+    def users_axpby(stream: cuda.CUstream, x: cute.Tensor, y: cute.Tensor,
+                    out: cute.Tensor, alpha: cutlass.Float32):
+        m, n = out.shape
+        tk._axpby_2d_kernel(x, y, out, alpha).launch(
+            grid=(n, m, 1), block=(128, 1, 1), stream=stream)
+
+    k = ct.kernel(users_axpby)
+    with pytest.raises(cutecall.CompileError,
+                       match=r"^cutecall: kernel 'users_axpby' failed to compile for "
+                             r"sm_\w+: argument 'out' is rank 1 \(float32\[8\]\) but the "
+                             r"kernel unpacks 2 extents"):
+        k.compile(desc((8,)), desc((8,)), desc((8,)), 2.0)
+
+
+def test_a_complex_tensor_is_named_before_compiling(compiles):
+    """Ahead of time (meta tensors, TensorDesc-free): the argument, its
+    dtype, before anything is measured or compiled."""
+    k = ct.kernel(tk.add3)
+    c = torch.empty(4, dtype=torch.complex64, device="meta")
+    f = torch.empty(4, device="meta")
+    with pytest.raises(TypeError) as e:
+        k.compile(f, c, f)
+    assert str(e.value).splitlines()[0].startswith(
+        "cutecall: argument 'b' of 'add3' has dtype torch.complex64, which has no "
+        "CuTe DSL type")
+    assert compiles() == 0

@@ -130,11 +130,40 @@ def _rank_of_coordinates(operands: Sequence, cause: str) -> str:
             f"it likely takes rank-{other} arrays")
 
 
+_UNPACK = re.compile(r"(not enough|too many) values to unpack \(expected (\d+)(?:, got (\d+))?\)")
+
+
+def _rank_of_unpack(operands: Sequence, cause: str, source_line: str) -> str:
+    """'argument 'out' is rank 1 (float32[8]) but the kernel unpacks 2
+    extents from its shape: ...' when the launcher unpacked a shape of the
+    call's one rank into another number of extents (a 2-D kernel given 1-D
+    arrays, on its first call). Names the arrays the failing line unpacks
+    (`source_line`, when it is the user's), else every array."""
+    m = _UNPACK.search(cause)
+    here = {len(op.shape) for op in operands}
+    if m is None or len(here) != 1:
+        return ""
+    rank, want = here.pop(), int(m.group(2))
+    if (m.group(3) is not None and int(m.group(3)) != rank) or \
+            (rank < want) != (m.group(1) == "not enough"):
+        return ""
+    named = [op for op in operands
+             if re.search(rf"\b{re.escape(op.name)}\.shape\b", source_line)] or operands
+    what = "argument" if len(named) == 1 else "arguments"
+    verb = "is" if len(named) == 1 else "are"
+    values = {shown(op) for op in named}
+    value = values.pop() if len(values) == 1 else \
+        ", ".join(f"{op.name} {shown(op)}" for op in named)
+    names = ", ".join(f"'{op.name}'" for op in named)
+    return (f"{what} {names} {verb} rank {rank} ({value}) but the kernel "
+            f"unpacks {want} extents from a shape: it likely takes rank-{want} arrays")
+
+
 def explain(operands: Sequence, history: CallHistory | None = None,
-            cause: str = "") -> str:
+            cause: str = "", source_line: str = "") -> str:
     """One sentence naming the argument that most likely made the compile
-    fail (`cause`: the failure's root cause), or "" when nothing stands
-    out."""
+    fail (`cause`: the failure's root cause; `source_line`: the user's line
+    where it failed, if known), or "" when nothing stands out."""
     if history is not None:
         for op in operands:
             why = history.differs(op)
@@ -143,7 +172,8 @@ def explain(operands: Sequence, history: CallHistory | None = None,
     lowered = cause.lower()
     if any(w in lowered for w in _RANK_WORDS):
         why = _odd_one(operands, lambda op: len(op.shape), "rank") or \
-            _rank_of_coordinates(operands, cause)
+            _rank_of_coordinates(operands, cause) or \
+            _rank_of_unpack(operands, cause, source_line)
         if why:
             return why
     if any(w in lowered for w in _DTYPE_WORDS):
@@ -157,7 +187,7 @@ def annotate(error: CompileError, operands: Sequence,
     line (:func:`explain`), every array on the next."""
     text = str(error)
     head, _, rest = text.partition("\n")
-    why = explain(operands, history, error.root_cause)
+    why = explain(operands, history, error.root_cause, error.source_line or "")
     prefix = f"cutecall: kernel '{error.kernel}' failed to compile for {error.arch}: "
     if why and head.startswith(prefix):
         head = f"{prefix}{why}; the DSL says: {head[len(prefix):]}"
