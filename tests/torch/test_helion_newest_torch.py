@@ -1,0 +1,73 @@
+"""The newest installable Helion (1.5.1 when written) generates CuTe code on
+a machine without a GPU, and cutecall's launcher compiles what that code
+launches: the generated host function calls ``_default_cute_launcher(kernel,
+grid, *args, block=...)`` (``helion.runtime.default_cute_launcher``, the name
+``cutecall.torch.default_cute_launcher`` serves); here a launcher that
+records the call stands in for it, and cutecall's Helion launch object
+compiles the recorded launch for sm_90a. Skipped where Helion is not
+installed (it needs no GPU to import: ``pip install --no-deps helion
+filecheck psutil rich``)."""
+
+import importlib.util
+
+import pytest
+
+torch = pytest.importorskip("torch")
+helion = pytest.importorskip("helion")
+hl = pytest.importorskip("helion.language")
+
+import cutecall._core as core  # noqa: E402
+from cutecall.torch import _helion  # noqa: E402
+
+CONFIG = helion.Config(block_sizes=[128])
+
+
+@helion.kernel(backend="cute", config=CONFIG, static_shapes=False)
+def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    out = torch.empty_like(x)
+    for tile in hl.tile(x.size(0)):
+        out[tile] = x[tile] + y[tile]
+    return out
+
+
+def generated(tmp_path, *args):
+    """Helion's generated module for `args` (CPU tensors: no GPU needed)."""
+    code = add.bind(args).to_triton_code(CONFIG)
+    path = tmp_path / "helion_add_generated.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location("helion_add_generated", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return code, module
+
+
+def props(args):
+    return [core.layout_props(list(a.shape), list(a.stride()), 16, 8 * a.element_size())
+            if isinstance(a, torch.Tensor) else None for a in args]
+
+
+def test_generated_code_calls_the_launcher_cutecall_serves(tmp_path):
+    x = torch.randn(1000)
+    code, _ = generated(tmp_path, x, x)
+    assert "from helion.runtime import default_cute_launcher" in code
+    assert "@cute.kernel" in code
+
+
+def test_cutecalls_launcher_compiles_the_generated_launch(tmp_path, compiles):
+    x, y = torch.randn(1000), torch.randn(1000)
+    _, module = generated(tmp_path, x, y)
+    launches = []
+    module.add(x, y, _launcher=lambda *a, **kw: launches.append((a, kw)))
+    ((kernel, grid, *args), kw), = launches
+    assert kw == {"block": (128, 1, 1)} and grid == (8,)
+    launch = _helion._HelionLaunch(kernel, kw["block"], None)
+    full = tuple(grid) + (1,) * (3 - len(grid)) + tuple(args)
+    compiled = launch.first_call.compile(full, [None] * 3 + props(args), "sm_90a")
+    assert compiled.arch == "sm_90a" and compiled.module
+    # Another length of the same divisibility classes: the same kernel.
+    z = torch.randn(3000)
+    module.add(z, z, _launcher=lambda *a, **kw: launches.append((a, kw)))
+    (_, grid2, *args2), _ = launches[-1]
+    launch.first_call.compile(tuple(grid2) + (1, 1) + tuple(args2),
+                              [None] * 3 + props(args2), "sm_90a")
+    assert compiles() == 1
