@@ -20,7 +20,8 @@ def table(rows) -> str:
              "µs/step cold / alternating | cutecall executes/step (cold / alt / steady) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (list(NAMES).index(r["impl"])
-                                         if r["impl"] in NAMES else 9, r["gpus"])):
+                                         if r["impl"] in NAMES else 9, r.get("processes", 1),
+                                         r["gpus"])):
         if "error" in r:
             lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | "
                          f"{r['processes']} | error: {r['error'][:120]} | | | | |")
@@ -39,14 +40,16 @@ def table(rows) -> str:
 
 def versus(rows) -> str:
     """cutecall's speedup against XLA's at the same GPU count."""
-    by = {(r["impl"], r["gpus"]): r for r in rows if "speedup" in r}
+    by = {(r["impl"], r["gpus"], r.get("processes", 1)): r for r in rows if "speedup" in r}
     out = []
     for ours, theirs in (("fa4_cutecall", "fa4_cudnn"), ("mlp_quack", "mlp_xla")):
-        for n in sorted({g for _, g in by}):
-            if (ours, n) in by and (theirs, n) in by and n > 1:
-                a, b = by[ours, n]["speedup"], by[theirs, n]["speedup"]
-                out.append(f"- {NAMES[ours]} at {n} GPUs: {a:.2f}× against {NAMES[theirs]}'s "
-                           f"{b:.2f}× ({'at least' if a >= b else '**below**'} XLA's).")
+        for n, p in sorted({(g, p) for _, g, p in by}):
+            if (ours, n, p) in by and (theirs, n, p) in by and n > 1:
+                a, b = by[ours, n, p]["speedup"], by[theirs, n, p]["speedup"]
+                how = "one process" if p == 1 else f"{p} processes"
+                out.append(f"- {NAMES[ours]} at {n} GPUs ({how}): {a:.2f}× against "
+                           f"{NAMES[theirs]}'s {b:.2f}× "
+                           f"({'at least' if a >= b else '**below**'} XLA's).")
     return "\n".join(out)
 
 
