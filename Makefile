@@ -15,6 +15,7 @@ EXTERNAL  := "quack-kernels>=0.6.5,<0.7" "flash-attn-4>=4.0.0b36,<4.1" \
              "apache-tvm-ffi>=0.1.11,<0.2" torch-c-dlpack-ext einops
 DEPS      := "jax>=0.8.1,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
              "torch>=2.10,<2.16" "tqdm>=4.60,<5" flatbuffers \
+             "redis>=5,<9" "fsspec>=2023.1" \
              "nanobind>=2.4" "scikit-build-core>=0.10" "pytest>=8" numpy \
              $(EXTERNAL)
 SOURCES   := $(shell find cpp python -type f \( -name '*.cc' -o -name '*.h' -o -name '*.py' \)) \

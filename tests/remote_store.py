@@ -172,3 +172,24 @@ def compiles(tmp_path) -> dict:
     """{name: number of compiles} across every process."""
     counts = tmp_path / "counts"
     return {f.name: len(f.read_text().split()) for f in counts.iterdir()}
+
+
+# -- real CuTe DSL kernels for the distributed warm-up: 16 distinct keys ---------
+def scale_bias(x, b, alpha):
+    import cutecall
+    from cutecall.examples import kernels
+    call = cutecall.cutlass_call(kernels.scale_bias_act, output_shape_dtype=lambda x, b: x,
+                                 alpha=alpha, relu=False)
+    return call(x, b)
+
+
+def scale_bias_tasks(n: int = 16) -> list:
+    """`n` warm-up tasks, one kernel each (alpha is compiled in)."""
+    import functools
+    import cutecall
+    import jax
+    import jax.numpy as jnp
+    S = jax.ShapeDtypeStruct
+    return [cutecall.jax_warmup_task(functools.partial(scale_bias, alpha=0.5 + i),
+                                     S((64, 256), jnp.float32), S((256,), jnp.float32))
+            for i in range(n)]

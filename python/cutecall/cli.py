@@ -1,13 +1,14 @@
 """The ``cutecall`` command (also ``python -m cutecall``).
 
     cutecall doctor [--json]             what this machine has, what is missing
-    cutecall cache stats [--json]        location, entries, bytes, bound
+    cutecall cache stats [--json]        both tiers: location, entries, bytes, bound
     cutecall cache list [--json]         one line per entry: key, kernel, arch, size, age, status
     cutecall cache verify [--json]       check every digest; remove corrupt entries
     cutecall cache clear                 remove every entry
     cutecall export ...                  write a bundle (``cutecall export --help``)
     cutecall --cmakedir | --includedir   the installed C++ package (docs/cpp.md)
-    cutecall warmup module:attr [--workers N]   compile a task list in N processes
+    cutecall warmup module:attr [--workers N] [--remote URL]
+                                         compile a task list in N processes
 
 Nothing here needs a GPU. ``doctor`` reports a missing piece (no GPU, no
 PyTorch, no CuTe DSL) as a line, never as a crash. Exit status: 0 when all is
@@ -56,13 +57,38 @@ def _size(n: int) -> str:
 
 
 # -- cache ----------------------------------------------------------------------
+def _remote_stats() -> dict | None:
+    """The remote tier's stats, or None when none is set; a tier that
+    cannot be reached says so (``error``) instead of failing the command."""
+    from ._driver.store import config
+    tier = config.remote_tier()
+    if tier is None:
+        return None
+    out = {"url": tier.url, "mode": "read" if tier.read_only else "readwrite",
+           "signed": tier.signing_key is not None}
+    try:
+        out.update(tier.backend.stats())
+    except Exception as e:  # noqa: BLE001 (reported, the local tier still shown)
+        out["error"] = f"{type(e).__name__}: {e}"
+    return out
+
+
 def cache_stats(args) -> int:
     stats = _store_or_exit().stats()
+    remote = _remote_stats()
     if args.json:
-        print(json.dumps(stats, indent=2))
+        print(json.dumps({**stats, "remote": remote}, indent=2))
+        return 0
+    print(f"location   {stats['root']}\nentries    {stats['entries']}\n"
+          f"size       {_size(stats['bytes'])} of {_size(stats['max_bytes'])}")
+    if remote is None:
+        print("remote     none (CUTECALL_CACHE_REMOTE is not set)")
+    elif "error" in remote:
+        print(f"remote     {remote['url']}: unreachable ({remote['error']})")
     else:
-        print(f"location   {stats['root']}\nentries    {stats['entries']}\n"
-              f"size       {_size(stats['bytes'])} of {_size(stats['max_bytes'])}")
+        print(f"remote     {remote['url']} ({remote['mode']}"
+              f"{', signed' if remote['signed'] else ''})\n"
+              f"           {remote['entries']} entries, {_size(remote['bytes'])}")
     return 0
 
 
@@ -207,6 +233,26 @@ def _cache_health():
             f"of {_size(stats['max_bytes'])}, {bad} corrupt")
 
 
+def _remote_health():
+    """Whether the remote tier answers (a round trip), or why not."""
+    from ._driver.store import config
+    settings = config.remote_settings()  # a bad value: ValueError, reported
+    if settings is None:
+        return "none (CUTECALL_CACHE_REMOTE is not set)"
+    tier = config.remote_tier()
+    if tier is None:
+        return f"error: {settings[0]}: its client library is missing (see the warning)"
+    began = time.perf_counter()
+    try:
+        tier.backend.ping()
+    except Exception as e:  # noqa: BLE001 (doctor reports)
+        return f"error: {tier.url} unreachable ({type(e).__name__}: {e}); kernels " \
+            "will compile locally"
+    mode = "read-only" if tier.read_only else "read-write"
+    return f"{tier.url} reachable in {(time.perf_counter() - began) * 1000:.1f} ms " \
+        f"({mode}, {'signed' if tier.signing_key else 'unsigned'})"
+
+
 def _gpu():
     gpus, why = _gpus()
     return gpus or f"none ({why})"
@@ -257,6 +303,7 @@ def doctor(args) -> int:
         "runtime library": _probe(_runtime_library),
         "target arch": _probe(_target_arch),
         "cache": _probe(_cache_health),
+        "remote cache": _probe(_remote_health),
     }
     checks["machine"] = _machine(checks["gpu"])
     # Without these cutecall cannot run a kernel; the rest is information.
@@ -339,8 +386,8 @@ def _main(argv: list[str] | None = None) -> int:
     if argv and argv[0] == "export":
         return export(argv[1:])
     if argv and argv[0] == "warmup":
-        from .services import warmup  # imports JAX in the workers only
-        return warmup.main(argv[1:])
+        from .services import warmup_cli  # imports JAX in the workers only
+        return warmup_cli.main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

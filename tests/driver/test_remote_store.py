@@ -204,3 +204,25 @@ def test_bad_settings_name_the_variable(monkeypatch, var, value, message):
     monkeypatch.setenv(var, value)
     with pytest.raises(ValueError, match=f"{var}={value!r}.*{message}"):
         config.remote_tier()
+
+
+# -- the CLI: cache stats shows both tiers, doctor checks the remote one -----------
+def test_cache_stats_and_doctor_show_the_remote_tier(redis_server, hosts, monkeypatch,
+                                                     capsys):
+    import json
+    from cutecall import cli
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", redis_server.url)
+    get("cli", [], next(hosts))
+    assert cli.main(["cache", "stats", "--json"]) == 0
+    remote = json.loads(capsys.readouterr().out)["remote"]
+    assert remote["url"] == redis_server.url and remote["entries"] == 1
+    assert remote["bytes"] > 1000 and remote["mode"] == "readwrite"
+    assert cli.main(["cache", "stats"]) == 0
+    assert f"remote     {redis_server.url} (readwrite)" in capsys.readouterr().out
+    assert cli._remote_health().startswith(f"{redis_server.url} reachable in ")
+    redis_server.stop()
+    assert cli._remote_health().startswith(f"error: {redis_server.url} unreachable")
+    assert cli.main(["cache", "stats"]) == 0
+    assert f"remote     {redis_server.url}: unreachable" in capsys.readouterr().out
+    monkeypatch.delenv("CUTECALL_CACHE_REMOTE")
+    assert cli._remote_health() == "none (CUTECALL_CACHE_REMOTE is not set)"

@@ -29,7 +29,7 @@ memory) is reported as such, never waited on forever. Progress shows as a
 ``tqdm`` bar of tasks on stderr when it is a terminal (``CUTECALL_PROGRESS=1``:
 always, ``0``: never), and as ``cutecall`` log lines; the workers show none.
 ``python -m cutecall warmup module:attr --workers 4`` runs the task list
-``module.attr`` (a list, or a function returning one).
+``module.attr`` (a list, or a function returning one): ``warmup_cli``.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
 from . import cluster, workers as _warmup_start
 from .._driver import progress
@@ -290,30 +290,3 @@ def _run_pool(tasks, indices, workers: int, done, setup, tick) -> list:
 def _line(r: TaskResult) -> str:
     return f"{r.name} failed: {r.error}" if r.error else \
         f"{r.name}: {r.compiles} compiled, {r.disk_hits} from the store in {r.seconds:.1f} s"
-
-
-def main(argv: list[str]) -> int:
-    """``cutecall warmup module:attr [--workers N] [--preload MODULE]``."""
-    import argparse
-    import importlib
-    ap = argparse.ArgumentParser(prog="cutecall warmup", description=__doc__.split("\n\n")[0])
-    ap.add_argument("tasks", help="module:attr, a list of tasks or a function returning one")
-    ap.add_argument("--workers", type=int, default=None)
-    ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
-                    help="a module for the workers to have imported (repeatable)")
-    ap.add_argument("--start", choices=_warmup_start.START_METHODS, default="auto",
-                    help="how workers start (default: auto, see cutecall.warmup)")
-    args = ap.parse_args(argv)
-    module, _, attr = args.tasks.partition(":")
-    if not attr:
-        ap.error(f"tasks must be module:attr, got {args.tasks!r}")
-    try:
-        found: Any = getattr(importlib.import_module(module), attr)
-    except ImportError as e:
-        ap.error(f"tasks {args.tasks!r}: cannot import module {module!r} ({e})")
-    except AttributeError:
-        ap.error(f"tasks {args.tasks!r}: module {module!r} has no attribute {attr!r}")
-    report = warmup(found() if callable(found) else found, workers=args.workers,
-                    preload=[module, *args.preload], start=args.start)
-    print(report)
-    return 1 if report.failed else 0
