@@ -106,3 +106,21 @@ def test_gpu_outputs_between_and_before_optional():
     loss_k(q, kk, loss, dx, idx)
     torch.testing.assert_close(loss, q * kk, rtol=0, atol=0)
     torch.testing.assert_close(dx, q - idx.float(), rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_allocate_merges_the_outputs_where_the_kernel_writes():
+    x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    k = ct.kernel(ok.out_first, outputs=1, allocate=lambda x, y: torch.empty_like(x))
+    out = k(x, y)  # merged as (out, x, y): learned before the first launch
+    torch.testing.assert_close(out, x + y, rtol=0, atol=0)
+    assert k.output_params == ["out"]
+
+
+def test_allocate_learns_where_to_merge_before_the_first_launch(compiles):
+    k = ct.kernel(ok.out_first, outputs=1, allocate=lambda x, y: torch.empty_like(x))
+    x, y, o = meta(), meta(), meta()
+    assert k._merge((x, y), (o,)) == [x, y, o]  # the rule's merge
+    k._learn_before_merge((x, y), (o,))         # what the first call does
+    assert k._merge((x, y), (o,)) == [o, x, y]
+    assert compiles() == 1                      # the same kernel either way

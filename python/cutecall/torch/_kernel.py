@@ -70,6 +70,7 @@ class Kernel:
         self.params = self._open_params()
         self.output_params = self._output_params(output_names)
         self._outputs_named = output_names is not None  # else learned (learn_outputs)
+        self._outputs_known = self._outputs_named  # allocate= merges by them
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
         self.first_call = LaunchObject(self)  # binds, specializes, the entry
         self.dims = _describe.dims_from_option(dims, self.params)
@@ -123,8 +124,22 @@ class Kernel:
         if len(outs) != self.num_outputs:
             raise ValueError(f"cutecall: allocate of '{self.name}' returned "
                              f"{len(outs)} tensors, expected {self.num_outputs}")
+        if not self._outputs_known:
+            self._learn_before_merge(args, outs)
         self.launch(*self._merge(args, outs))
         return outs[0] if single else outs
+
+    def _learn_before_merge(self, args, outs) -> None:
+        """``allocate=`` merges the outputs into the call where they sit:
+        before the first launch, a compile of the rule's merge tells where
+        the kernel writes (``learn_outputs``), and the launch merges there."""
+        self._outputs_known = True
+        if not self.num_outputs or not self.sig.inspected:
+            return
+        try:
+            self.compile(*self._merge(args, outs))
+        except Exception:  # the launch raises the same error, from its own call
+            pass
 
     def _merge(self, args, outs) -> list:
         """The launcher-order arguments: the call's, with outputs placed at
