@@ -165,7 +165,9 @@ class Launcher:
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
         try:
-            with written_params.observing(check=binding not in self._trusted) as seen:
+            check = binding not in self._trusted and bool(_outputs_at(binding))
+            # The hook runs while there is something to check or to learn.
+            with written_params.observing(check, check or self.writes is None) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
                     False if binding in self._probes else self.static_fallback,

@@ -96,6 +96,7 @@ class Observation:
     writes: ParamWrites | None = None
     abort: OutputsElsewhere | None = None
     stop: bool = False  # stop every compile after its trace (learn_outputs)
+    enabled: bool = True
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("cutecall_written_params",
@@ -103,11 +104,12 @@ _current: contextvars.ContextVar = contextvars.ContextVar("cutecall_written_para
 
 
 @contextlib.contextmanager
-def observing(check: bool):
+def observing(check: bool, enabled: bool = True):
     """Compiles in this scope record what their trace writes; with `check`
     a trace that contradicts its binding's outputs stops the compile
-    (:class:`OutputsElsewhere`). Yields the :class:`Observation`."""
-    obs = Observation(check)
+    (:class:`OutputsElsewhere`). Not `enabled`: no hook runs (nothing to
+    learn, nothing to check). Yields the :class:`Observation`."""
+    obs = Observation(check and enabled, enabled=enabled)
     token = _current.set(obs)
     try:
         yield obs
@@ -119,7 +121,7 @@ def trace_hook(spec, name: str):
     """The ``trace_finalize_hooks`` entry for compiling `spec` (None outside
     :func:`observing`, or when the installed DSL has no such hook)."""
     obs = _current.get()
-    if obs is None:
+    if obs is None or not obs.enabled or not _dsl_has_hooks():
         return None
 
     def hook(owner, module, function_name):
@@ -132,6 +134,16 @@ def trace_hook(spec, name: str):
                                          ParamWrites(frozenset(), frozenset(), True))
             raise obs.abort
     return hook
+
+
+def _dsl_has_hooks() -> bool:
+    """Whether the installed DSL takes ``cute.compile(...,
+    trace_finalize_hooks=)`` (4.8 does)."""
+    try:
+        from cutlass.base_dsl.dsl import BaseDSL
+    except ImportError:
+        return False
+    return hasattr(BaseDSL, "trace_finalize_hooks")
 
 
 def reraise(exc: BaseException) -> None:
