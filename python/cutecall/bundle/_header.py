@@ -139,7 +139,10 @@ inline cutecall::Status {fn}(
 def _array(type_: str, name: str, items: list[str]) -> str:
     if not items:
         return f"  const {type_}* {name} = nullptr;"
-    return f"  const {type_} {name}[] = {{{', '.join(items)}}};"
+    one_line = f"  const {type_} {name}[] = {{{', '.join(items)}}};"
+    if len(one_line) <= 88:
+        return one_line
+    return f"  const {type_} {name}[] = {{\n      " + ",\n      ".join(items) + "};"
 
 
 def header_text(calls: dict[str, CallRecord], header_name: str,
