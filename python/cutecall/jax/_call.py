@@ -332,11 +332,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         :class:`cutecall.VmapFallbackWarning` saying how to opt in;
         ``"loop"``: the same without the warning. See docs/transforms.md.
       output_params: the names of the launcher parameters that receive the
-        outputs, in output order (cutecall's addition). Default: placed by
-        the binding rule -- tensor parameters right after the last array
-        argument, before runtime scalars (docs/specialization.md); name
-        them where a kernel's outputs sit elsewhere (QuACK's cross-entropy
-        backward writes ``mdX`` between inputs).
+        outputs, in output order (cutecall's addition). Default: the
+        parameters the kernel writes, read from what the DSL traced, wherever
+        they sit (QuACK's cross-entropy backward writes ``mdX`` between
+        inputs); where that says nothing, the binding rule -- tensor
+        parameters right after the last array argument, before runtime
+        scalars (docs/specialization.md, "How outputs are found").
       static_fallback: when the DSL rejects the kernel with dynamic layouts
         (e.g. ``dynamic layout doesn't support load``), compile it with
         static shapes instead -- NVIDIA's default -- and warn once
