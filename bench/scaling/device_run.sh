@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Issue 35 on a 4-GPU machine, after `bash tools/gpu/gpu setup`, in one
 # device call: the scaling table (bench/scaling/run.py, command buffers on),
-# the FA4 steps with one process per GPU (bench/scaling/multiproc.py, rows
-# added to the table), the multi-process GPU tests (tests/distributed:
-# jax.distributed 2 and 4 processes, torchrun 2 and 4 ranks with and without
-# CUDA graphs, a launch on a non-current device), and the command-buffer
-# profile (bench/scaling/profile.py), in that order, within BUDGET seconds
+# the multi-process GPU tests (tests/distributed: jax.distributed 2 and 4
+# processes, torchrun 2 and 4 ranks with and without CUDA graphs, a launch
+# on a non-current device), the FA4 steps with one process per GPU
+# (bench/scaling/multiproc.py, rows added to the table), and the
+# command-buffer profile (bench/scaling/profile.py), in that order, within BUDGET seconds
 # (default 500): a phase that would start with under 40 s left is skipped.
 #
 #   bash bench/scaling/device_run.sh [table] [procs] [tests] [profile] [overhead]
 #
-# No phase named: table procs tests profile. `overhead` (bench/overhead, in-jit and
+# No phase named: table tests procs profile. `overhead` (bench/overhead, in-jit and
 # donated; for a change to the FFI handler) is never run by default.
 # $OUT gets at most 8 files: scaling.json, scaling.md, pytest.log, profile.json,
 # profile.md, profile-raw.tar.gz, device_run.log (and overhead.json).
@@ -33,7 +33,7 @@ export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
 
 phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(table procs tests profile)
+[ ${#phases[@]} -gt 0 ] || phases=(table tests procs profile)
 { nvidia-smi -L; nvidia-smi topo -m; } >>"$LOG" 2>&1
 for phase in "${phases[@]}"; do
   if [ "$(left)" -lt 40 ]; then say "skip $phase: budget spent"; continue; fi

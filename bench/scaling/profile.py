@@ -45,8 +45,7 @@ VARIANTS = {
 PLAN = [("fa4_cutecall", 4, ["cb_on", "cb_off", "cb_no_custom_call", "update_skip_temp"],
          True),
         ("fa4_cudnn", 4, ["cb_on", "cb_off"], True),
-        ("fa4_cutecall", 1, ["cb_on", "cb_off"], False),
-        ("fa4_cudnn", 1, ["cb_on", "cb_off"], False)]
+        ("fa4_cutecall", 1, ["cb_on", "cb_off"], False)]
 VLOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_MAX_VLOG_LEVEL": "0",
             "TF_CPP_VMODULE": "command_buffer_thunk=3"}
 

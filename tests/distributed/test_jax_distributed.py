@@ -58,6 +58,9 @@ def test_two_cpu_processes_train_like_one_and_share_the_store(tmp_path):
     assert all(r["kernel_compiles"] + r["kernel_disk_hits"] == 1 for r in results), results
 
 
+ONE_GPU: dict = {}  # the single-process GPU run, shared by the GPU tests
+
+
 @pytest.fixture(scope="module")
 def gpu_store(tmp_path_factory):
     """One store for the GPU runs of this module: cold for the first (its
@@ -73,7 +76,9 @@ def test_gpu_processes_train_like_one(tmp_path, world, gpu_store):
         pytest.skip(f"needs {world} GPUs, {gpu_count()} visible")
     cold = not any(gpu_store.iterdir())
     results, weights = run("gpu", world, tmp_path, gpu_store, timeout=480)
-    (one,), one_w = run("gpu", 1, tmp_path, gpu_store)
+    if "one" not in ONE_GPU:  # the single-process run, once per module
+        ONE_GPU["one"] = run("gpu", 1, tmp_path, gpu_store)
+    (one,), one_w = ONE_GPU["one"]
     check_like_one(results, weights, one, one_w, world, rtol=1e-2, atol=1e-4)
     # Each rank compiled or loaded each FA4 kernel once; together they
     # compiled each at most once (all of them when the store was cold).
