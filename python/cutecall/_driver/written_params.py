@@ -27,7 +27,9 @@ import dataclasses
 import re
 from typing import Any, Callable
 
+from .binding import SlotKind
 from .mlir_writes import Writes, analyze
+
 
 @dataclasses.dataclass(frozen=True)
 class ParamWrites:
@@ -82,9 +84,9 @@ def param_writes(spec, writes: Writes) -> ParamWrites | None:
 
 
 def output_params(spec) -> list[str]:
-    from .binding import SlotKind
-    return [n for n, slot in zip(spec.param_names, spec.slots)
-            if slot.kind == SlotKind.OUTPUT]
+    """The parameters `spec` binds the outputs to, in output order."""
+    return [n for _, n in sorted((slot.index, n) for n, slot in zip(spec.param_names, spec.slots)
+                                 if slot.kind == SlotKind.OUTPUT)]
 
 
 @dataclasses.dataclass
@@ -129,7 +131,7 @@ def trace_hook(spec, name: str):
         obs.writes = found
         outputs = output_params(spec)
         if obs.stop or (found is not None and obs.check and outputs
-                           and found.contradicts(outputs)):
+                        and found.contradicts(outputs)):
             obs.abort = OutputsElsewhere(name, outputs, found or
                                          ParamWrites(frozenset(), frozenset(), True))
             raise obs.abort
