@@ -59,7 +59,7 @@ def render(result: dict, profile: str | None = None) -> str:
     return f"""# Scaling past one GPU (issue 35)
 
 `bench/scaling/run.py`: data-parallel training steps in one process over 1, 2
-and 4 GPUs (``shard_map``, the batch split, gradients averaged with ``pmean``)
+and 4 GPUs (``shard_map``, the batch split, the loss averaged with ``pmean``)
 at the same global batch; the steps are in `bench/scaling/steps.py`:
 FA4 through cutecall against the same model on XLA's cuDNN attention
 (B 16, S 4096, H 16, Hkv 4, D 128, E 2048, causal), and QuACK's MLP through

@@ -4,7 +4,7 @@ cutecall's FA4 step against the same step on cuDNN's attention, and the
 QuACK MLP step against the same step on XLA's dot (bench/scaling/steps.py).
 
 Each step runs under ``shard_map`` over the first N visible GPUs (the batch
-split, gradients averaged with ``pmean``; ``jit`` alone on one GPU) at the
+split, the loss averaged with ``pmean``; ``jit`` alone on one GPU) at the
 same global batch. Time per step: the difference of a --k2- and a --k1-step
 chain in one executable, each compiled once; steady state (each chain run
 several times in a row after --warm executions: XLA's CUDA graphs replay),
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import sys
@@ -50,7 +51,7 @@ def measure(impl, n, args) -> dict:
            "command_buffers": args.command_buffers}
     t0 = time.perf_counter()
     try:
-        step, operands = steps.on_devices(steps.case(impl), jax.devices()[:n])
+        step, operands = steps.on_devices(steps.case(impl, args.sizes), jax.devices()[:n])
         m = chains.measure(step, operands, k1=args.k1, k2=args.k2, warm=args.warm,
                            trials=args.trials,
                            options=OFF if args.command_buffers == "off" else None,
@@ -88,6 +89,7 @@ def main() -> int:
     ap.add_argument("--k2", type=int, default=8)
     ap.add_argument("--warm", type=int, default=3)
     ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--sizes", type=json.loads, help="JSON overriding the sizes (smoke tests)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
     impls = args.impls.split(",")
