@@ -63,7 +63,7 @@ def child(args) -> int:
     if len(devices) < args.gpus:
         print(json.dumps({"error": f"{args.gpus} GPUs asked, {len(devices)} visible"}))
         return 0
-    c = steps.case(args.impl)
+    c = steps.case(args.impl, json.loads(args.sizes) if args.sizes else None)
     step, operands = steps.on_devices(c, devices)
     executes = chains.cutecall_executes if args.impl == "fa4_cutecall" else None
     result = {"impl": args.impl, "gpus": args.gpus, "variants": {}}
@@ -151,6 +151,7 @@ def main() -> int:
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl"), ap.add_argument("--gpus", type=int)
     ap.add_argument("--variants"), ap.add_argument("--raw")
+    ap.add_argument("--sizes", help=argparse.SUPPRESS)  # JSON, smoke tests on CPU
     args = ap.parse_args()
     if args.child:
         return child(args)
