@@ -46,7 +46,7 @@ for phase in "${phases[@]}"; do
       timeout "$(cap 200)" "$PY" bench/scaling/multiproc.py --json "$OUT/scaling.json" \
         --procs 4 >>"$LOG" 2>&1 ;;
     tests)
-      timeout "$(cap 240)" "$PY" -m pytest -q -rfs -m gpu -p no:cacheprovider \
+      timeout "$(cap 300)" "$PY" -m pytest -q -rfs -m gpu -p no:cacheprovider \
         tests/distributed >"$OUT/pytest.log" 2>&1 ;;
     profile)
       timeout "$(cap 300)" "$PY" bench/scaling/profile.py --out "$OUT" \
