@@ -5,7 +5,7 @@
 # processes, torchrun 2 and 4 ranks with and without CUDA graphs, a launch
 # on a non-current device), the FA4 steps with one process per GPU
 # (bench/scaling/multiproc.py, rows added to the table), and the
-# command-buffer profile (bench/scaling/profile.py), in that order, within BUDGET seconds
+# command-buffer profile (bench/scaling/cb_profile.py), in that order, within BUDGET seconds
 # (default 500): a phase that would start with under 40 s left is skipped.
 #
 #   bash bench/scaling/device_run.sh [table] [procs] [tests] [profile] [overhead]
@@ -49,7 +49,7 @@ for phase in "${phases[@]}"; do
       timeout "$(cap 300)" "$PY" -m pytest -q -rfs -m gpu -p no:cacheprovider \
         tests/distributed >"$OUT/pytest.log" 2>&1 ;;
     profile)
-      timeout "$(cap 300)" "$PY" bench/scaling/profile.py --out "$OUT" \
+      timeout "$(cap 300)" "$PY" bench/scaling/cb_profile.py --out "$OUT" \
         --budget "$(( $(cap 300) - 15 ))" >>"$LOG" 2>&1 ;;
     overhead)
       timeout "$(cap 240)" "$PY" bench/overhead/run.py --out "$OUT/overhead.json" \

@@ -85,7 +85,7 @@ cutecall against the same MLP on XLA's dot (tokens 16384, d 4096, hidden
 
 ## What the profile showed and what changed
 
-{profile or '(see /work/notes/issue35_profile.md and bench/scaling/profile.py; filled in by the device run)'}
+{profile or '(see /work/notes/issue35_profile.md and bench/scaling/cb_profile.py; filled in by the device run)'}
 """
 
 

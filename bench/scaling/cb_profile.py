@@ -8,8 +8,8 @@ without re-recording), logs XLA's command-buffer record times (VLOG), takes
 a JAX profiler trace with command buffers kept on, and dumps the optimized
 HLO (command buffers and the custom calls in them).
 
-  python bench/scaling/profile.py --out $OUT/profile        # on the GPU machine
-  python bench/scaling/profile.py --dry-run
+  python bench/scaling/cb_profile.py --out $OUT/profile        # on the GPU machine
+  python bench/scaling/cb_profile.py --dry-run
 
 Writes OUT/profile.json, OUT/profile.md and OUT/profile-raw.tar.gz (child
 logs, traces, HLO).
@@ -30,7 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-import profile_parse  # noqa: E402
+import cb_parse  # noqa: E402
 
 # XLA DebugOptions per variant, set per compile (compiler_options).
 VARIANTS = {
@@ -69,20 +69,31 @@ def child(args) -> int:
     result = {"impl": args.impl, "gpus": args.gpus, "variants": {}}
     for name in args.variants.split(","):
         mark(f"variant {name}")
-        r = chains.measure(step, operands, k1=args.k1, k2=args.k2, options=VARIANTS[name],
-                           executes=executes)
+        r = guarded(lambda: chains.measure(step, operands, k1=args.k1, k2=args.k2,
+                                           options=VARIANTS[name], executes=executes))
         mark(f"end {name}")
+        if "error" in r:  # e.g. an option this jaxlib does not have
+            result.setdefault("errors", {})[name] = r["error"]
+            continue
         result["variants"][name] = r
         print(f"{args.impl} {args.gpus} GPU {name}: cold {r['cold_us']:.0f} us, alt "
               f"{r['alt_us']:.0f}, steady {r['warm_us']:.0f} us per step", file=sys.stderr,
               flush=True)
     if args.raw:
         mark("trace")
-        result["trace"] = traced(step, operands, args)
+        result["trace"] = guarded(lambda: traced(step, operands, args))
         mark("dump")
-        result["hlo"] = dumped(step, operands, args)
+        result["hlo"] = guarded(lambda: dumped(step, operands, args))
     print("RESULT=" + json.dumps(result))
     return 0
+
+
+def guarded(fn) -> dict:
+    """fn()'s dict, or {"error": ...}: one failing experiment keeps the others."""
+    try:
+        return fn()
+    except Exception as e:  # noqa: BLE001
+        return {"error": f"{type(e).__name__}: {e}"[:1500]}
 
 
 def traced(step, operands, args) -> dict:
@@ -102,7 +113,7 @@ def traced(step, operands, args) -> dict:
             run()
     finally:
         jax.profiler.stop_trace()
-    return profile_parse.summarize_trace(folder)
+    return cb_parse.summarize_trace(folder)
 
 
 def dumped(step, operands, args) -> dict:
@@ -110,7 +121,7 @@ def dumped(step, operands, args) -> dict:
     import chains
     folder = os.path.join(args.raw, f"hlo-{args.impl}-{args.gpus}")
     chains.compile_chain(step, operands, 2, {"xla_dump_to": folder})
-    return profile_parse.count_hlo(folder)
+    return cb_parse.count_hlo(folder)
 
 
 def run_child(impl, gpus, variants, raw, args, log_dir, timeout) -> dict:
@@ -134,7 +145,7 @@ def run_child(impl, gpus, variants, raw, args, log_dir, timeout) -> dict:
     result = json.loads(lines[-1][7:]) if lines else {"impl": impl, "gpus": gpus,
                                                       "error": f"child rc {rc}"}
     result["seconds"] = round(time.time() - t0, 1)
-    result["vlog"] = profile_parse.parse_vlog(log)
+    result["vlog"] = cb_parse.parse_vlog(log)
     return result
 
 
@@ -173,18 +184,18 @@ def main() -> int:
             continue
         results.append(run_child(impl, gpus, variants, raw, args, raw_dir,
                                  min(args.child_timeout, left)))
-        print(profile_parse.line(results[-1]), flush=True)
+        print(cb_parse.line(results[-1]), flush=True)
     doc = {"benchmark": "scaling/profile", "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "command": " ".join(sys.argv), "k1": args.k1, "k2": args.k2,
            "variants": VARIANTS, "results": results}
     with open(os.path.join(args.out, "profile.json"), "w") as f:
         json.dump(doc, f, indent=1)
     with open(os.path.join(args.out, "profile.md"), "w") as f:
-        f.write(profile_parse.markdown(doc))
+        f.write(cb_parse.markdown(doc))
     with tarfile.open(os.path.join(args.out, "profile-raw.tar.gz"), "w:gz") as t:
         t.add(raw_dir, arcname="profile-raw")
     shutil.rmtree(raw_dir)  # the tarball holds it: few files come back from the device
-    print(profile_parse.markdown(doc))
+    print(cb_parse.markdown(doc))
     return 0
 
 

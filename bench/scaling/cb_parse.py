@@ -1,4 +1,4 @@
-"""Reading what bench/scaling/profile.py's children leave: XLA's
+"""Reading what bench/scaling/cb_profile.py's children leave: XLA's
 command-buffer VLOG lines, a JAX profiler trace, an optimized-HLO dump; and
 the summary page. Pure Python (the trace through ``jax.profiler``'s
 ProfileData), testable on the CPU."""
@@ -136,6 +136,8 @@ def markdown(doc: dict) -> str:
                         f"{m['alt_us']:.0f} | {m['warm_us']:.0f} | {ex} | {rec} |")
         if "error" in r:
             rows.append(f"| {r.get('impl')} | {r.get('gpus')} | error: {r['error']} | | | | | |")
+        for v, err in r.get("errors", {}).items():
+            rows.append(f"| {r['impl']} | {r['gpus']} | {v}: {err[:200]} | | | | | |")
     extra = []
     for r in doc["results"]:
         if "hlo" in r:
