@@ -8,7 +8,7 @@ without re-recording), logs XLA's command-buffer record times (VLOG), takes
 a JAX profiler trace with command buffers kept on, and dumps the optimized
 HLO (command buffers and the custom calls in them).
 
-  python bench/scaling/cb_profile.py --out $OUT/profile        # on the GPU machine
+  python bench/scaling/cb_profile.py --out $OUT            # on the GPU machine
   python bench/scaling/cb_profile.py --dry-run
 
 Writes OUT/profile.json, OUT/profile.md and OUT/profile-raw.tar.gz (child
