@@ -141,9 +141,10 @@ def test_loop_fallback_warns_once_and_launches_per_example():
     add = add_call()
     with pytest.warns(cutecall.VmapFallbackWarning,
                       match=r"'vector_add' runs it once per batch element \(8 "
-                            r"launches.*declares no batch_modes.*batch_modes="):
+                            r"launches.*declares no batch_modes.*batch_modes=") as w:
         text = lower(jax.vmap(add), f32(8, 64), f32(8, 64))
     assert launches(text) == ["vector_add"] * 8
+    assert w[0].filename == __file__  # the user's line, not JAX's
     with warnings.catch_warnings():
         warnings.simplefilter("error", cutecall.VmapFallbackWarning)
         lower(jax.vmap(add), f32(8, 32), f32(8, 32))  # warned already

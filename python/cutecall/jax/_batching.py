@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from .._driver.compile_error import user_stacklevel
+
 __all__ = ["BatchModes", "BatchPlan", "VmapFallbackWarning", "resolve",
            "batch_rule", "UNROLL_MAX"]
 
@@ -194,7 +196,7 @@ def _warn_once(kernel, why: str, size: int) -> None:
         "cutlass_call(..., batch_modes=cutecall.BatchModes(inputs=..., "
         "outputs=...)) (see docs/transforms.md); to keep the loop without "
         "this warning, pass batch_modes='loop'.",
-        VmapFallbackWarning, stacklevel=2)
+        VmapFallbackWarning, stacklevel=user_stacklevel())
 
 
 def _fold_reason(plan: BatchPlan | None, dims) -> str | None:
