@@ -170,7 +170,8 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
 
     try:
         entry, built = store.get_or_build(key, stamp, build,
-                                          rebuilt=f"kernel '{name}' is recompiled")
+                                          rebuilt=f"kernel '{name}' is recompiled",
+                                          durable=lambda: done["how"] != "remote")
     except OSError as e:
         if "started" in done and "kernel" not in done:
             raise  # the compile itself failed
@@ -205,7 +206,8 @@ def prefetch(key: str, name: str, arch: str) -> bool:
         return got
 
     try:
-        store.get_or_build(key, stamp, fetch, rebuilt=f"kernel '{name}' is fetched again")
+        store.get_or_build(key, stamp, fetch, rebuilt=f"kernel '{name}' is fetched again",
+                           durable=lambda: False)
     except (_NotPublished, OSError):
         return False
     return True

@@ -122,10 +122,13 @@ class ArtifactStore:
     # -- build ----------------------------------------------------------------
     def get_or_build(self, key: str, stamp: dict,
                      build: Callable[[], tuple[dict, bytes]],
-                     rebuilt: str = "it is rebuilt") -> tuple[Entry, bool]:
+                     rebuilt: str = "it is rebuilt",
+                     durable: Callable[[], bool] | None = None) -> tuple[Entry, bool]:
         """(entry, built): the stored entry, or `build()`'s ``(meta, data)``
         stored under the key's lock (so each key builds once across
-        processes). Stale entries are replaced; a corrupt one is too, with a
+        processes). ``durable()`` False (asked after the build): the entry
+        is a copy of one kept elsewhere (the remote tier), written without
+        fsync; a copy torn by a crash fails its digest and is fetched again. Stale entries are replaced; a corrupt one is too, with a
         WARNING naming its path, the key, what failed and `rebuilt`
         (e.g. "kernel 'add' is recompiled")."""
         entry = self.load(key, stamp)
@@ -142,11 +145,12 @@ class ArtifactStore:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(self.path(key))  # corrupt or stale: never loaded
             meta, data = build()
-            entry = self._write(key, stamp, meta, bytes(data))
+            entry = self._write(key, stamp, meta, bytes(data),
+                                durable is None or durable())
         self.evict(protect=key)
         return entry, True
 
-    def _write(self, key, stamp, meta, data) -> Entry:
+    def _write(self, key, stamp, meta, data, durable: bool = True) -> Entry:
         blob = encode(key, stamp, meta, data)
         entry = decode(blob, key)
         path = self.path(key)
@@ -158,16 +162,18 @@ class ArtifactStore:
                 with os.fdopen(fd, "wb") as f:
                     f.write(blob)
                     f.flush()
-                    os.fsync(f.fileno())
+                    if durable:
+                        os.fsync(f.fileno())
                 os.replace(tmp, path)
             finally:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(tmp)
-            dfd = os.open(self.entries_dir, os.O_RDONLY | os.O_DIRECTORY)
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            if durable:
+                dfd = os.open(self.entries_dir, os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fsync(dfd)
+                finally:
+                    os.close(dfd)
         except OSError as e:  # the kernel is good; only persistence failed
             warnings.warn(f"cutecall: could not write cache entry {path}: {e}",
                           RuntimeWarning, stacklevel=3)
