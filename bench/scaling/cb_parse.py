@@ -116,28 +116,30 @@ def line(r: dict) -> str:
     if "error" in r:
         return f"{r.get('impl')} {r.get('gpus')} GPU: {r['error']}"
     cells = [f"{v} cold {m['cold_us']:.0f} alt {m['alt_us']:.0f} steady {m['warm_us']:.0f}"
+             f" loop {m.get('loop_us', float('nan')):.0f}"
              for v, m in r["variants"].items()]
     return f"{r['impl']} {r['gpus']} GPU: " + "; ".join(cells)
 
 
 def markdown(doc: dict) -> str:
-    rows = ["| impl | GPUs | variant | cold µs/step | alternating | steady | cutecall "
-            "executes/step first / cold / alt / steady | XLA record µs (init / update, all "
-            "devices) |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| impl | GPUs | variant | chain µs/step: cold | alternating | steady | loop "
+            "µs/step | cutecall executes/step first / cold / alt / steady / loop | XLA record "
+            "µs (init / update, all devices) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in doc["results"]:
         for v, m in r.get("variants", {}).items():
             ex = " / ".join(f"{m[f'executes_per_step_{k}']:.1f}"
-                            for k in ("first", "cold", "alt", "warm")
+                            for k in ("first", "cold", "alt", "warm", "loop")
                             if f"executes_per_step_{k}" in m)
             vl = r.get("vlog", {}).get(v, {})
             rec = " / ".join(str(sum(us for _, us in vl.get(k, {}).values()))
                              for k in ("initialize", "update")) if vl else "no VLOG"
             rows.append(f"| {r['impl']} | {r['gpus']} | {v} | {m['cold_us']:.0f} | "
-                        f"{m['alt_us']:.0f} | {m['warm_us']:.0f} | {ex} | {rec} |")
+                        f"{m['alt_us']:.0f} | {m['warm_us']:.0f} | "
+                        f"{m.get('loop_us', float('nan')):.0f} | {ex} | {rec} |")
         if "error" in r:
-            rows.append(f"| {r.get('impl')} | {r.get('gpus')} | error: {r['error']} | | | | | |")
+            rows.append(f"| {r.get('impl')} | {r.get('gpus')} | error: {r['error']} | | | | | | |")
         for v, err in r.get("errors", {}).items():
-            rows.append(f"| {r['impl']} | {r['gpus']} | {v}: {err[:200]} | | | | | |")
+            rows.append(f"| {r['impl']} | {r['gpus']} | {v}: {err[:200]} | | | | | | |")
     extra = []
     for r in doc["results"]:
         if "hlo" in r:

@@ -33,8 +33,11 @@ sys.path.insert(0, os.path.dirname(HERE))
 import cb_parse  # noqa: E402
 
 # XLA DebugOptions per variant, set per compile (compiler_options).
+# "_feed": True times chains of dependent steps (each takes the previous
+# weights) instead of the independent steps of the first numbers' harness.
 VARIANTS = {
     "cb_on": {},
+    "cb_on_fed": {"_feed": True},
     "cb_off": {"xla_gpu_enable_command_buffer": ""},
     "cb_no_custom_call": {"xla_gpu_enable_command_buffer":
                           "FUSION,CUBLAS,CUBLASLT,CUDNN,DYNAMIC_SLICE_FUSION"},
@@ -42,8 +45,8 @@ VARIANTS = {
     "trace_cache_64": {"xla_cmd_buffer_trace_cache_size": 64},
 }
 # (impl, gpus, variants, trace+dump)
-PLAN = [("fa4_cutecall", 4, ["cb_on", "cb_off", "cb_no_custom_call", "update_skip_temp"],
-         True),
+PLAN = [("fa4_cutecall", 4, ["cb_on", "cb_off", "cb_no_custom_call", "update_skip_temp",
+                             "cb_on_fed"], True),
         ("fa4_cudnn", 4, ["cb_on", "cb_off"], True),
         ("fa4_cutecall", 1, ["cb_on", "cb_off"], False)]
 VLOG_ENV = {"TF_CPP_MIN_LOG_LEVEL": "0", "TF_CPP_MAX_VLOG_LEVEL": "0",
@@ -69,16 +72,18 @@ def child(args) -> int:
     result = {"impl": args.impl, "gpus": args.gpus, "variants": {}}
     for name in args.variants.split(","):
         mark(f"variant {name}")
+        options = dict(VARIANTS[name])
+        feed = options.pop("_feed", False)
         r = guarded(lambda: chains.measure(step, operands, k1=args.k1, k2=args.k2,
-                                           options=VARIANTS[name], executes=executes))
+                                           options=options, executes=executes, feed=feed))
         mark(f"end {name}")
         if "error" in r:  # e.g. an option this jaxlib does not have
             result.setdefault("errors", {})[name] = r["error"]
             continue
         result["variants"][name] = r
-        print(f"{args.impl} {args.gpus} GPU {name}: cold {r['cold_us']:.0f} us, alt "
-              f"{r['alt_us']:.0f}, steady {r['warm_us']:.0f} us per step", file=sys.stderr,
-              flush=True)
+        print(f"{args.impl} {args.gpus} GPU {name}: chain cold {r['cold_us']:.0f} us, alt "
+              f"{r['alt_us']:.0f}, steady {r['warm_us']:.0f}; loop {r['loop_us']:.0f} us per "
+              "step", file=sys.stderr, flush=True)
     if args.raw:
         mark("trace")
         result["trace"] = guarded(lambda: traced(step, operands, args))
@@ -97,14 +102,14 @@ def guarded(fn) -> dict:
 
 
 def traced(step, operands, args) -> dict:
-    """A JAX profiler trace of executions 2 to 4 of a 4-step chain (after a
-    2-step chain's compile and run, so addresses may move as in the
+    """A JAX profiler trace of executions 2 to 4 of a 4-step chain of
+    independent steps (after a 2-step chain's compile and run, as in the
     alternating timing), command buffers kept on while profiling."""
     import jax
     import chains
     options = {"xla_enable_command_buffers_during_profiling": True}
-    run = chains.compile_chain(step, operands, 4, options)
-    other = chains.compile_chain(step, operands, 2, options)
+    run = chains.compile_chain(step, operands, 4, options, feed=False)
+    other = chains.compile_chain(step, operands, 2, options, feed=False)
     run(), other()
     folder = os.path.join(args.raw, f"trace-{args.impl}-{args.gpus}")
     jax.profiler.start_trace(folder)

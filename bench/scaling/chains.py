@@ -14,8 +14,9 @@ cancels):
            first numbers of issue 35 used)
   alt      the same alternation after ``warm`` more executions of both
   steady   each chain run ``repeat`` times in a row (the first of a block
-           not timed), min per chain: nothing alternates, as in a training
-           loop that runs one step function
+           not timed), min per chain: nothing alternates
+  loop     a Python loop of the jitted step, weights donated: how training
+           runs (dispatch included)
 
 with cutecall's FFI execute count per step in each (the handler runs only
 while XLA records a graph, or every step without command buffers).
@@ -26,29 +27,32 @@ from __future__ import annotations
 import time
 
 
-def chain(step, k: int):
-    """A function running `step` k times on (w, x, y): each step takes the
-    previous step's weights (a real training loop), and every step's weights
-    are results (nothing is dead code)."""
+def chain(step, k: int, feed: bool = True):
+    """A function running `step` k times on (w, x, y), every step's weights
+    a result (nothing is dead code). `feed`: each step takes the previous
+    step's weights, as a training loop; otherwise every step starts from the
+    same weights (bench/timing.jax_chain's harness: independent steps, whose
+    communication XLA may overlap with the next step's compute)."""
     from jax import lax
 
     def run(w, x, y):
-        outs = []
+        outs, w0 = [], w
         for i in range(k):
             if i:
-                w, x, y = lax.optimization_barrier((w, x, y))
-            w = step(w, x, y)
-            outs.append(w)
+                w, x, y = lax.optimization_barrier((w if feed else w0, x, y))
+            outs.append(step(w, x, y))
+            w = outs[-1]
         return outs
     return run
 
 
-def compile_chain(step, args, k: int, options: dict | None = None):
+def compile_chain(step, args, k: int, options: dict | None = None, feed: bool = True):
     """The k-step chain on `args`, lowered and compiled with XLA `options`
     (DebugOptions fields, e.g. {"xla_gpu_enable_command_buffer": ""});
     returns a callable that runs it once and waits."""
     import jax
-    compiled = jax.jit(chain(step, k)).lower(*args).compile(compiler_options=options or {})
+    compiled = jax.jit(chain(step, k, feed)).lower(*args).compile(
+        compiler_options=options or {})
 
     def run():
         jax.block_until_ready(compiled(*args))
@@ -71,16 +75,45 @@ def _block_s(run, repeat: int) -> float:
     return min(_seconds(run) for _ in range(repeat))
 
 
+def loop_us(step, args, *, steps: int = 20, trials: int = 3, options: dict | None = None,
+            executes=None) -> dict:
+    """{"loop_us", "loop_all", "executes_per_step_loop"}: a Python loop of
+    the jitted step with the weights donated, as a training loop runs (wall
+    time per step over `steps` steps after 3 warm ones, best of trials)."""
+    import jax
+    count = executes or (lambda: 0)
+    w, x, y = args
+    w = jax.tree.map(lambda a: a.copy(), w)  # donated below: keep the caller's
+    f = jax.jit(step, donate_argnums=0).lower(w, x, y).compile(
+        compiler_options=options or {})
+    for _ in range(3):
+        w = f(w, x, y)
+    jax.block_until_ready(w)
+    runs, e0 = [], count()
+    for _ in range(trials):
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            w = f(w, x, y)
+        jax.block_until_ready(w)
+        runs.append((time.perf_counter() - t0) / steps * 1e6)
+    out = {"loop_us": min(runs), "loop_all": runs}
+    if executes:
+        out["executes_per_step_loop"] = (count() - e0) / (steps * trials)
+    return out
+
+
 def measure(step, args, *, k1: int = 2, k2: int = 8, warm: int = 3, trials: int = 3,
-            repeat: int = 3, options: dict | None = None, executes=None) -> dict:
+            repeat: int = 3, options: dict | None = None, executes=None,
+            feed: bool = True, loop: bool = True) -> dict:
     """{"cold_us", "alt_us", "warm_us" (steady, best of trials), "warm_all",
     "compile_s"} of `step` on `args`, and with `executes` (a function
     returning cutecall's execute count) "executes_per_step_{first,cold,alt,
-    warm}"."""
+    warm}"; with `loop`, :func:`loop_us`'s numbers too. `feed`: see
+    :func:`chain`."""
     count = executes or (lambda: 0)
     t0 = time.perf_counter()
-    short = compile_chain(step, args, k1, options)
-    long = compile_chain(step, args, k2, options)
+    short = compile_chain(step, args, k1, options, feed)
+    long = compile_chain(step, args, k2, options, feed)
     compile_s = time.perf_counter() - t0
     e = [count()]
     short(), long()                           # first executions
@@ -104,6 +137,8 @@ def measure(step, args, *, k1: int = 2, k2: int = 8, warm: int = 3, trials: int 
                    executes_per_step_cold=(e[2] - e[1]) / steps,
                    executes_per_step_alt=(e[4] - e[3]) / (steps * trials),
                    executes_per_step_warm=(e[5] - e[4]) / (steps * (repeat + 1) * trials))
+    if loop:
+        out.update(loop_us(step, args, trials=trials, options=options, executes=executes))
     return out
 
 

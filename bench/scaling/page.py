@@ -16,8 +16,9 @@ NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
 
 
 def table(rows) -> str:
-    lines = ["| step | GPUs | processes | µs/step (steady) | speedup | target | "
-             "µs/step cold / alternating | cutecall executes/step (cold / alt / steady) |",
+    lines = ["| step | GPUs | processes | µs/step (loop) | speedup | target | "
+             "chain µs/step: cold / alternating / steady | cutecall executes/step "
+             "(chain cold / alt / steady; loop) |",
              "|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (list(NAMES).index(r["impl"])
                                          if r["impl"] in NAMES else 9, r.get("processes", 1),
@@ -32,9 +33,12 @@ def table(rows) -> str:
             ok = f"≥ {r['target']:.2f}× " + ("met" if r["speedup"] >= r["target"] else "**missed**")
         ex = " / ".join(f"{r[k]:.1f}" for k in ("executes_per_step_cold",
                         "executes_per_step_alt", "executes_per_step_warm") if k in r)
+        if "executes_per_step_loop" in r:
+            ex += f"; {r['executes_per_step_loop']:.1f}"
+        chain = " / ".join(f"{r.get(f'chain_{k}_us_per_step', float('nan')):.0f}"
+                           for k in ("cold", "alt", "steady"))
         lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | {r['processes']} | "
-                     f"{r['us_per_step']:.0f} | {sp} | {ok} | {r['cold_us_per_step']:.0f} / "
-                     f"{r.get('alt_us_per_step', float('nan')):.0f} | {ex} |")
+                     f"{r['us_per_step']:.0f} | {sp} | {ok} | {chain} | {ex} |")
     return "\n".join(lines)
 
 
@@ -70,14 +74,15 @@ cutecall against the same MLP on XLA's dot (tokens 16384, d 4096, hidden
 - Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.
 - Date: {result['date']}.
 - Command: `{result['command']}`; command buffers {a.get('command_buffers', 'on')}.
-- Timing: per-step wall time from the difference of {a.get('k2')}- and {a.get('k1')}-step
-  chains in one executable, each compiled once; steady: each chain run several times
-  in a row after {a.get('warm')} warm executions (XLA's CUDA graphs replaying), best of
-  {a.get('trials')}. Beside it: cold, the chains' second executions alternating short and
-  long (the method of the first numbers, `bench/timing.jax_wall_us`), and alternating,
-  the same once warm. cutecall executes/step: runs of cutecall's FFI handler per step,
-  all devices together (it runs only while XLA records a graph; without command buffers,
-  once per call).
+- Timing: µs/step is a Python loop of the jitted step with the weights donated (how
+  training runs), {a.get('trials')} trials of 20 steps after 3, best. The chain columns are
+  the harness of the first numbers (`bench/timing.jax_wall_us`): the difference of
+  {a.get('k2')}- and {a.get('k1')}-step chains of independent steps in one executable;
+  cold = their second executions alternating short and long, alternating = the same
+  after {a.get('warm')} more, steady = each chain run several times in a row.
+  cutecall executes/step: runs of cutecall's FFI handler per step, all devices
+  together (it runs only while XLA records a graph; without command buffers, once per
+  call).
 
 {table(rows)}
 

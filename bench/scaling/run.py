@@ -5,14 +5,15 @@ QuACK MLP step against the same step on XLA's dot (bench/scaling/steps.py).
 
 Each step runs under ``shard_map`` over the first N visible GPUs (the batch
 split, the loss averaged with ``pmean``; ``jit`` alone on one GPU) at the
-same global batch. Time per step: the difference of a --k2- and a --k1-step
-chain in one executable, each compiled once; steady state (each chain run
-several times in a row after --warm executions: XLA's CUDA graphs replay),
-best of --trials; beside it the chains' second executions, alternating
-(``cold``, the first numbers' method) and the alternation once warm
-(``alt``), with cutecall's FFI execute counts per step (bench/scaling/
-chains.py). Command buffers are on (XLA's default) unless --command-buffers
-off.
+same global batch. Time per step (``us_per_step``): a Python loop of the
+jitted step with the weights donated, as training runs, best of --trials
+(bench/scaling/chains.loop_us). Beside it, the harness of the first numbers
+(bench/timing.jax_wall_us: the difference of a --k2- and a --k1-step chain
+of independent steps in one executable): ``cold`` (the chains' second
+executions, alternating), ``alt`` (alternating once warm) and ``steady``
+(each chain run several times in a row); and cutecall's FFI execute counts
+per step (it runs only while XLA records a graph). Command buffers are on
+(XLA's default) unless --command-buffers off.
 
   python bench/scaling/run.py --out bench/results/scaling.json
   python bench/scaling/run.py --dry-run
@@ -53,7 +54,7 @@ def measure(impl, n, args) -> dict:
     try:
         step, operands = steps.on_devices(steps.case(impl, args.sizes), jax.devices()[:n])
         m = chains.measure(step, operands, k1=args.k1, k2=args.k2, warm=args.warm,
-                           trials=args.trials,
+                           trials=args.trials, feed=False,
                            options=OFF if args.command_buffers == "off" else None,
                            executes=chains.cutecall_executes if impl in CUTECALL_IMPLS
                            else None)
@@ -62,9 +63,9 @@ def measure(impl, n, args) -> dict:
         return row
     finally:
         row["seconds"] = round(time.perf_counter() - t0, 1)
-    row.update(us_per_step=m["warm_us"], cold_us_per_step=m["cold_us"],
-               alt_us_per_step=m["alt_us"], trials_us=m["warm_all"],
-               compile_s=round(m["compile_s"], 1))
+    row.update(us_per_step=m["loop_us"], trials_us=m["loop_all"],
+               chain_cold_us_per_step=m["cold_us"], chain_alt_us_per_step=m["alt_us"],
+               chain_steady_us_per_step=m["warm_us"], compile_s=round(m["compile_s"], 1))
     row.update({k: v for k, v in m.items() if k.startswith("executes_per_step")})
     return row
 
@@ -114,9 +115,10 @@ def main() -> int:
         for impl in impls:
             rows.append(measure(impl, n, args))
             r = rows[-1]
-            print(f"{impl:13s} {n} GPU  " + (f"{r['us_per_step']:9.1f} us/step (cold "
-                  f"{r['cold_us_per_step']:.1f})" if "us_per_step" in r else r["error"][:300]),
-                  flush=True)
+            print(f"{impl:13s} {n} GPU  " + (
+                f"{r['us_per_step']:9.1f} us/step (chain: cold {r['chain_cold_us_per_step']:.1f},"
+                f" steady {r['chain_steady_us_per_step']:.1f})" if "us_per_step" in r
+                else r["error"][:300]), flush=True)
     add_speedups(rows)
     result = dict(
         benchmark="scaling", date=datetime.datetime.now(datetime.timezone.utc).isoformat(
