@@ -59,5 +59,7 @@ def test_each_test_file_runs_in_exactly_one_part():
         {f: o for f, o in owners.items() if len(o) != 1}
     named = set(listed.values())
     assert named <= {o[0] for o in owners.values()}, "a part runs no test file"
-    # The corpus and the examples' tests are split among parts by name.
-    assert "rest" not in {owners[f][0] for f in owners if f.startswith("tests/external/")}
+    # tests/external (slow: third-party compiles) is split by name, so that
+    # "rest" stays small.
+    unnamed = [f for f in owners if f.startswith("tests/external/") and owners[f] == ["rest"]]
+    assert not unnamed, f"add {unnamed} to a part of tools/gpu/test_parts.txt"
