@@ -71,3 +71,16 @@ def test_cutecalls_launcher_compiles_the_generated_launch(tmp_path, compiles):
     launch.first_call.compile(tuple(grid2) + (1, 1) + tuple(args2),
                               [None] * 3 + props(args2), "sm_90a")
     assert compiles() == 1
+
+
+def test_wrapper_plans_go_to_helions_own_launcher(monkeypatch):
+    import helion.runtime.cute.launcher as helions
+    calls = []
+    monkeypatch.setattr(helions, "default_cute_launcher",
+                        lambda *a, **kw: calls.append((a, kw)) or "helion's")
+
+    def kernel():
+        pass
+    kernel._helion_cute_wrapper_plans = [{"kind": "tcgen05_d_tma"}]
+    assert _helion.default_cute_launcher(kernel, (1,), 7, block=(128, 1, 1)) == "helion's"
+    assert calls == [((kernel, (1,), 7), {"block": (128, 1, 1)})]

@@ -46,10 +46,17 @@ def default_cute_launcher(cute_kernel: object, grid: tuple[int, ...], *args: obj
     ``_cutecall_cluster_shape``) attribute, when set, makes it a cluster
     launch. ``cute_compile_options`` is passed to ``cute.compile``.
 
+    A kernel whose generated code attached wrapper plans
+    (``_helion_cute_wrapper_plans``: Helion 1.5's TMA, grouped and
+    recurrence host code, which cutecall does not implement) is launched by
+    Helion's own launcher, found by name (:func:`helions_launcher`).
+
     Raises ValueError for bad ``cute_compile_options``, ``block`` or
     ``grid``; BackendUnsupported for other keywords, non-CUDA or rank-0
     tensors, unsupported dtypes and scalar types.
     """
+    if getattr(cute_kernel, "_helion_cute_wrapper_plans", None):
+        return helions_launcher(cute_kernel)(cute_kernel, grid, *args, **kwargs)
     block = kwargs.pop("block", (256, 1, 1))
     options = kwargs.pop("cute_compile_options", None)
     if options is not None and not isinstance(options, str):
@@ -69,6 +76,25 @@ def default_cute_launcher(cute_kernel: object, grid: tuple[int, ...], *args: obj
                  int(block[2]) if len(block) > 2 else 1)
     _launcher(cute_kernel, block_xyz, options)(gx, gy, gz, *args)
     return None
+
+
+def helions_launcher(cute_kernel):
+    """Helion's own ``default_cute_launcher``, by name
+    (``helion.runtime.cute.launcher`` in 1.5, ``helion.runtime`` before),
+    for kernels with wrapper plans. BackendUnsupported naming the plans
+    when Helion is not importable, or when that name is cutecall's own."""
+    kinds = [p.get("kind") if isinstance(p, dict) else type(p).__name__
+             for p in getattr(cute_kernel, "_helion_cute_wrapper_plans", ())]
+    import importlib
+    for module in ("helion.runtime.cute.launcher", "helion.runtime"):
+        try:
+            found = getattr(importlib.import_module(module), "default_cute_launcher", None)
+        except ImportError:
+            continue
+        if found is not None and found is not default_cute_launcher:
+            return found
+    raise BackendUnsupported("cute", f"wrapper plans {kinds} (cutecall launches kernels "
+                             "without them; Helion's own launcher is not importable)")
 
 
 # ---------------------------------------------------------------------------
