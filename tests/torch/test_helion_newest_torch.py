@@ -30,9 +30,31 @@ def add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def generated(tmp_path, *args):
+@helion.kernel(backend="cute", static_shapes=False)
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n, _m = x.size()
+    out = torch.empty_like(x)
+    for tile_n in hl.tile(n):
+        out[tile_n, :] = torch.nn.functional.softmax(x[tile_n, :], dim=1)
+    return out
+
+
+@helion.kernel(backend="cute", static_shapes=False)
+def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    m, k = x.size()
+    _, n = y.size()
+    out = torch.empty([m, n], dtype=torch.float32, device=x.device)
+    for tile_m, tile_n in hl.tile([m, n]):
+        acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+        for tile_k in hl.tile(k):
+            acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+        out[tile_m, tile_n] = acc
+    return out
+
+
+def generated(tmp_path, *args, kernel=None, config=CONFIG):
     """Helion's generated module for `args` (CPU tensors: no GPU needed)."""
-    code = add.bind(args).to_triton_code(CONFIG)
+    code = (kernel or add).bind(args).to_triton_code(config)
     path = tmp_path / "helion_add_generated.py"
     path.write_text(code)
     spec = importlib.util.spec_from_file_location("helion_add_generated", path)
@@ -84,3 +106,21 @@ def test_wrapper_plans_go_to_helions_own_launcher(monkeypatch):
     kernel._helion_cute_wrapper_plans = [{"kind": "tcgen05_d_tma"}]
     assert _helion.default_cute_launcher(kernel, (1,), 7, block=(128, 1, 1)) == "helion's"
     assert calls == [((kernel, (1,), 7), {"block": (128, 1, 1)})]
+
+
+@pytest.mark.parametrize("kernel, args, config", [
+    (softmax, lambda: (torch.randn(64, 256),), helion.Config(block_sizes=[1])),
+    (matmul, lambda: (torch.randn(128, 64, dtype=torch.bfloat16),
+                      torch.randn(64, 128, dtype=torch.bfloat16)),
+     helion.Config(block_sizes=[64, 64, 32])),
+], ids=["softmax", "matmul"])
+def test_reductions_and_matmuls_compile_too(tmp_path, kernel, args, config):
+    args = args()
+    _, module = generated(tmp_path, *args, kernel=kernel, config=config)
+    launches = []
+    getattr(module, kernel.fn.__name__)(*args, _launcher=lambda *a, **kw: launches.append((a, kw)))
+    ((cute_kernel, grid, *rest), kw), = launches
+    assert not getattr(cute_kernel, "_helion_cute_wrapper_plans", None)
+    launch = _helion._HelionLaunch(cute_kernel, kw.get("block", (256, 1, 1)), None)
+    full = tuple(grid) + (1,) * (3 - len(grid)) + tuple(rest)
+    assert launch.first_call.compile(full, [None] * 3 + props(rest), "sm_90a").module
