@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cutecall/sha256.h"
+#include "cutecall/tensor_ref.h"
 #include "fake_runtime.h"
 #include "plan_builder.h"
 #include "test_util.h"
@@ -331,6 +332,72 @@ TEST(BundleScalars, SlotsHoldTheAbiBytes) {
   EXPECT_EQ(ScalarBool(true).bits, 1u);
   EXPECT_EQ(ScalarF64(0.5).f64, 0.5);
   EXPECT_EQ(ScalarF32(-1.0f).bits, 0xbf800000u);
+}
+
+// Issue 38: modules load once per process; a bundle opened without loading
+// lists its entries and runs every check but the launch.
+TEST_F(BundleTest, ModulesLoadOnceAndInspectionLoadsNothing) {
+  FakeRuntime fake;
+  auto inspect = Bundle::Open(dir_, {"", "", /*load_modules=*/false});
+  ASSERT_TRUE(IsOk(inspect));
+  EXPECT_EQ(fake.creates.size(), 0u);
+  ASSERT_EQ((*inspect)->size(), 2u);
+  EXPECT_EQ((*inspect)->kernel(1).name(), "saxpy");
+  EXPECT_EQ((*inspect)->kernel(1).scalar_names(), std::vector<std::string>{"alpha"});
+  EXPECT_FALSE((*inspect)->kernel(1).loaded());
+  EXPECT_EQ((*inspect)->FindOrNull("nope"), nullptr);
+  alignas(16) static float x[8], out[8];
+  const int64_t n5[] = {5}, n6[] = {6};
+  const BundleKernel* k = (*inspect)->FindOrNull("saxpy");
+  ASSERT_NE(k, nullptr);
+  EXPECT_TRUE(IsError(k->Run(nullptr, {{x, n5, 1}, {x, n5, 2}}, {{out, n6, 1}},
+                             {ScalarF32(1)}),
+                      Code::kInvalidArgument, {"'saxpy'", "rank 2"}));
+  EXPECT_TRUE(IsError(k->Run(nullptr, {{x, n5, 1}, {x, n5, 1}}, {{out, n6, 1}},
+                             {ScalarF32(1)}),
+                      Code::kFailedPrecondition, {"load_modules = false"}));
+
+  auto first = Bundle::Open(dir_);
+  auto second = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(first));
+  ASSERT_TRUE(IsOk(second));
+  EXPECT_EQ(fake.creates.size(), 2u);  // the second open shares the modules
+  EXPECT_NE((*first)->id(), (*second)->id());
+  EXPECT_NE((*first)->id(), (*inspect)->id());
+}
+
+// What a generated header does: its entry, checked against the header.
+TEST_F(BundleTest, TypedCallsCheckTheHeaderAndRun) {
+  FakeRuntime fake;
+  auto bundle = Bundle::Open(dir_);
+  ASSERT_TRUE(IsOk(bundle));
+  static constexpr int32_t kRanks[] = {1, 1, 1}, kBytes[] = {4, 4, 4};
+  static constexpr int32_t kWrongRanks[] = {1, 2, 1};
+  const typed_internal::Expect right{"k.h", "saxpy", kRanks, kBytes, 2, 1, 1};
+  const typed_internal::Expect rank{"k.h", "saxpy", kWrongRanks, kBytes, 2, 1, 1};
+  const typed_internal::Expect arity{"k.h", "saxpy", kRanks, kBytes, 1, 1, 1};
+  EXPECT_TRUE(IsError(typed_internal::Lookup(**bundle, rank), Code::kFailedPrecondition,
+                      {"'saxpy'", "header 'k.h'", "operand 'y' is rank 1", "regenerate"}));
+  EXPECT_TRUE(IsError(typed_internal::Lookup(**bundle, arity), Code::kFailedPrecondition,
+                      {"takes 2 inputs, 1 outputs and 1 scalars"}));
+  alignas(16) static float x[8], y[8], out[8];
+  TensorRef<float, 1> tx(x, {5}), ty(y, {5}), tout(out, {6});
+  TensorRef<const float, 1> cx = tx;  // T -> const T converts
+  const BufferView in[] = {cx.view(), ty.view()};
+  const BufferView outs[] = {tout.view()};
+  const abi::Slot sc[] = {typed_internal::Scalar<float>(2.5f)};
+  typed_internal::Cache cache;
+  ASSERT_TRUE(IsOk(typed_internal::Run(**bundle, right, cache, nullptr, {in, 2},
+                                       {outs, 1}, {sc, 1})));
+  EXPECT_EQ(cache.bundle_id, (*bundle)->id());
+  ASSERT_EQ(fake.runs.size(), 1u);
+  EXPECT_EQ(fake.runs[0].slots[1].i32, 5);
+  EXPECT_EQ(fake.runs[0].slots[6].f32, 2.5f);
+  EXPECT_EQ(typed_internal::Scalar<int8_t>(-1).i64, -1);
+  EXPECT_EQ(typed_internal::Scalar<uint32_t>(0xFFFFFFFFu).i64, 0xFFFFFFFFll);
+  // Too few extents: refused by the rank check.
+  TensorRef<float, 2> short_dims(x, {4});
+  EXPECT_EQ(short_dims.view().rank, 1);
 }
 
 }  // namespace
