@@ -105,7 +105,8 @@ class Launcher:
         self.writes = None
         self._trusted: set = set()
         # Output placements (parameter positions) whose kernel did not
-        # compile, and the bindings that try another (no static fallback).
+        # compile, and the bindings that try another (with the static
+        # fallback: Liger's JSD needs N static wherever its outputs sit).
         self._avoid: set = set()
         self._probes: set = set()
 
@@ -170,7 +171,7 @@ class Launcher:
             with written_params.observing(check, check or self.writes is None) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
-                    False if binding in self._probes else self.static_fallback,
+                    self.static_fallback,  # probes too: a kernel may need static dims
                     lambda masks: fallback.explicit_hint(
                         self.hint, [op.static | m for op, m in zip(operands, masks)],
                         operands))
