@@ -178,16 +178,29 @@ def retrying(attempt: Callable[[], Any]) -> Any:
     where the rule put them (:class:`PlacementFailed`: the launcher tries
     the next placement, at most :data:`MAX_PROBES`). When no placement
     compiles, the rule's error is raised."""
-    first = None
+    first, tried, kernel = None, 0, ""
     for _ in range(MAX_PROBES + 2):
         try:
             return attempt()
         except PlacementFailed as e:
-            first = first or e.error
+            first, tried, kernel = first or e.error, tried + 1, e.kernel
         except OutputsElsewhere:
             pass
         except Exception:
             if first is not None:  # a probe's own error: the rule's is clearer
-                raise first from None
+                raise _hinted(first, kernel, tried) from None
             raise
-    raise first if first is not None else RuntimeError("cutecall: no binding compiled")
+    if first is None:
+        raise RuntimeError("cutecall: no binding compiled")
+    raise _hinted(first, kernel, tried)
+
+
+def _hinted(error: BaseException, kernel: str, tried: int) -> BaseException:
+    """The rule's compile error, noting that other placements failed too
+    (a note where Python has them, 3.11+)."""
+    if hasattr(error, "add_note"):
+        error.add_note(
+            f"cutecall: {tried} placement(s) of the outputs of '{kernel}' were tried and "
+            "none compiled; if the outputs are not where the rule puts them, name "
+            "them: output_params=(...) in JAX, outputs=(...) in torch.")
+    return error
