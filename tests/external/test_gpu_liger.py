@@ -11,11 +11,9 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("liger_kernel.ops.backends._cutedsl.jsd")
 
-import jax  # noqa: E402
-
 import cutecall  # noqa: E402
 from corpus import liger_corpus as liger  # noqa: E402
-from corpus_checks import assert_close, assert_same  # noqa: E402
+from authors_checks import check_against_authors  # noqa: E402
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.filterwarnings("ignore::cutecall.StaticFallbackWarning")]
@@ -29,37 +27,10 @@ def _cases():
             liger.swiglu_case(*TEST["swiglu_fwd"])]
 
 
-def _check(case):
-    k, args = case.torch("cuda", 0)
-    k(*args)
-    ours = [args[i].clone() for i in case.torch_outputs]
-    for got, want in zip(ours, case.torch_reference(*args)):
-        assert_close(got, want, case, "torch vs reference")
-
-    _, theirs_args = case.torch("cuda", 0)
-    case.authors_torch(*theirs_args)
-    torch.cuda.synchronize()
-    for i, got in zip(case.torch_outputs, ours):
-        assert_same(got, theirs_args[i], case, "torch vs Liger")
-
-    call, _ = case.jax(False, 0)
-    jargs = liger.jax_args_from_torch(args)
-    eager = jax.tree.leaves(call(*jargs))
-    arrays = [a for a in jargs if hasattr(a, "shape")]
-
-    def run(*arr):
-        it = iter(arr)
-        return call(*[next(it) if hasattr(a, "shape") else a for a in jargs])
-    jitted = jax.tree.leaves(jax.jit(run)(*arrays))
-    for i, e, j in zip(case.torch_outputs, eager, jitted):
-        assert_same(e, theirs_args[i], case, "JAX vs Liger")
-        assert_same(j, theirs_args[i], case, "JAX jit vs Liger")
-
-
 @pytest.mark.parametrize("which", ["jsd_labels", "jsd", "swiglu"])
 def test_liger_matches_liger_bit_for_bit(which, x64):
     case = dict(zip(["jsd_labels", "jsd", "swiglu"], _cases()))[which]
-    _check(case)
+    check_against_authors(case, liger.jax_args_from_torch)
 
 
 def test_liger_labels_zero_ignored_rows(x64):
