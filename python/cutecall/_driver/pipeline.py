@@ -105,10 +105,9 @@ class Launcher:
         self.writes = None
         self._trusted: set = set()
         # Output placements (parameter positions) whose kernel did not
-        # compile, and the bindings that try another (with the static
+        # compile: the next binding tries another (with the static
         # fallback: Liger's JSD needs N static wherever its outputs sit).
         self._avoid: set = set()
-        self._probes: set = set()
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -134,8 +133,6 @@ class Launcher:
             written, frozenset(self._avoid))
         if output_names is not None or written:
             self._trusted.add(binding)
-        elif self._avoid and _outputs_at(binding):
-            self._probes.add(binding)
         return binding, leaves
 
     def parameter_names(self, binding: Binding) -> dict:
