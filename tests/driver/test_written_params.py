@@ -186,3 +186,10 @@ def annotated(stream, x, pair: Optional[Pair] = None):
 def test_the_signature_knows_the_namedtuple_class():
     assert sig_of(annotated).params[2].container is Pair
     assert sig_of(first).params[2].container is None
+
+
+def test_copy_atom_call_and_src_dst_copies_write_their_destination():
+    body = f'''      "cute.copy_atom_call"(%atom, %a2, %a1, %a0) <{{operandSegmentSizes = array<i32: 1, 1, 1, 1>}}> : (!copy_simt, {MEM}, {MEM}, {MEM}) -> ()
+      "lir.copy"(%a2, %a0) : ({MEM}, {MEM}) -> ()'''
+    # copy_atom_call writes a1 (operand 0; a0 is its predicate); lir.copy a0.
+    assert writes(module(body)).written == {0, 1}

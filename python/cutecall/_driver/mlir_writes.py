@@ -191,6 +191,23 @@ def parse(text: str) -> tuple[list, dict, dict]:
     return ops, aliases, functions
 
 
+# Copies whose first operands are (src, dst); ``cute.copy`` and
+# ``cute.copy_atom_call`` take the atom first.
+_SRC_DST_COPIES = ("lir.copy", "lir.simt_auto_vec_copy", "cuda.memory.copy",
+                   "cuda.memory.copy_async")
+
+
+def _segment(op: _Op, k: int) -> list:
+    """Operand group `k` of `op` (``operandSegmentSizes``, or one operand
+    per group when the op has none)."""
+    sizes = re.search(r"operandSegmentSizes = array<i32: ([\d, ]+)>", op.line)
+    if sizes is None:
+        return op.operands[k:k + 1]
+    counts = [int(c) for c in sizes.group(1).split(",")]
+    start = sum(counts[:k])
+    return op.operands[start:start + counts[k]] if k < len(counts) else []
+
+
 def _memory(typ: str, aliases: dict) -> bool:
     for _ in range(4):
         if typ in aliases:
@@ -256,8 +273,10 @@ class _Flow:
 
     def record(self, op) -> None:
         name, operands = op.name, op.operands
-        if name.endswith(".copy") and len(operands) >= 3:
-            self.writes |= self.get(operands[2])
+        if name in _SRC_DST_COPIES:  # (src, dst, ...)
+            self.writes |= self.union(_segment(op, 1))
+        elif name == "cute.copy_atom_call" or name.endswith(".copy") and len(operands) >= 3:
+            self.writes |= self.union(_segment(op, 2))  # (atom, src, dst, ...)
             atom = op.operand_types[0] if op.operand_types else ""
             atom = self.aliases.get(atom, atom)
             if re.search(r"tma_(store|reduce)|dsmem_store", atom):
