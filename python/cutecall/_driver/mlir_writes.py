@@ -291,8 +291,8 @@ class _Flow:
                 found = self.union(operands)
                 self.maybe |= found
                 self.unattributed |= not found
-        elif name.endswith("call") and op.callee not in self.functions:
-            self.maybe |= self.union(operands)
+        elif name in ("func.call", "llvm.call") and op.callee not in self.functions:
+            self.maybe |= self.union(operands)  # a body the module does not hold
 
 
 def analyze_text(text: str, entry_name: str | None = None) -> Writes:
