@@ -79,3 +79,32 @@ def test_the_cli_fills_a_remote_tier_from_a_task_list(tmp_path):
                           "nonsense"], env=child_env(), capture_output=True, text=True,
                          timeout=120)
     assert bad.returncode == 2 and "CUTECALL_CACHE_REMOTE='nonsense' is not a URL" in bad.stderr
+
+
+TORCH_RANK = r"""
+import functools, json, os, sys, time
+import torch.distributed as dist
+dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{sys.argv[2]}",
+                        rank=int(sys.argv[1]), world_size=2)
+import cutecall
+report = cutecall.warmup([functools.partial(time.sleep, 0)] * 5, distributed=True)
+print(json.dumps({"rank": report.rank, "size": report.size, "kind": report.kind,
+                  "here": len(report.local.results), "text": str(report)}))
+dist.destroy_process_group()
+"""
+
+
+def test_torch_distributed_splits_the_tasks_by_rank(tmp_path):
+    pytest.importorskip("torch.distributed")
+    port = free_port()
+    procs = [subprocess.Popen(
+        [sys.executable, "-c", TORCH_RANK, str(rank), str(port)],
+        env=child_env(CUTECALL_CACHE_DIR=str(tmp_path / f"h{rank}"),
+                      CUTECALL_CACHE_REMOTE=f"file://{tmp_path}/shared"),
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outs]
+    got = [json.loads(out.strip().splitlines()[-1]) for out, _ in outs]
+    assert [(g["rank"], g["size"], g["kind"], g["here"]) for g in got] == \
+        [(0, 2, "torch", 3), (1, 2, "torch", 2)]
+    assert "(torch.distributed, process 1 of 2): 2 of 5 tasks here" in got[1]["text"]
