@@ -14,6 +14,7 @@ the CMake package config (``lib/cmake/cutecall/``; CMakeLists.txt,
 
 from __future__ import annotations
 
+import importlib.util
 import os
 
 __all__ = ["cmake_dir", "include_dir", "PackageMissing"]
@@ -23,14 +24,22 @@ class PackageMissing(FileNotFoundError):
     """This cutecall has no C++ package (a source tree on sys.path)."""
 
 
+def _package_dirs() -> list[str]:
+    """The cutecall package's directories (an editable install has two: the
+    source tree's and the one the build installed into)."""
+    spec = importlib.util.find_spec(__name__.split(".")[0])
+    dirs = list(spec.submodule_search_locations or []) if spec else []
+    return dirs or [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+
+
 def _root() -> str:
-    import cutecall
-    for d in cutecall.__path__:  # editable installs list two directories
+    dirs = _package_dirs()
+    for d in dirs:
         if os.path.isfile(os.path.join(d, "lib", "cmake", "cutecall",
                                        "cutecallConfig.cmake")):
             return d
     raise PackageMissing(
-        "cutecall: no C++ package in " + ", ".join(cutecall.__path__) +
+        "cutecall: no C++ package in " + ", ".join(dirs) +
         " (install the wheel, or build with pip install .: it installs "
         "include/, lib/ and lib/cmake/cutecall/ into the package)")
 
