@@ -167,8 +167,11 @@ class PlacementFailed(OutputsElsewhere):
         super().__init__(kernel, outputs, ParamWrites(frozenset(), frozenset(), True))
 
 
-# Placements a front tries after the rule's failed to compile.
-MAX_PROBES = 3
+# Placements a front tries after the rule's failed to compile, best-ranked
+# first. cuDNN's sm90 block-sparse attention, (q, k, v, o, lse, indices,
+# counts, sizes), writes where the rule ranks the 7th placement; a probe
+# whose trace fails costs that trace (and its static forms) alone.
+MAX_PROBES = 8
 
 
 def retrying(attempt: Callable[[], Any]) -> Any:
