@@ -21,7 +21,9 @@ rank, port = int(sys.argv[1]), int(sys.argv[2])
 jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=4,
                            process_id=rank, initialization_timeout=300)
 import cutecall
+from cutecall.services import workers
 from remote_store import scale_bias_tasks
+assert workers.fork_blocker().startswith("jax.distributed is initialized")  # never fork
 report = cutecall.warmup(scale_bias_tasks(), distributed=True, workers=1)
 print(report, file=sys.stderr)
 cutecall.clear_cache()

@@ -14,7 +14,7 @@ import itertools
 import json
 import sys
 
-__all__ = ["Group", "current", "detach_forked_worker"]
+__all__ = ["Group", "current"]
 
 TIMEOUT_S = 3600.0  # a barrier waits this long for the slowest process's compiles
 
@@ -67,15 +67,3 @@ def current() -> Group | None:
     if dist is not None and dist.is_available() and dist.is_initialized():
         return Group("torch", dist.get_rank(), dist.get_world_size(), dist)
     return None
-
-
-def detach_forked_worker() -> None:
-    """In a warm-up worker forked from a process of a jax.distributed job:
-    forget the parent's coordination client (its connection belongs to the
-    parent), so the worker's JAX is a single process that compiles."""
-    state = _jax_state()
-    if state is not None and state.client is not None:
-        state.client = None
-        state.service = None
-        state.preemption_sync_manager = None
-        state.process_id, state.num_processes = 0, 1

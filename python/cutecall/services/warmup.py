@@ -43,7 +43,7 @@ import sys
 import time
 from typing import Callable, Sequence
 
-from . import cluster, workers as _warmup_start
+from . import workers as _warmup_start
 from .._driver import progress
 from .._driver.log import logger
 
@@ -144,7 +144,6 @@ def _init_worker(environ: dict, arch: str) -> None:
     os.environ.setdefault("CUTECALL_ARCH", arch)
     os.environ[progress.ENV] = "0"
     os.environ["JAX_PLATFORMS"] = "cpu"
-    cluster.detach_forked_worker()
     if "jax" in sys.modules:  # preloaded: its config read the server's env
         sys.modules["jax"].config.update("jax_platforms", "cpu")
 

@@ -39,9 +39,12 @@ def fork_blocker() -> str | None:
     if not sys.platform.startswith("linux"):
         return f"fork() is unsafe on {sys.platform}"
     if "jax" in sys.modules:
-        from jax._src import xla_bridge
+        from jax._src import distributed, xla_bridge
         if xla_bridge.backends_are_initialized():
             return "JAX has started its backends in this process"
+        if distributed.global_state.client is not None:
+            return ("jax.distributed is initialized in this process (a fork cancels "
+                    "its coordination calls)")
     return None
 
 
