@@ -12,13 +12,16 @@ def torch_outputs(case, args) -> list:
     return [args[i].clone() for i in case.torch_outputs]
 
 
-def check_against_authors(case, jax_args_from_torch, bitwise: bool = True) -> None:
+def check_against_authors(case, jax_args_from_torch, bitwise: bool = True,
+                          as_jax_layout=None) -> None:
     """Runs `case` through cutecall's torch front, the authors' torch path
     (fresh NaN-filled outputs, same seed: the same inputs) and cutecall's
     JAX front, eager and under ``jax.jit``, on the torch call's inputs
     (`jax_args_from_torch(args)`). Outputs match the reference within the
     case's tolerances and the authors' bit for bit (`bitwise`) or within
-    them."""
+    them. `as_jax_layout(outputs)`: the torch outputs as the JAX call
+    returns them (cuDNN's permuted views back to BHSD); default as they
+    are."""
     import torch
     k, args = case.torch("cuda", 0)
     k(*args)
@@ -46,6 +49,8 @@ def check_against_authors(case, jax_args_from_torch, bitwise: bool = True) -> No
     eager = jax.tree.leaves(call(*jargs))
     jitted = jax.tree.leaves(jax.jit(run)(*[jargs[i] for i in positions]))
     assert len(eager) == len(theirs), case.name
+    if as_jax_layout is not None:
+        theirs = as_jax_layout(theirs)
     for e, j, want in zip(eager, jitted, theirs):
         same(e, want, case, "JAX vs authors")
         same(j, want, case, "JAX jit vs authors")

@@ -26,4 +26,5 @@ def hopper():
 @pytest.mark.parametrize("shape", [bsa.SHAPES["test"]["bsa_fwd_sm90"], (2, 4, 1024, 128, 3)],
                          ids=["test", "batch2_count3"])
 def test_bsa_forward_matches_cudnn_bit_for_bit(shape):
-    check_against_authors(bsa.case(*shape), bsa.jax_args_from_torch)
+    check_against_authors(bsa.case(*shape), bsa.jax_args_from_torch,
+                          as_jax_layout=bsa.as_jax_layout)

@@ -41,7 +41,7 @@ import functools
 from . import Case
 from .quack_common import JaxRandom, TorchRandom, bf16
 
-__all__ = ["KERNELS", "SHAPES", "cases", "case", "jax_args_from_torch"]
+__all__ = ["KERNELS", "SHAPES", "cases", "case", "jax_args_from_torch", "as_jax_layout"]
 
 KERNELS = ("bsa_fwd_sm90",)
 SHAPES = {"test": {"bsa_fwd_sm90": (1, 2, 512, 128, 2)},
@@ -197,3 +197,10 @@ def jax_args_from_torch(args):
     q, k, v = q_t.permute(3, 2, 0, 1), k_t.permute(3, 2, 0, 1), v_t.permute(*VI)
     i = copy(idx)
     return (copy(q), copy(k), copy(v), i, i, i, sc, n)
+
+
+def as_jax_layout(outputs):
+    """The torch call's outputs (cuDNN's views: o (s, d, h, b), lse (s, h,
+    b)) as the JAX call returns them: o (b, h, s, d), lse (b, h, s)."""
+    o_t, lse_t = outputs
+    return [o_t.permute(3, 2, 0, 1), lse_t.permute(*LSE)]
