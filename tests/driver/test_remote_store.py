@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import config, kernels, signing
+from cutecall._driver.store import ArtifactStore, config, kernels, signing
 from cutecall._driver.store.entry import decode
 from cutecall._driver.store.remote_tier import RemoteTier
 from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401
@@ -179,8 +179,28 @@ def test_an_fsspec_url_is_a_remote_tier(tmp_path, hosts, monkeypatch):
     monkeypatch.setenv("CUTECALL_CACHE_REMOTE", f"local://{tmp_path}/bucket")
     calls = []
     assert get("fs", calls, next(hosts)) == "compiled"
-    assert get("fs", calls, next(hosts)) == "remote" and calls == ["fs"]
+    host = next(hosts)
+    assert get("fs", calls, host) == "remote" and calls == ["fs"]
     assert config.remote_tier().backend.stats()["entries"] == 1
+    # the remote hit now sits in that host's local tier, verified
+    local = ArtifactStore(str(host))
+    assert [status for _, status, _ in local.verify(kernels.stamp_of)] == ["ok"]
+    assert get("fs", calls, host) == "local"
+
+
+def test_a_backend_that_answers_too_slowly_counts_as_down(hosts, monkeypatch):
+    import socket
+    silent = socket.socket()          # accepts connections, never answers
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    url = f"redis://127.0.0.1:{silent.getsockname()[1]}/0"
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", url)
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE_TIMEOUT_S", "0.5")
+    calls, began = [], time.monotonic()
+    with pytest.warns(RuntimeWarning, match=f"remote cache {url} failed .*Timeout"):
+        assert get("slow", calls, next(hosts)) == "compiled"
+    assert time.monotonic() - began < 5 and calls == ["slow"]
+    silent.close()
 
 
 def test_a_backend_that_is_not_there_warns_once_and_compiles(hosts, monkeypatch):
