@@ -26,6 +26,7 @@ authors pass. No framework, no CuTe DSL import.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from typing import Any, Callable, Iterator
 
 from .signature import SCALAR_TYPES, annotation_names, namedtuple_class, type_hints
@@ -141,6 +142,26 @@ def _children(x) -> tuple[str, Any, tuple, list, list]:
             [getattr(x, f.name) for f in fields], [f.type for f in fields])
 
 
+def item_annotations(annotation, n: int) -> list | None:
+    """The annotation of each of a tuple's `n` items under the tuple's own
+    annotation: cuDNN's ``problem_shape: Tuple[Int32, Int32, Int32,
+    Tuple[Int32, Int32]]`` passed ``(sq, sk, d, (h, b))`` makes each int a
+    runtime ``Int32``, as the DSL reads it (``Tuple[Int32, ...]`` repeats
+    one; ``Optional[...]`` is looked through). ``None`` when it says
+    nothing."""
+    if annotation is None or isinstance(annotation, str):
+        return None
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Union:
+        inner = [a for a in args if a is not type(None)]
+        return item_annotations(inner[0], n) if len(inner) == 1 else None
+    if typing.get_origin(annotation) not in (tuple, list) or not args:
+        return None
+    if len(args) == 2 and args[1] is Ellipsis or typing.get_origin(annotation) is list:
+        return [args[0]] * n
+    return list(args) if len(args) == n else None
+
+
 def as_annotated(x, annotation):
     """A plain tuple or list where the annotation names a NamedTuple class
     (FA4's ``blocksparse_tensors: Optional[BlockSparseTensors]``, which its
@@ -197,6 +218,8 @@ def flatten(x, is_array: Callable[[Any], bool], on_scalar: Callable,
         return Leaf(kind, x if kind == CONST else None), []
     x = as_annotated(x, annotation)
     kind, cls, keys, values, notes = _children(x)
+    if kind in ("tuple", "list"):
+        notes = item_annotations(annotation, len(values)) or notes
     step = "index" if kind in ("tuple", "list") else "key" if kind == "dict" else "attr"
     children, arrays = [], []
     for k, v, note in zip(keys, values, notes):

@@ -56,7 +56,8 @@ class Param:
                                             repr=False)
     # The NamedTuple class the annotation names (``pair: Pair``,
     # ``Optional[BlockSparseTensors]``): a plain tuple passed here is
-    # rebuilt as one (``pytree.flatten``). None when it names none.
+    # rebuilt as one (``pytree.flatten``); or a tuple annotation
+    # (``Tuple[Int32, Int32]``) that types its items. None otherwise.
     container: typing.Any = dataclasses.field(default=None, compare=False,
                                               repr=False)
 
@@ -132,6 +133,12 @@ def type_hints(obj) -> dict:
     return {}
 
 
+# A parameter annotated as a container of scalars (cuDNN's ``problem_shape:
+# Tuple[Int32, Int32, Int32, Tuple[Int32, Int32]]``) takes a pytree: its
+# leaves are runtime scalars, the parameter is not one.
+_CONTAINERS = ("Tuple", "tuple", "List", "list")
+
+
 def _classify(p: inspect.Parameter, hint=None) -> Param:
     names = annotation_names(p.annotation)
     first = names[0] if names else ""
@@ -140,7 +147,8 @@ def _classify(p: inspect.Parameter, hint=None) -> Param:
         kind, st = STREAM, None
     elif first.startswith("Constexpr"):
         kind, st = CONSTEXPR, None
-    elif scalar is not None and not any("Tensor" in n for n in names):
+    elif scalar is not None and not any("Tensor" in n for n in names) and \
+            first not in _CONTAINERS:
         kind, st = SCALAR, scalar
     else:
         kind, st = TENSOR, None
@@ -149,8 +157,21 @@ def _classify(p: inspect.Parameter, hint=None) -> Param:
     return Param(p.name, kind, st, p.default is not inspect.Parameter.empty,
                  p.kind == p.KEYWORD_ONLY, annotated, optional,
                  None if p.default is inspect.Parameter.empty else p.default,
-                 namedtuple_class(p.annotation if hint is None else hint)
+                 _container(p.annotation if hint is None else hint)
                  if kind == TENSOR else None)
+
+
+def _container(annotation):
+    """What :attr:`Param.container` keeps of a tensor parameter's
+    annotation: its NamedTuple class, else the annotation itself when it
+    types a tuple's items (``Tuple[Int32, ...]``, maybe ``Optional``)."""
+    cls = namedtuple_class(annotation)
+    if cls is not None or annotation is None or isinstance(annotation, str):
+        return cls
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    if typing.get_origin(annotation) is typing.Union and len(args) == 1:
+        return _container(args[0])
+    return annotation if typing.get_origin(annotation) in (tuple, list) else None
 
 
 def scalar_defaults(sig: LauncherSignature, given) -> tuple:
