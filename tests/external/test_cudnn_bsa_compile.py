@@ -56,3 +56,20 @@ def test_both_fronts_bind_the_outputs_between_the_inputs(fresh_key_space):
     # A later call site binds there at once: nothing new compiles.
     call.lower(*args)
     assert _entries() - before == 2
+
+
+def test_backward_torch_binds_its_tuple_shape_and_written_grads(fresh_key_space):
+    # The backward takes problem_shape: Tuple[Int32, Int32, Int32, Tuple[Int32,
+    # Int32]] as (sq, sk, d, (h, b)): runtime scalars, one kernel for both
+    # sequence lengths. It writes dQ, dK, dV and its workspace.
+    import cutecall.torch
+    b, h, s, d, count = bsa.SHAPES["test"]["bsa_fwd_sm90"]
+    args, groups = bsa.backward_args(b, h, s, d, count, "meta")
+    k = cutecall.torch.kernel(bsa.backward_kernel(d, groups), outputs=4)
+    before = _entries()
+    k.compile(*args)
+    args2, groups2 = bsa.backward_args(b, h, 3 * s, d, count, "meta")
+    assert groups2 == groups
+    k.compile(*args2)
+    assert _entries() - before == 1
+    assert k.output_params == ["mdQ", "mdK", "mdV", "workspace"]

@@ -28,3 +28,29 @@ def hopper():
 def test_bsa_forward_matches_cudnn_bit_for_bit(shape):
     check_against_authors(bsa.case(*shape), bsa.jax_args_from_torch,
                           as_jax_layout=bsa.as_jax_layout)
+
+
+def test_bsa_backward_torch_matches_cudnn():
+    # cuDNN's sm90 backward kernel object through cutecall's torch front
+    # (outputs found: dQ, dK, dV, workspace), its CSR and workspace made by
+    # cuDNN's helpers, against cuDNN's _bsa_attn_bwd_sm90_blk128 on the same
+    # inputs. dQ accumulates in float32 across key blocks (atomics): equal
+    # within bf16 rounding, not bit for bit.
+    import importlib
+
+    import cutecall.torch
+    from corpus_checks import assert_close
+    b, h, s, d, count = bsa.SHAPES["test"]["bsa_fwd_sm90"]
+    args, groups = bsa.backward_args(b, h, s, d, count, "cuda")
+    k = cutecall.torch.kernel(bsa.backward_kernel(d, groups), outputs=4)
+    k(*args)
+    assert k.output_params == ["mdQ", "mdK", "mdV", "workspace"]
+    _, do, o, q, kk, v, lse = args[:7]
+    interface = importlib.import_module(bsa.INTERFACE)
+    idx = bsa._indices(b, h, s // bsa.BLOCK, count, torch, dtype=torch.int32,
+                       device="cuda").contiguous()
+    want = interface._bsa_attn_bwd_sm90_blk128(do, q, kk, v, o, lse, idx, count)
+    case = bsa.cases("test")[0]
+    for got, w, name in zip(args[7:10], want, ("dQ", "dK", "dV")):
+        assert torch.isfinite(got).all(), name
+        assert_close(got, w, case, f"backward {name} vs cuDNN")

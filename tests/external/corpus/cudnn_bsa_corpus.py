@@ -204,3 +204,54 @@ def as_jax_layout(outputs):
     b)) as the JAX call returns them: o (b, h, s, d), lse (b, h, s)."""
     o_t, lse_t = outputs
     return [o_t.permute(3, 2, 0, 1), lse_t.permute(*LSE)]
+
+
+def backward_kernel(d: int, groups: int):
+    """cuDNN's sm90 block-sparse backward kernel object, as
+    ``_bsa_attn_bwd_sm90_blk128`` builds it (bf16, no scale sign, K/V
+    written directly when one bucket holds every query block, no kv tail)."""
+    import importlib
+
+    import cutlass
+    mod_ = importlib.import_module(
+        "cudnn.block_sparse_attention.csrc.bwd.sm90_blk128.bsa_bwd_sm90")
+    return mod_.BlockSparseAttnBackwardSm90Blk128(cutlass.BFloat16, d, d, False, groups == 1,
+                                                  False)
+
+
+def backward_args(b, h, s, d, count, device, bucket: int = 256):
+    """The backward's call as ``_bsa_attn_bwd_sm90_blk128`` makes it:
+    ``((sq, sk, d, (h, b)), do, o, q, k, v, lse, dq, dk, dv, offsets,
+    edges, None, workspace, scale)``, BHSD tensors (the kernel views them
+    itself). On a device the CSR and the workspace come from cuDNN's own
+    helpers (``build_bucketed_k2q_csr_cutedsl``,
+    ``_empty_bwd_workspace_with_zeroed_accum``); on "meta", tensors of
+    their shapes. Returns (args, groups)."""
+    import importlib
+
+    import torch
+    nq = s // BLOCK
+    groups = (nq + bucket - 1) // bucket
+    r = TorchRandom(device, 0)
+    q, k, v, do = (r.normal((b, h, s, d), torch.bfloat16) for _ in range(4))
+    o = r.normal((b, h, s, d), torch.bfloat16)
+    lse = r.normal((b, h, s), torch.float32)
+    dq, dk, dv = (torch.full((b, h, s, d), float("nan"), dtype=torch.bfloat16,
+                             device=r.device) for _ in range(3))
+    if r.meta:
+        offsets = r.empty((b, h, groups, nq + 1), torch.int32)
+        edges = r.empty((b, h, nq * count), torch.int32)
+        rounded, drounded = -(-s // 128) * 128, -(-d // 32) * 32
+        workspace = r.empty((b, h, 2 * rounded + 3 * rounded * drounded), torch.float32)
+    else:
+        csr = importlib.import_module("cudnn.block_sparse_attention.csrc.bwd.bucketed_k2q_csr")
+        interface = importlib.import_module(INTERFACE)
+        idx = _indices(b, h, nq, count, torch, dtype=torch.int32, device=r.device).contiguous()
+        offsets, edges, _, _ = csr.build_bucketed_k2q_csr_cutedsl(idx, count, nq,
+                                                                  bucket_size_blocks=bucket)
+        workspace = interface._empty_bwd_workspace_with_zeroed_accum(
+            batch_size=b, num_heads=h, seqlen_q=s, seqlen_k=s, head_dim=d, round_q_to=128,
+            round_k_to=128, round_d_to=32, zero_dq_accum=False, device=r.device,
+            zero_kv_accum=offsets.shape[2] != 1)
+    return ((s, s, d, (h, b)), do, o, q, k, v, lse, dq, dk, dv, offsets, edges, None,
+            workspace, d ** -0.5), groups
