@@ -25,9 +25,11 @@ One GPU runs the gate with every shard already arrived (``flags >=
 epoch``): the GEMM with QuACK's all-gather schedule, no transport. The
 transport itself (symmetric memory across 2+ GPUs) is QuACK's runner's.
 
-JAX names ``output_params=("mD",)``, as the QuACK GEMM corpus does: with C
-``None`` the kernel's trace also writes ``mC`` (QuACK's GEMM updates C in
-place when D is absent), so the evidence alone cannot tell D from C.
+JAX names ``output_params=("mD",)``, as the QuACK GEMM corpus does: the
+call ``(a, b, None, epi, sched, None)`` leaves the output to the rule,
+which puts it at ``mC``; the trace of that binding (``mD`` None) shows no
+tensor written, so there is no evidence to move it (torch passes ``d``
+positionally and finds ``mD`` written).
 
 Shapes: ``"test"`` (M, N, K) = (512, 256, 128), 2 shards (the test's one
 GPU: 1); ``"bench"`` (8192, 8192, 4096).
