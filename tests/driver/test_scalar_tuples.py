@@ -11,7 +11,6 @@ import cuda.bindings.driver as cuda
 import numpy as np
 import pytest
 
-import cutlass
 import cutlass.cute as cute
 from cutlass import Float32, Int32
 
