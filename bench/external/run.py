@@ -224,7 +224,8 @@ def main():
     import cutecall
     use_corpus()
     from corpus import (cudnn_bsa_corpus, cutlass_operators_corpus, fa4_combine_corpus,
-                        fa4_corpus, fa4_flex_corpus, liger_corpus, quack_corpus,
+                        fa4_corpus, fa4_flex_corpus, fa4_varlen_corpus, liger_corpus,
+                        quack_corpus,
                         quack_allgather_corpus, quack_gemm_corpus, quack_hadamard_corpus,
                         quack_lce_corpus, quack_rotary_corpus)
     corpora = (quack_corpus, quack_gemm_corpus, quack_rotary_corpus, quack_lce_corpus,
@@ -232,7 +233,7 @@ def main():
                # issue 37's families (each needs its package: see pyproject's
                # `external` extra)
                liger_corpus, quack_hadamard_corpus, cutlass_operators_corpus,
-               cudnn_bsa_corpus, quack_allgather_corpus)
+               cudnn_bsa_corpus, quack_allgather_corpus, fa4_varlen_corpus)
     cases = [c for corpus in corpora for c in corpus.cases(args.size)]
     wanted = [w for w in args.cases.split(",") if w]
     cases = [c for c in cases if not wanted or any(w in c.name for w in wanted)]
