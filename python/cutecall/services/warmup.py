@@ -211,7 +211,8 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     """
     if distributed:
         from .warmup_job import warmup_job
-        return warmup_job(tasks, workers=workers, preload=preload, start=start)
+        return warmup_job(tasks, compile_share, workers=workers, preload=preload,
+                          start=start)
     _warmup_start.check_start(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
@@ -258,6 +259,20 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
                           time.perf_counter() - began, workers, method)
     logger.info("%s", str(report).splitlines()[0])
     return report
+
+
+def compile_share(tasks, workers, preload, start) -> WarmupReport:
+    """One process's share of a distributed warm-up: here, one task after
+    another (`workers` None or 1), else in a pool of `workers` forked from a
+    fork server. Never forked from this process: a fork cancels the calls
+    of jax.distributed's coordination client (the job then aborts), and a
+    torch.distributed process group does not survive one either."""
+    if workers is None or workers == 1:
+        began = time.perf_counter()
+        results = tuple(TaskResult(_name(t), *_run(t)) for t in tasks)
+        return WarmupReport(results, time.perf_counter() - began, 1, "this process")
+    return warmup(tasks, workers=workers, preload=preload,
+                  start="forkserver" if start == "auto" else start)
 
 
 def _run_pool(tasks, indices, workers: int, done, setup, tick) -> list:

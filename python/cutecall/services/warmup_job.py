@@ -73,24 +73,12 @@ def _share(report) -> dict:
     return {"kernels": [list(k) for r in report.results for k in r.kernels]}
 
 
-def _compile_share(tasks, workers, preload, start):
-    """This process's share: here, one task after another (`workers` None
-    or 1), else in a pool of `workers` forked from a fork server. Never
-    forked from this process: a fork cancels the calls of jax.distributed's
-    coordination client (the job then aborts), and a torch.distributed
-    process group does not survive one either."""
-    from .warmup import TaskResult, WarmupReport, _name, _run, warmup
-    if workers is None or workers == 1:
-        began = time.perf_counter()
-        results = tuple(TaskResult(_name(t), *_run(t)) for t in tasks)
-        return WarmupReport(results, time.perf_counter() - began, 1, "this process")
-    return warmup(tasks, workers=workers, preload=preload,
-                  start="forkserver" if start == "auto" else start)
-
-
-def warmup_job(tasks: Sequence[Callable], *, workers: int | None = None,
-               preload: Sequence[str] = (), start: str = "auto") -> JobReport:
-    """``warmup(tasks, distributed=True)`` (see ``cutecall.warmup``)."""
+def warmup_job(tasks: Sequence[Callable], compile_share: Callable, *,
+               workers: int | None = None, preload: Sequence[str] = (),
+               start: str = "auto") -> JobReport:
+    """``warmup(tasks, distributed=True)`` (see ``cutecall.warmup``):
+    `compile_share(tasks, workers, preload, start)` compiles this process's
+    share and returns its ``WarmupReport`` (``warmup.compile_share``)."""
     group = cluster.current()
     if group is None:
         raise ValueError("cutecall.warmup: distributed=True needs a job: call "
@@ -104,7 +92,7 @@ def warmup_job(tasks: Sequence[Callable], *, workers: int | None = None,
     mine = tasks[group.rank::group.size]
     logger.info("distributed warm-up: process %d of %d compiles %d of %d tasks",
                 group.rank, group.size, len(mine), len(tasks))
-    local = _compile_share(mine, workers, preload, start)
+    local = compile_share(mine, workers, preload, start)
     waited = time.perf_counter()
     everyone = group.gather(_share(local), "kernels")
     waited = time.perf_counter() - waited
