@@ -189,6 +189,7 @@ def test_an_fsspec_url_is_a_remote_tier(tmp_path, hosts, monkeypatch):
 
 
 def test_a_backend_that_answers_too_slowly_counts_as_down(hosts, monkeypatch):
+    pytest.importorskip("redis", reason="the redis:// backend needs redis-py (cutecall[redis])")
     import socket
     silent = socket.socket()          # accepts connections, never answers
     silent.bind(("127.0.0.1", 0))
@@ -204,6 +205,7 @@ def test_a_backend_that_answers_too_slowly_counts_as_down(hosts, monkeypatch):
 
 
 def test_a_backend_that_is_not_there_warns_once_and_compiles(hosts, monkeypatch):
+    pytest.importorskip("redis", reason="the redis:// backend needs redis-py (cutecall[redis])")
     from remote_store import free_port
     url = f"redis://127.0.0.1:{free_port()}/0"           # nothing listens
     monkeypatch.setenv("CUTECALL_CACHE_REMOTE", url)
@@ -212,6 +214,21 @@ def test_a_backend_that_is_not_there_warns_once_and_compiles(hosts, monkeypatch)
         assert get("down1", calls, next(hosts)) == "compiled"
     assert get("down2", calls, next(hosts)) == "compiled"   # no second try, no warning
     assert calls == ["down1", "down2"]
+
+
+def test_a_missing_client_library_warns_once_and_compiles(hosts, monkeypatch):
+    """redis:// without redis-py (as on a host that installed cutecall
+    without the [redis] extra): one warning naming the extra, local compiles."""
+    import sys
+    monkeypatch.setitem(sys.modules, "redis", None)   # import redis fails
+    monkeypatch.delitem(sys.modules, "cutecall._driver.store.redis_backend", raising=False)
+    url = "redis://127.0.0.1:9/0"
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", url)
+    calls = []
+    with pytest.warns(RuntimeWarning, match=r"needs redis-py: pip install 'cutecall\[redis\]'"):
+        assert get("noclient1", calls, next(hosts)) == "compiled"
+    assert get("noclient2", calls, next(hosts)) == "compiled"
+    assert calls == ["noclient1", "noclient2"]
 
 
 @pytest.mark.parametrize("var, value, message", [
