@@ -60,12 +60,31 @@ def test_outputs_last_stay(compiles):
     assert compiles() == 1
 
 
-def test_a_cached_kernel_is_traced_not_compiled(compiles):
+def test_a_cached_kernel_is_traced_not_compiled(compiles, monkeypatch):
+    from cutecall._driver import learn_outputs
     ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
+    # As in a process whose store held the kernel: nothing learned yet.
+    monkeypatch.setattr(learn_outputs, "_WRITES_BY_KEY", type(learn_outputs._WRITES_BY_KEY)())
     k = ct.kernel(ok.out_first, outputs=1)  # a new launcher: nothing learned
     k.compile(meta(), meta(), meta())       # found in memory: a trace tells
     assert mutated(k) == ["out"]
     assert compiles() == 1
+
+
+def test_launch_objects_of_one_kernel_share_what_it_writes(compiles, monkeypatch):
+    """A new launch object of a kernel another one learned is not traced
+    again (the miss path of a new object stays cheap: bench/torch_launch/miss.py)."""
+    from cutecall._driver import learn_outputs
+    traced = []
+    real = learn_outputs.trace_writes
+    monkeypatch.setattr(learn_outputs, "trace_writes",
+                        lambda *a, **kw: traced.append(1) or real(*a, **kw))
+    ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
+    for _ in range(3):
+        k = ct.kernel(ok.out_first, outputs=1)
+        k.compile(meta(), meta(), meta())
+        assert mutated(k) == ["out"]
+    assert len(traced) <= 1 and compiles() == 1
 
 
 def test_named_outputs_are_kept():

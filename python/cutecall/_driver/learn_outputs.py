@@ -9,10 +9,34 @@ this process: :func:`trace_writes` traces it (the DSL's passes do not run).
 
 from __future__ import annotations
 
+from collections import OrderedDict
+
 from . import compiler, placement, target, written_params
 from .compile_error import CompileError
 from .store import memory
 from .written_params import ParamWrites
+
+
+# What each compiled kernel writes, by its spec's content key: every launch
+# object of one kernel shares one trace (a new launch object for a kernel
+# the compile cache holds would otherwise trace it again, ~10 ms). Bounded:
+# the least recently used entry goes first.
+_WRITES_BY_KEY: "OrderedDict[str, ParamWrites]" = OrderedDict()
+_WRITES_BY_KEY_MAX = 1024
+
+
+def _remembered(key: str, writes: ParamWrites | None) -> ParamWrites | None:
+    """`writes` recorded under `key` (when given), else what was recorded."""
+    if writes is not None:
+        _WRITES_BY_KEY[key] = writes
+        _WRITES_BY_KEY.move_to_end(key)
+        while len(_WRITES_BY_KEY) > _WRITES_BY_KEY_MAX:
+            _WRITES_BY_KEY.popitem(last=False)
+        return writes
+    found = _WRITES_BY_KEY.get(key)
+    if found is not None:
+        _WRITES_BY_KEY.move_to_end(key)
+    return found
 
 
 def trace_writes(spec, name: str, options: str, arch: str) -> ParamWrites | None:
@@ -34,13 +58,15 @@ def learned_outputs(launcher, result, params, num_outputs: int) -> list[str] | N
     """The `num_outputs` parameters among `params` (the open ones, in
     order) that a launch object's outputs are, learned from what the kernel
     of `result` (a ``pipeline.Specialization``) writes: its trace, or the
-    launcher's last one, or -- for a kernel a cache held, when this process
-    has traced none -- a trace now. None when the evidence says nothing or
+    launcher's last one, or what another launch object of the same kernel
+    learned (by the spec's content key), or -- for a kernel a cache held,
+    when this process has traced none -- a trace now. None when the evidence says nothing or
     fits several placements equally (the rule stays)."""
-    writes = result.writes or launcher.writes
+    writes = _remembered(result.spec.key, result.writes or launcher.writes)
     if writes is None:
         options, arch = target.resolve_options(launcher.options, result.kernel.arch)
-        writes = launcher.writes = trace_writes(result.spec, launcher.name, options, arch)
+        writes = trace_writes(result.spec, launcher.name, options, arch)
+        launcher.writes = _remembered(result.spec.key, writes)
     if writes is None or writes.unattributed or not writes.candidates or \
             not launcher.sig.inspected:
         return None
