@@ -231,3 +231,23 @@ def _strip_decorators(source: str) -> str:
     while lines and lines[0].lstrip().startswith("@"):
         lines.pop(0)
     return "\n".join(lines)
+
+
+class IdentityKey:
+    """A cache key for an object that is not hashable: by identity. It
+    keeps the object alive while keyed, so its id cannot be reused by
+    another object (a Helion kernel object, a closure's globals)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+    def __eq__(self, other):
+        return isinstance(other, IdentityKey) and other.obj is self.obj
+
+    def __repr__(self):
+        return f"IdentityKey({type(self.obj).__name__})"

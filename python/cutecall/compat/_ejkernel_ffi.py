@@ -20,6 +20,7 @@ import jax
 import numpy as np
 
 from .._driver import runtime as _runtime, signature as _signature
+from .._driver.fingerprint import IdentityKey
 from ..jax import _targets
 from ..jax._call import cutlass_call
 
@@ -76,25 +77,6 @@ def _require_dsl(what: str) -> None:
 
 # -- content keys -----------------------------------------------------------------
 
-class _Identity:
-    """Keys an object by identity and keeps it alive while keyed, so its id
-    cannot be reused by another object."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return isinstance(other, _Identity) and other.obj is self.obj
-
-    def __repr__(self):
-        return f"_Identity({type(self.obj).__name__})"
-
-
 _MAX_DEPTH = 8
 _MAX_ITEMS = 64
 
@@ -119,7 +101,7 @@ def _content_key(obj, _depth: int = 0):
     if callable(getattr(type(obj), "content_key", None)):
         return obj.content_key()
     if _depth >= _MAX_DEPTH:
-        return _Identity(obj)
+        return IdentityKey(obj)
     sub = functools.partial(_content_key, _depth=_depth + 1)
     if type(obj) in (tuple, frozenset) and len(obj) <= _MAX_ITEMS:
         items = obj if type(obj) is tuple else sorted(obj, key=repr)
@@ -133,14 +115,14 @@ def _content_key(obj, _depth: int = 0):
                 cells.append(("empty-cell",))
         kwdefaults = sorted((obj.__kwdefaults__ or {}).items())
         return ("function", obj.__module__, obj.__qualname__, obj.__code__,
-                _Identity(obj.__globals__), sub(obj.__defaults__),
+                IdentityKey(obj.__globals__), sub(obj.__defaults__),
                 tuple((k, sub(v)) for k, v in kwdefaults), tuple(cells))
     if isinstance(obj, types.MethodType):
         return ("method", sub(obj.__self__), sub(obj.__func__))
     if isinstance(obj, functools.partial):
         return ("partial", sub(obj.func), sub(obj.args),  # keywords: its own copy
                 tuple((k, sub(v)) for k, v in sorted(obj.keywords.items())))
-    return _Identity(obj)
+    return IdentityKey(obj)
 
 
 def _arg_key(x):

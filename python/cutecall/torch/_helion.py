@@ -21,6 +21,7 @@ import torch
 
 from .. import _core
 from .._driver import dtypes, signature as _signature
+from .._driver.fingerprint import IdentityKey
 from .._driver.launch_object import BoundCall, LaunchObject
 from .._driver.pipeline import Launcher
 from . import _describe
@@ -107,24 +108,9 @@ _CACHE_SIZE = 256
 
 @functools.lru_cache(maxsize=_CACHE_SIZE)
 def _cached(kernel, block, options):
-    if isinstance(kernel, _ByIdentity):
+    if isinstance(kernel, IdentityKey):
         kernel = kernel.obj
     return _HelionLaunch(kernel, block, options).launch
-
-
-class _ByIdentity:
-    """A key for kernel objects that are not hashable: by identity."""
-
-    __slots__ = ("obj",)
-
-    def __init__(self, obj):
-        self.obj = obj
-
-    def __hash__(self):
-        return id(self.obj)
-
-    def __eq__(self, other):
-        return isinstance(other, _ByIdentity) and other.obj is self.obj
 
 
 def _launcher(cute_kernel, block, options):
@@ -133,7 +119,7 @@ def _launcher(cute_kernel, block, options):
     except TypeError:
         if getattr(type(cute_kernel), "__hash__", None) is not None:
             raise  # not the key: an error of the launcher's own
-        return _cached(_ByIdentity(cute_kernel), block, options)
+        return _cached(IdentityKey(cute_kernel), block, options)
 
 
 def constexpr_flags(cute_kernel) -> tuple[bool, ...]:
