@@ -38,6 +38,14 @@ KernelEntry::KernelEntry(nb::bytes module, std::string sha256,
   zeros_.assign(parsed_.num_scalars(), 0);
 }
 
+KernelEntry KernelEntry::WithUses(std::vector<ArgUse> uses,
+                                  std::vector<uint16_t> static_masks) const {
+  KernelEntry out(*this);
+  out.uses_ = std::move(uses);
+  out.static_masks_ = std::move(static_masks);
+  return out;
+}
+
 CallAttributes KernelEntry::Attributes() const {
   CallAttributes a;
   a.module = std::string_view(static_cast<const char*>(module_.data()),
@@ -122,6 +130,11 @@ void BindKernelEntry(nb::module_& m) {
       .def_prop_ro("static_masks", &KernelEntry::static_masks)
       .def_prop_ro("num_slots", &KernelEntry::num_slots)
       .def_prop_ro("num_scalars", &KernelEntry::num_scalars)
+      .def("with_uses", &KernelEntry::WithUses, nb::kw_only(),
+           nb::arg("uses"), nb::arg("static_masks") = std::vector<uint16_t>(),
+           "This entry with a launch object's uses and static masks; the "
+           "plan parsed when this entry was built is shared, not parsed "
+           "again.")
       .def("__repr__", [](const KernelEntry& e) {
         return "KernelEntry(" + e.kernel() + ", sha256=" +
                e.sha256().substr(0, 12) + ", " +

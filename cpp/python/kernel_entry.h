@@ -64,6 +64,11 @@ class KernelEntry {
   // runtime scalars start as zeros, filled per launch).
   CallAttributes Attributes() const;
 
+  // This entry with a launch object's uses and static masks, sharing the
+  // module and the plan parsed when this one was built (no second parse).
+  KernelEntry WithUses(std::vector<ArgUse> uses,
+                       std::vector<uint16_t> static_masks) const;
+
   const nanobind::bytes& module() const { return module_; }
   const std::string& sha256() const { return sha256_; }
   const std::string& function() const { return function_; }

@@ -199,6 +199,11 @@ class KernelEntry:
     @property
     def num_scalars(self) -> int: ...
 
+    def with_uses(self, *, uses: Sequence[ArgUse], static_masks: Sequence[int] = []) -> KernelEntry:
+        """
+        This entry with a launch object's uses and static masks; the plan parsed when this entry was built is shared, not parsed again.
+        """
+
     def __repr__(self) -> str: ...
 
 def check_object(data: bytes, prefix: str) -> None:

@@ -61,9 +61,15 @@ class CompiledKernel:
     num_slots: int
     arch: str
     compile_seconds: float
+    # the ``_core.KernelEntry`` the compile validated (its plan parsed);
+    # a launch object's entry reuses it. Not pickled, not compared.
+    entry: object = dataclasses.field(default=None, repr=False)
 
     def __hash__(self):
         return hash((self.key, self.sha256))
+
+    def __getstate__(self):
+        return {**self.__dict__, "entry": None}
 
     def __eq__(self, other):
         return (isinstance(other, CompiledKernel) and other.key == self.key

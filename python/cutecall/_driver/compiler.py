@@ -57,13 +57,14 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
                        len(spec.scalar_types))
     names = ",".join(op.name for op in spec.operands)
     symbols = ",".join(spec.symbols)
+    sha256 = hashlib.sha256(module).hexdigest()
     from .. import _core
-    num_slots = _core.KernelEntry(
-        module=module, sha256="", function=prefix, kernel=name,
-        plan=plan.tolist(), operand_names=names, symbol_names=symbols).num_slots
+    entry = _core.KernelEntry(  # parses the plan: the one parse of a miss
+        module=module, sha256=sha256, function=prefix, kernel=name,
+        plan=plan.tolist(), operand_names=names, symbol_names=symbols)
     _core.check_object(module, prefix)
     return CompiledKernel(
-        name=name, key=spec.key, module=module,
-        sha256=hashlib.sha256(module).hexdigest(), function=prefix,
+        name=name, key=spec.key, module=module, sha256=sha256, function=prefix,
         plan=tuple(int(x) for x in plan), operand_names=names,
-        symbol_names=symbols, num_slots=num_slots, arch=arch, compile_seconds=seconds)
+        symbol_names=symbols, num_slots=entry.num_slots, arch=arch,
+        compile_seconds=seconds, entry=entry)

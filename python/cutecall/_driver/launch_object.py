@@ -148,11 +148,13 @@ def kernel_entry(result: Specialization, uses: Sequence,
     and what it compiled in (:func:`leaf_masks`; none: all dynamic)."""
     runtime.ensure_runtime_path()
     k = result.kernel
+    masks = list(static_masks) if any(static_masks) else []
+    if k.entry is not None:  # parsed by the compile that made it
+        return k.entry.with_uses(uses=list(uses), static_masks=masks)
     return _core.KernelEntry(
         module=k.module, sha256=k.sha256, function=k.function, kernel=k.name,
         plan=list(k.plan), operand_names=k.operand_names,
-        symbol_names=k.symbol_names, uses=list(uses),
-        static_masks=list(static_masks) if any(static_masks) else [])
+        symbol_names=k.symbol_names, uses=list(uses), static_masks=masks)
 
 
 def call_leaves(bound: BoundCall) -> list:

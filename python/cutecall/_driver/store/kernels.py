@@ -49,7 +49,7 @@ def _kernel_fields() -> tuple[str, ...]:
     """CompiledKernel fields kept in an entry's meta (the bytes are the
     object; key, name and sha256 come from the entry and the caller)."""
     return tuple(f.name for f in dataclasses.fields(CompiledKernel)
-                 if f.name not in ("module", "key", "name", "sha256"))
+                 if f.name not in ("module", "key", "name", "sha256", "entry"))
 
 
 def kernel_stamp(arch: str) -> dict:
@@ -181,6 +181,9 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
         return done.get("kernel") or compile(), "compiled"
     if not built:
         logger.info("store hit: kernel '%s' (key %s) from %s", name, key[:16], store.root)
+    compiled = done.get("kernel")
+    if built and compiled is not None and compiled.sha256 == entry.sha256:
+        return compiled, done.get("how", "local")  # its plan parsed once, kept
     return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
                           **{f: _tuples(entry.meta[f]) for f in fields}), \
         done.get("how", "local") if built else "local"
