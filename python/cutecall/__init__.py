@@ -36,6 +36,7 @@ _NAMES = {
     "CompiledKernel": "._driver.compiled",
     "compile_stats": "._driver.store.memory",
     "clear_cache": "._driver.store.memory",
+    "share_jax_cache": ".jax._cache",
     "launch_blocking": "._driver.runtime",
     "set_launch_blocking": "._driver.runtime",
     "TensorSpec": "._driver.tensor_spec",

@@ -25,6 +25,7 @@ Example::
         lowering_platforms=("cuda",)).as_text()[:200])
 """
 
+from . import _cache
 from ._autodiff import Differentiable, DifferentiationError, differentiable
 from ._batching import BatchModes, VmapFallbackWarning
 from ._call import CutlassCall, TracedCall, cutlass_call
@@ -33,3 +34,5 @@ from ._contract import CompiledCall, compile, jax_export_checks, register
 __all__ = ["cutlass_call", "CutlassCall", "TracedCall", "differentiable", "Differentiable",
            "DifferentiationError", "BatchModes", "VmapFallbackWarning",
            "CompiledCall", "compile", "jax_export_checks", "register"]
+
+_cache.share_from_env()     # CUTECALL_CACHE_JAX: JAX's cache beside the remote tier
