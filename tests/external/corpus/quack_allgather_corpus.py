@@ -123,7 +123,7 @@ def case(m: int, n: int, k: int, shards: int) -> Case:
         r = TorchRandom(device, seed)
         flags = torch.ones(shards, dtype=torch.int32, device=r.device)
         epoch = torch.ones(1, dtype=torch.int32, device=r.device)
-        sched = scheduler(ag_args(flags, epoch, shards), not r.meta)
+        sched = scheduler(ag_args(flags, epoch, shards), str(r.device).startswith("cuda"))
         d = torch.full((m, n), float("nan"), dtype=torch.bfloat16, device=r.device)
         return _calls()[1], (r.normal((m, k), torch.bfloat16), r.normal((n, k), torch.bfloat16),
                              d, None, captured().args[4], sched, None)

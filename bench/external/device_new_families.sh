@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Issue 37's kernel families on the GPU machine: bench/external/new_families.py,
+# one process per family on ONE GPU (compiles at once, timing in turns under a
+# lock), then the merged table. Run after `bash tools/gpu/gpu setup`:
+#
+#   CUDA_VISIBLE_DEVICES=0 bash bench/external/device_new_families.sh
+#
+# Writes $OUT/newfam/{<family>.json,<family>.log,newfam.json,newfam.md}.
+# Hard wall-time cap: NEWFAM_CAP seconds (default 240) for everything.
+# Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
+# (python3), NEWFAM_FAMILIES (all), NEWFAM_ARGS (extra new_families.py args).
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${OUT:-/tmp/cutecall_out}/newfam"
+site="${CUTECALL_SITE:-/tmp/site}"
+py="${PYTHON:-python3}"
+cap="${NEWFAM_CAP:-240}"
+families="${NEWFAM_FAMILIES:-liger hadamard cutlass_operators cudnn_bsa fa4_varlen allgather}"
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+t0=$SECONDS
+
+[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
+# shellcheck disable=SC1091
+. "$site/env.sh"
+mkdir -p "$out"
+lock="$(mktemp /tmp/newfam.lock.XXXXXX)"
+script="$repo/bench/external/new_families.py"
+# Each family: the cap less 25 s for the merge; cases that would start
+# after the budget are skipped, and each case's record is on disk as it ends.
+work=$((cap - 25)) budget=$((cap - 45))
+pids=()
+for fam in $families; do
+  # shellcheck disable=SC2086  # NEWFAM_ARGS: words
+  timeout -k 5 "$work" "$py" "$script" --family "$fam" --out "$out" --lock "$lock" \
+    --budget "$budget" ${NEWFAM_ARGS:-} >"$out/$fam.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+rm -f "$lock"
+echo "== families done after $((SECONDS - t0)) s (rc $rc); per family:"
+for fam in $families; do
+  printf -- '-- %s: ' "$fam"; grep -E '^(== |   [0-9N].* s \+ )' "$out/$fam.log" | tr '\n' ' ' | cut -c1-400; echo
+  grep -q Traceback "$out/$fam.log" && grep -E '^[A-Za-z_.]+(Error|Exception)' "$out/$fam.log" | tail -n 3
+done
+timeout 20 "$py" "$script" --merge "$out" || rc=1
+echo "== newfam: $((SECONDS - t0)) s, rc $rc; files in $out"
+exit $rc

@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Issue 37's kernel families through cutecall against their authors' paths.
+
+One family per process (``--family``): Liger's CuTe DSL ops, QuACK's
+Hadamard transform, the CUTLASS Operator API's Hopper GEMM, cuDNN's sm90
+block-sparse attention, FA4's varlen scheduling helpers, QuACK's
+all-gather GEMM kernel (one GPU, every shard arrived). The cases are the
+corpus' (tests/external/corpus) at ``--size`` (default "bench"). For each:
+
+  check           cutecall's torch front, the authors' torch path and
+                  cutecall's JAX front (in ``jax.jit``) on the same inputs;
+                  every output compared with the authors', bit for bit (as
+                  float32) and by largest difference
+  authors_torch   the authors' own torch path: CUDA events around
+                  ``--launches`` back-to-back calls; host µs per call from
+                  an enqueue loop
+  cutecall_torch  ``cutecall.torch.kernel(<authors' object>)``, the same way
+  cutecall_jax    ``cutecall.cutlass_call(<authors' object>)``: ``--k2``
+                  calls chained in one jit keeping every output, device time
+                  per call from a JAX profiler trace (bench/timing.py)
+
+Trials are interleaved; medians are reported. Compiles and the check run
+first, outside ``--lock`` (a file: several families' processes compile at
+once on one GPU and take turns to time). Each case's record is written as
+it finishes (``DIR/<family>.json``, replaced whole), so a run cut off by
+its time cap keeps what it measured; ``--budget`` seconds skips what would
+start later.
+
+  python bench/external/new_families.py --family liger --out DIR [--lock F]
+  python bench/external/new_families.py --merge DIR     # DIR/newfam.{json,md}
+  python bench/external/new_families.py --dry-run [--family F] [--size test]
+
+``--dry-run`` needs no GPU: each case's JAX call lowered (its kernel
+compiled for sm_90a) on the torch call's CPU inputs as the device run
+builds them, and its torch launch object compiled on meta tensors.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fcntl
+import importlib
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import traceback
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from harness import Deadline, short_error, use_corpus  # noqa: E402
+from report import nvidia_smi, versions  # noqa: E402
+
+FAMILIES = {"liger": "liger_corpus", "hadamard": "quack_hadamard_corpus",
+            "cutlass_operators": "cutlass_operators_corpus", "cudnn_bsa": "cudnn_bsa_corpus",
+            "fa4_varlen": "fa4_varlen_corpus", "allgather": "quack_allgather_corpus"}
+PATHS = ("authors_torch", "cutecall_torch", "cutecall_jax")
+PACKAGES = ("nvidia-cutlass-dsl", "quack-kernels", "flash-attn-4", "liger-kernel",
+            "nvidia-cutlass-operators", "nvidia-cudnn-frontend", "apache-tvm-ffi",
+            "jax", "jaxlib", "torch")
+
+
+def corpus_module(family: str):
+    if family not in FAMILIES:
+        raise ValueError(f"--family must be one of {sorted(FAMILIES)}, got {family!r}")
+    use_corpus()
+    return importlib.import_module(f"corpus.{FAMILIES[family]}")
+
+
+def tensor_leaves(x) -> list:
+    """The tensors in `x` (bench/external/run.py's ``tensor_leaves``)."""
+    from run import tensor_leaves as leaves
+    return leaves(x)
+
+
+def compare(got, want) -> dict:
+    """{"bitwise": equal as float32 (NaNs in the same places), "max_abs_diff"}."""
+    import numpy as np
+
+    from corpus_checks import as_numpy
+    g, w = as_numpy(got), as_numpy(want)
+    if g.shape != w.shape:
+        return {"bitwise": False, "max_abs_diff": None, "shapes": [g.shape, w.shape]}
+    diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+    finite = diff[np.isfinite(diff)]
+    return {"bitwise": bool(np.array_equal(g, w, equal_nan=True)),
+            "max_abs_diff": float(finite.max()) if finite.size else 0.0}
+
+
+def summarize(pairs) -> dict:
+    """One verdict over every output: bitwise iff all are, the largest diff."""
+    res = [compare(g, w) for g, w in pairs]
+    diffs = [r["max_abs_diff"] for r in res if r["max_abs_diff"] is not None]
+    return {"bitwise": bool(res) and all(r["bitwise"] for r in res),
+            "max_abs_diff": max(diffs) if diffs else None, "outputs": len(res)}
+
+
+def jit_call(call, jargs):
+    """`call` in one jit over the array arguments (the others as they are)."""
+    import jax
+
+    from corpus import split_arrays
+    arrays, rebuild = split_arrays(jargs)
+    return jax.jit(lambda *a: call(*rebuild(a))), arrays
+
+
+def prepare(case, module) -> tuple[dict, dict]:
+    """Compiles and runs the three paths once on the same inputs; returns
+    (the check's record, {path: timer}). A timer is ("torch", fn) or
+    ("jax", call, args)."""
+    import jax
+    import torch
+    k, targs = case.torch("cuda", 0)
+    k(*targs)
+    torch.cuda.synchronize()
+    ours = [t.clone() for i in case.torch_outputs for t in tensor_leaves(targs[i])]
+    _, aargs = case.torch("cuda", 0)
+    case.authors_torch(*aargs)
+    torch.cuda.synchronize()
+    theirs = [t.clone() for i in case.torch_outputs for t in tensor_leaves(aargs[i])]
+    call, _ = case.jax(False, 0)
+    jargs = module.jax_args_from_torch(targs)
+    f, arrays = jit_call(call, jargs)
+    jout = jax.tree.leaves(jax.block_until_ready(f(*arrays)))
+    layout = getattr(module, "as_jax_layout", None)
+    theirs_jax = layout(theirs) if layout else theirs
+    out_bytes = sum(x.size * x.dtype.itemsize for x in jout)
+    check = {"torch_vs_authors": summarize(zip(ours, theirs)),
+             "jax_vs_authors": summarize(zip(jout, theirs_jax)),
+             "torch_specializations": len(k.launch),
+             "torch_output_params": list(getattr(k, "output_params", []) or []),
+             "jax_output_bytes": int(out_bytes)}
+    del jout, ours
+    timers = {"authors_torch": ("torch", lambda: case.authors_torch(*aargs)),
+              "cutecall_torch": ("torch", lambda: k(*targs)),
+              "cutecall_jax": ("jax", call, jargs, out_bytes)}
+    return check, timers
+
+
+def time_paths(timers, args, deadline) -> tuple[dict, dict]:
+    """Interleaved trials of every timer: ({path: {metric: stats}}, errors)."""
+    from timing import jax_trace_us, torch_device_us, torch_host_us
+    samples = {p: {"device_us": [], "busy_us": [], "host_us": []} for p in timers}
+    errors = {}
+    for trial in range(args.trials):
+        if trial and deadline.left() < args.margin:
+            break
+        for path, t in timers.items():
+            if path in errors:
+                continue
+            try:
+                if t[0] == "jax":
+                    span, busy = jax_trace_us(t[1], t[2], chain_length(t[3], args))
+                    samples[path]["device_us"].append(span)
+                    samples[path]["busy_us"].append(busy)
+                else:
+                    samples[path]["device_us"].append(torch_device_us(t[1], args.launches))
+                    samples[path]["host_us"].append(torch_host_us(t[1], args.host_launches))
+            except Exception as e:  # one path must not stop the others
+                errors[path] = short_error(e, 2000)
+                traceback.print_exc()
+    stats = {p: {m: {"median": statistics.median(v), "min": min(v), "all": v}
+                 for m, v in s.items() if v} for p, s in samples.items()}
+    return stats, errors
+
+
+def chain_length(out_bytes: int, args) -> int:
+    """``--k2``, or fewer calls (at least 4) where the chain's kept outputs
+    would pass ``--chain-gib`` (Liger's JSD at its bench size writes 1.5 GiB
+    a call)."""
+    fit = int(args.chain_gib * 2**30 // max(out_bytes, 1))
+    return max(4, min(args.k2, fit))
+
+
+class Lock:
+    """An exclusive ``flock`` on `path` (None: no lock), for timing alone."""
+
+    def __init__(self, path):
+        self.path, self.fd = path, None
+
+    def __enter__(self):
+        if self.path:
+            self.fd = os.open(self.path, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        if self.fd is not None:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+            os.close(self.fd)
+
+
+def run_case(case, module, args, deadline) -> dict:
+    import cutecall
+    rec = {"name": case.name, "errors": {}}
+    before = cutecall.compile_stats()["compiles"]
+    t0 = time.perf_counter()
+    try:
+        rec["check"], timers = prepare(case, module)
+    except Exception as e:
+        rec["errors"]["prepare"] = short_error(e, 2000)
+        traceback.print_exc()
+        return rec
+    rec["prepare_s"] = round(time.perf_counter() - t0, 1)
+    rec["compiles"] = cutecall.compile_stats()["compiles"] - before
+    with Lock(args.lock):
+        t0 = time.perf_counter()
+        rec["jax_chain"] = chain_length(rec["check"]["jax_output_bytes"], args)
+        rec["paths"], errors = time_paths(timers, args, deadline)
+        rec["errors"].update(errors)
+        rec["timing_s"] = round(time.perf_counter() - t0, 1)
+    return rec
+
+
+def write_json(path: str, data) -> None:
+    """`data` to `path` whole: written beside it, then renamed over it."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)
+
+
+def meta(args) -> dict:
+    import jax
+    import torch
+    return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+            "nvidia_smi": nvidia_smi(), "python": platform.python_version(),
+            "jax_backend": jax.default_backend(), "versions": versions(PACKAGES),
+            "args": dict(vars(args))}
+
+
+def run_family(args) -> int:
+    deadline = Deadline(args.budget)
+    flags = os.environ.get("XLA_FLAGS", "")
+    if "xla_gpu_enable_command_buffer" not in flags:  # as bench/external/run.py
+        os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_enable_command_buffer=").strip()
+    module = corpus_module(args.family)
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, f"{args.family}.json")
+    doc = {"family": args.family, "meta": meta(args), "results": []}
+    for case in module.cases(args.size):
+        if deadline.expired():
+            doc["results"].append({"name": case.name, "errors": {"all": "skipped: budget spent"}})
+            continue
+        print(f"== {case.name}", flush=True)
+        rec = run_case(case, module, args, deadline)
+        doc["results"].append(rec)
+        write_json(path, doc)
+        print(f"   {rec.get('prepare_s')} s + {rec.get('timing_s')} s, check "
+              f"{rec.get('check', {}).get('torch_vs_authors')} / "
+              f"{rec.get('check', {}).get('jax_vs_authors')}, errors {list(rec['errors'])}",
+              flush=True)
+    write_json(path, doc)
+    return 0 if all(not r["errors"] for r in doc["results"]) else 1
+
+
+def dry_run(args) -> int:
+    """CPU: every case's arguments as the device run builds them, its JAX
+    call lowered (compiled for sm_90a) on them, its torch object compiled
+    on meta tensors; no GPU, no timing."""
+    import torch
+    failed = 0
+    for family in ([args.family] if args.family else FAMILIES):
+        module = corpus_module(family)
+        for case in module.cases(args.size):
+            t0 = time.perf_counter()
+            try:
+                _, cpu_args = case.torch("cpu", 0)
+                call, _ = case.jax(False, 0)
+                jargs = module.jax_args_from_torch(cpu_args)
+                f, arrays = jit_call(call, jargs)
+                call.lower(*jargs)
+                k, meta_args = case.torch("meta", 0)
+                k.compile(*meta_args)
+                outs = [t for i in case.torch_outputs for t in tensor_leaves(meta_args[i])]
+                assert outs and all(isinstance(t, torch.Tensor) for t in outs), case.name
+                print(f"ok   {family:18s} {case.name} ({time.perf_counter() - t0:.1f} s, "
+                      f"{len(arrays)} JAX arrays, torch writes {k.output_params})", flush=True)
+            except Exception as e:
+                failed += 1
+                print(f"FAIL {family:18s} {case.name}: {short_error(e)}", flush=True)
+                traceback.print_exc()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    from new_families_report import main
+    sys.exit(main(run_family, dry_run, FAMILIES))
