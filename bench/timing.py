@@ -51,7 +51,11 @@ def jax_chain(call, args, k: int):
         return results + [out]
 
     f = jax.jit(run)
-    return lambda: jax.block_until_ready(f(*arrays))
+
+    def runner():
+        return jax.block_until_ready(f(*arrays))
+    runner.jitted, runner.arrays = f, arrays  # to lower it (bench/external/jax_profile)
+    return runner
 
 
 def jax_wall_us(call, args, k1: int, k2: int) -> float:
@@ -75,6 +79,16 @@ def jax_trace_events(call, args, k: int, runs: int = 1) -> list[list[tuple[str, 
     compiled and run once before): (name, start_us, end_us) of every GPU
     event (kernels, copies, memsets) in its JAX profiler trace, in time
     order. An event that several trace lines repeat is listed once."""
+    run = jax_chain(call, args, k)
+    run()
+    return [trace_gpu_events(run) for _ in range(runs)]
+
+
+def trace_gpu_events(run) -> list[tuple[str, float, float]]:
+    """(name, start_us, end_us) of every GPU event (kernels, copies,
+    memsets) of one call of ``run`` (which blocks until its work is done),
+    read from a JAX profiler trace with ``jax.profiler.ProfileData``, in
+    time order; an event that several trace lines repeat is listed once."""
     import glob
     import shutil
     import tempfile
@@ -82,32 +96,27 @@ def jax_trace_events(call, args, k: int, runs: int = 1) -> list[list[tuple[str, 
     import jax
     from jax.profiler import ProfileData
 
-    run = jax_chain(call, args, k)
-    run()
-    traces = []
-    for _ in range(runs):
-        folder = tempfile.mkdtemp(prefix="cutecall_trace_")
+    folder = tempfile.mkdtemp(prefix="cutecall_trace_")
+    try:
+        jax.profiler.start_trace(folder)
         try:
-            jax.profiler.start_trace(folder)
-            try:
-                run()
-            finally:
-                jax.profiler.stop_trace()
-            (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
-            events: dict[tuple[int, int], str] = {}
-            for plane in ProfileData.from_file(path).planes:
-                if not plane.name.startswith("/device:GPU"):
-                    continue
-                lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
-                    or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
-                for line in lines:
-                    for e in line.events:
-                        events.setdefault((e.start_ns, e.end_ns), e.name)
+            run()
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        traces.append(sorted(((name, s / 1e3, e / 1e3) for (s, e), name in events.items()),
-                             key=lambda x: x[1]))
-    return traces
+            jax.profiler.stop_trace()
+        (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
+        events: dict[tuple[int, int], str] = {}
+        for plane in ProfileData.from_file(path).planes:
+            if not plane.name.startswith("/device:GPU"):
+                continue
+            lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
+                or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
+            for line in lines:
+                for e in line.events:
+                    events.setdefault((e.start_ns, e.end_ns), e.name)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return sorted(((name, s / 1e3, e / 1e3) for (s, e), name in events.items()),
+                  key=lambda x: x[1])
 
 
 def _is_copy(name: str) -> bool:
