@@ -1,41 +1,21 @@
 #include "cutecall/bundle.h"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <atomic>
-#include <fstream>
-#include <iterator>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "bundle_manifest.h"
 #include "bundle_runtime.h"
 #include "cutecall/module_registry.h"
+#include "load_stats.h"
 
 namespace cutecall {
 namespace {
 
 using bundle_internal::ManifestEntry;
-
-// Reads the file at `path` whole. Refuses files other users may write:
-// these bytes become machine code.
-Status ReadWhole(const std::string& path, const std::string& shown,
-                 const std::string& who, std::string* out) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return NotFound(who + "missing file '" + shown + "'");
-  }
-  if (st.st_mode & S_IWOTH) {
-    return FailedPrecondition(who + "'" + shown + "' is writable by other "
-                              "users; refusing to load machine code from it");
-  }
-  std::ifstream in(path, std::ios::binary);
-  out->assign(std::istreambuf_iterator<char>(in), {});
-  if (!in.good() && !in.eof()) {
-    return FailedPrecondition(who + "cannot read '" + shown + "'");
-  }
-  return Status::Ok();
-}
 
 // "sm_90a" -> major "9", minor 0, suffix 'a'; false if it is not an arch.
 // The major is its digits without leading zeros, compared as text: no
@@ -52,6 +32,12 @@ bool ParseArch(std::string_view a, std::string_view* major, int* minor,
   *minor = a[n - 1] - '0';
   *suffix = n < a.size() ? a[n] : '\0';
   return true;
+}
+
+// $CUTECALL_BUNDLE_EAGER set to anything but "" or "0".
+bool EagerFromEnvironment() {
+  const char* v = std::getenv("CUTECALL_BUNDLE_EAGER");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
@@ -87,79 +73,40 @@ bool ArchRunsOn(std::string_view arch, std::string_view device_arch) {
   return major == dmajor && dminor >= minor;
 }
 
-namespace bundle_internal {
+// Where a kernel's object is, and the lock its first load takes.
+struct BundleKernel::Source {
+  std::string bundle_path;
+  std::string who;  // "cutecall: bundle '<path>': entry '<name>': "
+  bundle_internal::ManifestEntry entry;  // name, function, sha256, size
+  std::mutex mu;
+  std::shared_ptr<LoadedModule> module;  // under mu; module_ points into it
+};
 
-ErrorOr<VerifiedBundle> ReadVerifiedBundle(const std::string& path,
-                                           const BundleOptions& options) {
-  const std::string who = "cutecall: bundle '" + path + "': ";
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) return NotFound(who + "no such directory");
-  if (!S_ISDIR(st.st_mode)) return InvalidArgument(who + "not a directory");
-  if (st.st_mode & S_IWOTH) {
-    return FailedPrecondition(who + "the directory is writable by other users;"
-                              " refusing to load machine code from it");
-  }
-  std::string text;
-  if (Status s = ReadWhole(path + "/" + kBundleManifest, kBundleManifest, who,
-                           &text);
-      !s.ok()) {
-    return s;
-  }
-  ErrorOr<Manifest> m = ParseManifest(text, who);
-  if (!m.ok()) return m.status();
-  if (!options.expected_digest.empty() &&
-      options.expected_digest != m->digest) {
-    return InvalidArgument(who + "field 'manifest-sha256' is " + m->digest +
-                           ", expected " + options.expected_digest);
-  }
-  VerifiedBundle out;
-  for (const ManifestEntry& e : m->entries) {
-    const std::string at = who + "entry '" + e.name + "': ";
-    if (!options.device_arch.empty() && !ArchRunsOn(e.arch, options.device_arch)) {
-      return FailedPrecondition(at + "field 'arch' is " + e.arch +
-                                ", which does not run on this GPU (" +
-                                options.device_arch + ")");
-    }
-    const std::string rel = "objects/" + ToHex(e.sha256) + ".o";
-    std::string bytes;
-    if (Status s = ReadWhole(path + "/" + rel, rel, at, &bytes); !s.ok()) {
-      return s;
-    }
-    if (bytes.size() != e.size) {
-      return InvalidArgument(at + "object '" + rel + "' has " +
-                             std::to_string(bytes.size()) +
-                             " bytes, field 'size' says " +
-                             std::to_string(e.size) + " (truncated?)");
-    }
-    if (Sha256(bytes) != e.sha256) {
-      return InvalidArgument(at + "object '" + rel + "' has SHA-256 " +
-                             ToHex(Sha256(bytes)) + ", field 'sha256' says " +
-                             ToHex(e.sha256) + " (tampered or corrupt)");
-    }
-    if (Status s = CheckElfDefines(bytes, e.function + "_version"); !s.ok()) {
-      return Status(s.code(), at + "field 'function': " + s.message());
-    }
-    ErrorOr<LaunchPlan> plan = ParseEntryPlan(e);
-    if (!plan.ok()) {
-      return Status(plan.status().code(), at + plan.status().message());
-    }
-    out.plans.push_back(std::move(plan).value());
-    out.objects.push_back(std::move(bytes));
-  }
-  out.manifest = std::move(m).value();
-  return out;
-}
+BundleKernel::BundleKernel(std::string name, std::string arch, LaunchPlan plan)
+    : name_(std::move(name)), arch_(std::move(arch)), plan_(std::move(plan)) {}
 
-}  // namespace bundle_internal
+BundleKernel::~BundleKernel() = default;
 
 ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
                                               const BundleOptions& options) {
   static std::atomic<uint64_t> next_id{1};
-  // Verify every entry and object first; load modules only once all pass.
-  ErrorOr<bundle_internal::VerifiedBundle> read =
-      bundle_internal::ReadVerifiedBundle(path, options);
-  if (!read.ok()) return read.status();
-  bundle_internal::VerifiedBundle& v = read.value();
+  const bool eager = options.load_modules &&
+                     (options.eager_load || EagerFromEnvironment());
+  // Lazy: the manifest and the files' sizes now, each object at its load.
+  // Eager: every object verified first; modules load only once all pass.
+  bundle_internal::VerifiedBundle v;
+  if (eager) {
+    ErrorOr<bundle_internal::VerifiedBundle> read =
+        bundle_internal::ReadVerifiedBundle(path, options);
+    if (!read.ok()) return read.status();
+    v = std::move(read).value();
+  } else {
+    ErrorOr<bundle_internal::CheckedManifest> read =
+        bundle_internal::ReadCheckedManifest(path, options);
+    if (!read.ok()) return read.status();
+    v.manifest = std::move(read->manifest);
+    v.plans = std::move(read->plans);
+  }
   const std::string who = "cutecall: bundle '" + path + "': ";
   std::unique_ptr<Bundle> bundle(new Bundle());
   bundle->path_ = path;
@@ -170,34 +117,74 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
   bundle->runtime_ = {v.manifest.runtime_version, v.manifest.runtime_sha256,
                       v.manifest.runtime_path};
   if (options.load_modules) {
+    const load_stats::Stopwatch watch;
     ErrorOr<std::string> lib = bundle_internal::ChooseRuntime(v.manifest, who);
     if (!lib.ok()) return lib.status();
     bundle->runtime_library_ = RuntimeLibraryPath();
+    load_stats::Record(load_stats::Event::kRuntimeChoose, watch.Ms());
   }
   for (size_t i = 0; i < v.manifest.entries.size(); ++i) {
-    const ManifestEntry& e = v.manifest.entries[i];
+    ManifestEntry& e = v.manifest.entries[i];
     auto k = std::unique_ptr<BundleKernel>(
         new BundleKernel(e.name, e.arch, std::move(v.plans[i])));
-    k->scalar_types_ = e.scalar_types;
-    k->scalar_names_ = e.scalar_names;
-    k->key_ = e.key;
-    k->layouts_ = e.layouts;
+    k->scalar_types_ = std::move(e.scalar_types);
+    k->scalar_names_ = std::move(e.scalar_names);
+    k->key_ = std::move(e.key);
+    k->layouts_ = std::move(e.layouts);
     if (options.load_modules) {
-      ErrorOr<std::shared_ptr<LoadedModule>> module =
-          ModuleRegistry::Global().Acquire(e.sha256, v.objects[i], e.function,
-                                           e.name);
-      if (!module.ok()) {
-        return Status(module.status().code(), who + "entry '" + e.name +
-                                                  "': " +
-                                                  module.status().message());
-      }
-      k->module_ = std::move(module).value();
+      k->source_ = std::make_unique<BundleKernel::Source>();
+      BundleKernel::Source& src = *k->source_;
+      src.bundle_path = path;
+      src.who = who + "entry '" + e.name + "': ";
+      src.entry.name = e.name;
+      src.entry.function = e.function;
+      src.entry.sha256 = e.sha256;
+      src.entry.size = e.size;
+    }
+    if (eager) {
+      std::lock_guard<std::mutex> lock(k->source_->mu);
+      if (Status s = k->LoadFrom(v.objects[i]); !s.ok()) return s;
     }
     bundle->kernels_.push_back(std::move(k));
   }
   std::sort(bundle->kernels_.begin(), bundle->kernels_.end(),
             [](const auto& a, const auto& b) { return a->name() < b->name(); });
   return bundle;
+}
+
+// Holds source_->mu; `bytes` verified against the entry's digest.
+Status BundleKernel::LoadFrom(std::string_view bytes) const {
+  Source& src = *source_;
+  ErrorOr<std::shared_ptr<LoadedModule>> module = ModuleRegistry::Global().Acquire(
+      src.entry.sha256, bytes, src.entry.function, name_);
+  if (!module.ok()) {
+    return Status(module.status().code(), src.who + module.status().message());
+  }
+  src.module = std::move(module).value();
+  module_.store(src.module.get(), std::memory_order_release);
+  return Status::Ok();
+}
+
+Status BundleKernel::Load() const {
+  if (loaded()) return Status::Ok();
+  if (source_ == nullptr) {
+    return FailedPrecondition("cutecall: kernel '" + name_ + "': its bundle "
+                              "was opened with load_modules = false");
+  }
+  Source& src = *source_;
+  std::lock_guard<std::mutex> lock(src.mu);
+  if (loaded()) return Status::Ok();  // another thread loaded it meanwhile
+  // Loaded already (another bundle, the same bytes): no read, no hash.
+  if (auto live = ModuleRegistry::Global().FindLive(src.entry.sha256,
+                                                    src.entry.function)) {
+    src.module = std::move(live);
+    module_.store(src.module.get(), std::memory_order_release);
+    return Status::Ok();
+  }
+  ErrorOr<std::string> bytes =
+      bundle_internal::ReadVerifiedObject(src.bundle_path, src.entry, src.who);
+  if (!bytes.ok()) return bytes.status();
+  return LoadFrom(bytes.value());
 }
 
 const BundleKernel* Bundle::FindOrNull(std::string_view name) const {
@@ -282,11 +269,12 @@ Status BundleKernel::Run(void* stream, Span<BufferView> inputs,
   }
   std::copy(scalars.data, scalars.data + scalars.size,
             slots + plan_.first_scalar_slot());
-  if (module_ == nullptr) {
-    return FailedPrecondition("cutecall: kernel '" + name_ + "': its bundle "
-                              "was opened with load_modules = false");
+  const LoadedModule* module = module_.load(std::memory_order_acquire);
+  if (module == nullptr) {  // the first Run: load it (once) now
+    if (Status s = Load(); !s.ok()) return s;
+    module = module_.load(std::memory_order_acquire);
   }
-  return module_->Run(stream, slots, plan_.num_slots(), name_);
+  return module->Run(stream, slots, plan_.num_slots(), name_);
 }
 
 }  // namespace cutecall

@@ -65,11 +65,33 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
 // to the entry ("field 'plan': ...").
 ErrorOr<LaunchPlan> ParseEntryPlan(const ManifestEntry& e);
 
-// A bundle read and verified as Bundle::Open does, before anything is
-// loaded: the manifest, the digest pin and device arch of `options`, and per
-// entry (manifest order) its object's bytes (size, SHA-256, ELF symbols)
-// and its launch plan. Errors name the bundle path, the entry, the file and
-// the field. `_core.read_bundle` exposes this to Python: the one reader.
+// A bundle's manifest read and checked as Bundle::Open does, reading no
+// object (bundle_read.cc): the manifest (its digest, versions, fields), the
+// digest pin and device arch of `options`, and per entry (manifest order)
+// its launch plan and its object file: there, not writable by other users,
+// of the recorded size. Errors name the bundle path, the entry, the file
+// and the field.
+struct CheckedManifest {
+  Manifest manifest;
+  std::vector<LaunchPlan> plans;
+};
+ErrorOr<CheckedManifest> ReadCheckedManifest(const std::string& path,
+                                             const BundleOptions& options);
+
+// "objects/<sha256 hex>.o": entry `e`'s object, relative to its bundle.
+std::string ObjectFile(const ManifestEntry& e);
+
+// Entry `e`'s object in bundle `path`, read and verified: its size, SHA-256
+// and ELF symbols (the function's). `at` prefixes errors, e.g.
+// "cutecall: bundle '/b': entry 'add': ".
+ErrorOr<std::string> ReadVerifiedObject(const std::string& path,
+                                        const ManifestEntry& e,
+                                        const std::string& at);
+
+// A bundle read and verified whole, before anything is loaded: the checked
+// manifest, then every object's bytes (ReadVerifiedObject). Errors name the
+// bundle path, the entry, the file and the field. Eager Opens use it, and
+// `_core.read_bundle` exposes it to Python: the one reader.
 struct VerifiedBundle {
   Manifest manifest;
   std::vector<std::string> objects;

@@ -128,7 +128,8 @@ cutecall_status cutecall_bundle_open(const char* path,
     if (options != nullptr) {
       if (options->expected_digest) o.expected_digest = options->expected_digest;
       if (options->device_arch) o.device_arch = options->device_arch;
-      o.load_modules = options->load_modules != 0;
+      o.load_modules = options->load_modules != CUTECALL_LOAD_NONE;
+      o.eager_load = options->load_modules == CUTECALL_LOAD_EAGER;
     }
     auto b = cutecall::Bundle::Open(path, o);
     if (!b.ok()) return Fail(b.status());
@@ -196,6 +197,14 @@ const char* cutecall_kernel_scalar_type(const cutecall_kernel* k, size_t i) {
 const char* cutecall_kernel_scalar_name(const cutecall_kernel* k, size_t i) {
   return k && i < K(k)->scalar_names().size() ? K(k)->scalar_names()[i].c_str()
                                               : "";
+}
+
+cutecall_status cutecall_kernel_load(const cutecall_kernel* kernel) {
+  if (kernel == nullptr) return Null("cutecall_kernel_load", "kernel");
+  return Guard("cutecall_kernel_load", [&] {
+    cutecall::Status s = K(kernel)->Load();
+    return s.ok() ? CUTECALL_OK : Fail(s);
+  });
 }
 
 cutecall_status cutecall_kernel_run(const cutecall_kernel* kernel, void* stream,

@@ -4,6 +4,7 @@
 
 #include "cutecall/launch_blocking.h"
 #include "cutecall/launch_record.h"
+#include "load_stats.h"
 
 namespace cutecall {
 namespace {
@@ -125,7 +126,10 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
   auto slot_key = std::make_pair(key, prefix);
   auto it = modules_.find(slot_key);
   if (it != modules_.end()) {
-    if (auto live = it->second.lock()) return live;
+    if (auto live = it->second.lock()) {
+      load_stats::Record(load_stats::Event::kModuleShared, 0);
+      return live;
+    }
   }
   ErrorOr<const RuntimeTable*> rt_or = Runtime();
   if (!rt_or.ok()) {
@@ -136,6 +140,7 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
   // fails. (An import the runtime cannot resolve would not fail here but
   // abort the process in module_get_function: RouteLaunches names only a
   // library checked to resolve cutecall_launch_kex.)
+  const load_stats::Stopwatch watch;  // the create, for BundleLoadStats
   LaunchRoute route = RouteLaunches(bytes, *rt);
   Created created;
   if (route.routed()) {
@@ -177,11 +182,22 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
     }
     return Internal(who + "cannot get function '" + prefix + "': " + text);
   }
+  load_stats::Record(load_stats::Event::kModuleCreate, watch.Ms());
   auto loaded = std::make_shared<LoadedModule>(
       rt, module, function, key, prefix, kernel_name, route.why_not);
   modules_[slot_key] = loaded;
   ++total_loads_;
   return loaded;
+}
+
+std::shared_ptr<LoadedModule> ModuleRegistry::FindLive(
+    const Digest& key, const std::string& prefix) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = modules_.find(std::make_pair(key, prefix));
+  std::shared_ptr<LoadedModule> live =
+      it != modules_.end() ? it->second.lock() : nullptr;
+  if (live) load_stats::Record(load_stats::Event::kModuleShared, 0);
+  return live;
 }
 
 size_t ModuleRegistry::live_modules() const {

@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <mutex>
 
+#include "load_stats.h"
+
 namespace cutecall {
 namespace {
 
@@ -70,6 +72,7 @@ ErrorOr<const RuntimeTable*> Runtime() {
         "not found. Install nvidia-cutlass-dsl-libs-cu13 (or -cu12) or set "
         "CUTECALL_DSL_RUNTIME to its path.");
   }
+  const load_stats::Stopwatch watch;  // dlopen and dlsym, for BundleLoadStats
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* err = dlerror();
@@ -97,6 +100,7 @@ ErrorOr<const RuntimeTable*> Runtime() {
   l.table = t;
   l.path = path;
   l.loaded = true;  // the handle stays open for the life of the process
+  load_stats::Record(load_stats::Event::kRuntimeDlopen, watch.Ms());
   return &l.table;
 }
 

@@ -1,112 +1,35 @@
 // Bundle reader tests: bundles written here in format 1 (as cutecall.export
 // writes them) around the test ELF object, run against the fake runtime.
+// Lazy and eager module loading: bundle_load_test.cc.
 #include "cutecall/bundle.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "bundle_fixture.h"
 #include "cutecall/sha256.h"
 #include "cutecall/tensor_ref.h"
 #include "fake_runtime.h"
-#include "plan_builder.h"
 #include "test_util.h"
 
 namespace cutecall {
 namespace {
 
-namespace fs = std::filesystem;
 using abi::Source;
-using cutecall_test::DynamicOperand;
-using cutecall_test::Encode;
 using cutecall_test::FakeRuntime;
 using cutecall_test::IsError;
 using cutecall_test::IsOk;
-using cutecall_test::PlanSpec;
-using cutecall_test::TestObjectBytes;
 
-std::string Join(const std::vector<int64_t>& v) {
-  std::string s;
-  for (int64_t x : v) s += (s.empty() ? "" : " ") + std::to_string(x);
-  return s;
+BundleOptions Eager() {
+  BundleOptions o;
+  o.eager_load = true;
+  return o;
 }
-
-// saxpy: out = f(x, y, alpha): three rank-1 dynamic operands + one scalar.
-std::vector<int64_t> SaxpyPlan() { return Encode(cutecall_test::SaxpySpec()); }
-
-// mat: out = f(x), rank 2, both dims dynamic, row-major.
-std::vector<int64_t> MatPlan() {
-  PlanSpec p;
-  p.num_args = 1;
-  p.num_rets = 1;
-  p.operands = {DynamicOperand(Source::kArg, 0, 2),
-                DynamicOperand(Source::kRet, 0, 2)};
-  return Encode(p);
-}
-
-std::string Seal(const std::string& body) {
-  return body + "manifest-sha256 " + ToHex(Sha256(body)) + "\n";
-}
-
-class BundleTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/cutecall_bundle_test.XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    object_hex_ = ToHex(Sha256(TestObjectBytes()));
-    fs::create_directory(dir_ + "/objects");
-    Write(ObjectPath(), TestObjectBytes());
-    body_ = "cutecall-bundle 1\ncutecall 0.1.0\ndsl 4.8.1\n" +
-            Entry("mat", "cc_other", MatPlan(), "x,out", "", 6, "", "1,0;1,0") +
-            Entry("saxpy", "cc_test", SaxpyPlan(), "x,y,out", "", 7,
-                  "Float32:alpha", "0;0;0");
-    Write(dir_ + "/manifest.txt", Seal(body_));
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string Entry(const std::string& name, const std::string& function,
-                    const std::vector<int64_t>& plan, const std::string& ops,
-                    const std::string& symbols, int slots,
-                    const std::string& scalars, const std::string& layouts) {
-    return "entry " + name + "\nkernel " + name + "\nkey " +
-           std::string(64, 'a') + "\narch sm_90a\nfunction " + function +
-           "\nsha256 " + object_hex_ + "\nsize " +
-           std::to_string(TestObjectBytes().size()) + "\nplan-version " +
-           std::to_string(plan[0]) + "\nplan " + Join(plan) + "\noperands " +
-           ops + "\nsymbols" + (symbols.empty() ? "" : " " + symbols) +
-           "\nnum-slots " + std::to_string(slots) + "\nscalars" +
-           (scalars.empty() ? "" : " " + scalars) + "\nlayouts " + layouts +
-           "\njax {\"python\":\"only\"}\nend\n";
-  }
-  static void Write(const std::string& path, const std::string& bytes) {
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  }
-  std::string ObjectPath() const {
-    return dir_ + "/objects/" + object_hex_ + ".o";
-  }
-  // Rewrites the manifest with `from` replaced by `to`, sealed or not.
-  void EditManifest(const std::string& from, const std::string& to,
-                    bool reseal) {
-    std::string body = body_;
-    size_t at = body.find(from);
-    ASSERT_NE(at, std::string::npos) << from;
-    body.replace(at, from.size(), to);
-    std::string text = reseal ? Seal(body) : Seal(body_);
-    if (!reseal) text.replace(text.find(from), from.size(), to);
-    Write(dir_ + "/manifest.txt", text);
-  }
-
-  std::string dir_;
-  std::string object_hex_;
-  std::string body_;
-};
 
 TEST_F(BundleTest, OpensFindsAndRunsWithPackedSlots) {
   FakeRuntime fake;
@@ -115,7 +38,7 @@ TEST_F(BundleTest, OpensFindsAndRunsWithPackedSlots) {
   EXPECT_EQ((*bundle)->names(), (std::vector<std::string>{"mat", "saxpy"}));
   EXPECT_EQ((*bundle)->digest(), ToHex(Sha256(body_)));
   EXPECT_EQ((*bundle)->dsl_version(), "4.8.1");
-  EXPECT_EQ(fake.creates.size(), 2u);  // one per (object, prefix)
+  EXPECT_EQ(fake.creates.size(), 0u);  // modules load at their first Run
   auto k = (*bundle)->Find("saxpy");
   ASSERT_TRUE(IsOk(k));
   EXPECT_EQ((*k)->num_inputs(), 2u);
@@ -126,6 +49,7 @@ TEST_F(BundleTest, OpensFindsAndRunsWithPackedSlots) {
   void* stream = reinterpret_cast<void*>(0x5);
   ASSERT_TRUE(IsOk((*k)->Run(stream, {{x, n5, 1}, {y, n5, 1}}, {{out, n6, 1}},
                              {ScalarF32(2.5f)})));
+  EXPECT_EQ(fake.creates.size(), 1u);  // saxpy's (object, prefix) only
   ASSERT_EQ(fake.runs.size(), 1u);
   const auto& run = fake.runs[0];
   EXPECT_EQ(run.stream, stream);
@@ -147,12 +71,14 @@ TEST_F(BundleTest, UnknownKernelNameListsTheNames) {
                       {dir_, "no kernel 'gemm'", "mat, saxpy"}));
 }
 
+// Eager: every object is checked before any module loads (lazily, each
+// before its own: bundle_load_test.cc).
 TEST_F(BundleTest, TamperedObjectIsRefusedBeforeAnythingLoads) {
   FakeRuntime fake;
   std::string bytes = TestObjectBytes();
   bytes[bytes.size() / 2] ^= 0x40;
   Write(ObjectPath(), bytes);
-  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
+  EXPECT_TRUE(IsError(Bundle::Open(dir_, Eager()), Code::kInvalidArgument,
                       {dir_, "entry 'mat'", "objects/" + object_hex_ + ".o",
                        "field 'sha256'", "tampered"}));
   EXPECT_TRUE(fake.creates.empty());
@@ -218,7 +144,7 @@ TEST_F(BundleTest, BadFieldsAreNamed) {
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
                       {"entry 'mat'", "field 'num-slots' is 9", "plan has 6"}));
   EditManifest("function cc_other", "function cc_nope", true);
-  EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kNotFound,
+  EXPECT_TRUE(IsError(Bundle::Open(dir_, Eager()), Code::kNotFound,
                       {"entry 'mat'", "field 'function'", "cc_nope_version"}));
   EditManifest("scalars Float32:alpha", "scalars Half:alpha", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
@@ -357,11 +283,12 @@ TEST_F(BundleTest, ModulesLoadOnceAndInspectionLoadsNothing) {
                              {ScalarF32(1)}),
                       Code::kFailedPrecondition, {"load_modules = false"}));
 
-  auto first = Bundle::Open(dir_);
-  auto second = Bundle::Open(dir_);
+  auto first = Bundle::Open(dir_, Eager());
+  auto second = Bundle::Open(dir_, Eager());
   ASSERT_TRUE(IsOk(first));
   ASSERT_TRUE(IsOk(second));
   EXPECT_EQ(fake.creates.size(), 2u);  // the second open shares the modules
+  EXPECT_TRUE((*second)->kernel(0).loaded());
   EXPECT_NE((*first)->id(), (*second)->id());
   EXPECT_NE((*first)->id(), (*inspect)->id());
 }

@@ -4,19 +4,28 @@
 // manifest.txt and objects/<sha256>.o; format 1, docs/bundles.md), verifying
 // it, loading its modules, and launching its kernels on a CUDA stream.
 // Contract:
-//   * Open verifies before it loads anything: the manifest's own SHA-256
-//     (and the pinned digest, if given), the format and plan versions, each
-//     entry's fields, each object's size, SHA-256 and ELF symbols, and each
-//     entry's arch against BundleOptions::device_arch. Then it finds the
-//     DSL runtime the bundle records (version and SHA-256; format 2) and
-//     loads every module through the ModuleRegistry, once per process: the
-//     runtime is, in order, SetRuntimeLibraryPath's or $CUTECALL_DSL_RUNTIME,
-//     the path recorded at export, the nvidia-cutlass-dsl libs of the
-//     python3 on PATH (cutecall/bundle_runtime.h). A runtime whose digest
-//     differs is an error naming both versions.
+//   * Open verifies the manifest's own SHA-256 (and the pinned digest, if
+//     given), the format and plan versions, each entry's fields and plan,
+//     each entry's arch against BundleOptions::device_arch, and that each
+//     object file is there with its recorded size. Then it finds the DSL
+//     runtime the bundle records (version and SHA-256; format 2): in order,
+//     SetRuntimeLibraryPath's or $CUTECALL_DSL_RUNTIME, the path recorded
+//     at export, the nvidia-cutlass-dsl libs of the python3 on PATH
+//     (src/bundle_runtime.h). A runtime whose digest differs is an error
+//     naming both versions.
+//   * Modules load lazily: a kernel's module is loaded at its first Run (or
+//     Load), once, even when many threads call it first at once; the
+//     runtime library is dlopened with the first module. Its object is read
+//     and its size, SHA-256 and ELF symbols checked right before it loads:
+//     nothing is loaded whose digest was not checked. With
+//     BundleOptions::eager_load (or $CUTECALL_BUNDLE_EAGER=1) Open instead
+//     verifies every object, then loads every module, and fails if any
+//     fails. Modules are shared through the ModuleRegistry, once per
+//     process: a second Open of the same bundle loads nothing again.
 //   * BundleKernel::Run packs pointers, dynamic extents/strides and scalars
-//     into stack storage and launches on the given stream: it allocates
-//     nothing, never synchronizes, and is safe to call from many threads.
+//     into stack storage and launches on the given stream: once its module
+//     is loaded it allocates nothing, takes no lock, never synchronizes,
+//     and is safe to call from many threads.
 //   * Every error is a Status naming the bundle path, and where it applies
 //     the kernel, the file and the field. Nothing throws.
 // The manifest format is versioned (kBundleFormatVersion); a change that old
@@ -25,6 +34,7 @@
 #define CUTECALL_BUNDLE_H_
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
@@ -87,7 +97,29 @@ struct BundleOptions {
   // false: verify and list the entries but load no module and no runtime
   // (inspection on machines without a GPU); Run then fails.
   bool load_modules = true;
+  // true: load every module in Open (all loading cost at startup, every
+  // object error at Open) instead of at each kernel's first Run. Also on
+  // when $CUTECALL_BUNDLE_EAGER is set to anything but "" or "0".
+  bool eager_load = false;
 };
+
+// Where this process's bundle loading time went, since it started (all
+// bundles, all threads; bench/cpp_bundle reports it). Times in ms of wall
+// time, counts of events.
+struct BundleLoadStats {
+  int opens = 0;                 // Bundle::Open calls that read a manifest
+  double manifest_ms = 0;        // their manifest reads and checks
+  double runtime_choose_ms = 0;  // choosing the DSL runtime (identities)
+  int runtime_dlopens = 0;       // 0 or 1: the DSL runtime's dlopen
+  double runtime_dlopen_ms = 0;  // dlopen + symbol resolution
+  int objects_verified = 0;      // objects read and checked
+  double object_verify_ms = 0;   // reading, SHA-256 and ELF checks
+  int modules_created = 0;       // CuteDSLRT_Module_Create_From_Bytes calls
+  double module_create_ms = 0;   // their time, with Module_Get_Function
+  std::vector<double> module_create_each_ms;  // each, in order (first 256)
+  int modules_shared = 0;        // loads served by a module already live
+};
+BundleLoadStats GetBundleLoadStats();
 
 // The DSL runtime a bundle's objects were compiled against (format 2's
 // 'dsl-runtime' field): "4.8.1 cu13", its SHA-256 (hex) and the path it
@@ -122,15 +154,30 @@ class BundleKernel {
   const std::vector<std::string>& scalar_types() const { return scalar_types_; }
   // The scalars' names as exported ("" where not recorded).
   const std::vector<std::string>& scalar_names() const { return scalar_names_; }
-  // The specialization key (hex) and whether modules were loaded.
+  // The specialization key (hex).
   const std::string& key() const { return key_; }
-  bool loaded() const { return module_ != nullptr; }
+
+  // Loads the kernel's module now if it is not loaded yet (what the first
+  // Run does): reads its object, checks its size, SHA-256 and ELF symbols,
+  // loads it through the ModuleRegistry. Thread-safe; once it succeeded it
+  // returns at once. A failure is returned again by the next Run or Load,
+  // which tries again.
+  Status Load() const;
+  // Whether its module is loaded (at Open when eager, else at first use).
+  bool loaded() const {
+    return module_.load(std::memory_order_acquire) != nullptr;
+  }
+
+  ~BundleKernel();
+  BundleKernel(const BundleKernel&) = delete;
+  BundleKernel& operator=(const BundleKernel&) = delete;
 
  private:
   friend class Bundle;
-  BundleKernel(std::string name, std::string arch, LaunchPlan plan)
-      : name_(std::move(name)), arch_(std::move(arch)), plan_(std::move(plan)) {}
+  struct Source;  // where its object is, and the load's lock (bundle.cc)
+  BundleKernel(std::string name, std::string arch, LaunchPlan plan);
   Status CheckCompact(size_t op, const BufferView& b) const;
+  Status LoadFrom(std::string_view verified_bytes) const;
 
   std::string name_;
   std::string arch_;
@@ -140,12 +187,17 @@ class BundleKernel {
   std::string key_;
   // Minor-to-major dims per plan operand; empty when not recorded.
   std::vector<std::vector<int32_t>> layouts_;
-  std::shared_ptr<LoadedModule> module_;
+  // nullptr when opened with load_modules = false.
+  std::unique_ptr<Source> source_;
+  // The loaded module (owned by source_); nullptr until loaded. Run's only
+  // look at loading state: one acquire load.
+  mutable std::atomic<const LoadedModule*> module_{nullptr};
 };
 
 class Bundle {
  public:
-  // Opens, verifies and loads the bundle in directory `path`.
+  // Opens and verifies the bundle in directory `path`; its modules load at
+  // each kernel's first Run (BundleOptions::eager_load: here, all).
   static ErrorOr<std::unique_ptr<Bundle>> Open(const std::string& path,
                                                const BundleOptions& options = {});
 

@@ -67,10 +67,17 @@ typedef struct cutecall_scalar {
   uint64_t bits;
 } cutecall_scalar;
 
+/* cutecall_open_options.load_modules: when modules load. */
+enum {
+  CUTECALL_LOAD_NONE = 0,  /* verify and list only (no GPU needed) */
+  CUTECALL_LOAD_LAZY = 1,  /* each kernel's module at its first run (default) */
+  CUTECALL_LOAD_EAGER = 2  /* every module in cutecall_bundle_open */
+};
+
 typedef struct cutecall_open_options {
   const char* expected_digest; /* manifest-sha256 pin, or NULL */
   const char* device_arch;     /* e.g. "sm_90"; NULL: not checked */
-  int load_modules;            /* 0: verify and list only (no GPU needed) */
+  int load_modules;            /* CUTECALL_LOAD_*; other non-zero: lazy */
 } cutecall_open_options;
 
 /* Names and messages of status codes: "CUTECALL_ERROR_NOT_FOUND" and one
@@ -81,9 +88,11 @@ const char* cutecall_status_message(cutecall_status status);
  * bundle, the kernel, the operand and the value, as in C++ and Python. */
 const char* cutecall_last_error(void);
 
-/* Opens, verifies and (unless options->load_modules is 0) loads the bundle
- * at directory `path`. `options` may be NULL (defaults: no pin, no arch
- * check, load). On success *out is a handle for cutecall_bundle_close. */
+/* Opens and verifies the bundle at directory `path`; modules load at each
+ * kernel's first run (options->load_modules: CUTECALL_LOAD_EAGER loads all
+ * here, CUTECALL_LOAD_NONE none; $CUTECALL_BUNDLE_EAGER=1 makes lazy
+ * eager). `options` may be NULL (defaults: no pin, no arch check, lazy).
+ * On success *out is a handle for cutecall_bundle_close. */
 cutecall_status cutecall_bundle_open(const char* path,
                                      const cutecall_open_options* options,
                                      cutecall_bundle** out);
@@ -113,8 +122,13 @@ int64_t cutecall_kernel_operand_elem_bytes(const cutecall_kernel* kernel,
 const char* cutecall_kernel_scalar_type(const cutecall_kernel* kernel, size_t i);
 const char* cutecall_kernel_scalar_name(const cutecall_kernel* kernel, size_t i);
 
+/* Loads the kernel's module now, if not loaded yet (what its first run
+ * does: reads the object, checks its digest, loads it once). */
+cutecall_status cutecall_kernel_load(const cutecall_kernel* kernel);
+
 /* Launches on `stream` (a cudaStream_t; NULL: the default stream). Never
- * synchronizes, allocates nothing. */
+ * synchronizes; once the kernel's module is loaded (its first run loads
+ * it), allocates nothing. */
 cutecall_status cutecall_kernel_run(const cutecall_kernel* kernel, void* stream,
                                     const cutecall_tensor* inputs,
                                     size_t num_inputs,

@@ -76,6 +76,12 @@ class ModuleRegistry {
                                                  const std::string& prefix,
                                                  const std::string& kernel_name);
 
+  // The module already loaded from bytes with SHA-256 `key` (verified
+  // when it was loaded) for `prefix`, or nullptr: a caller holding only the
+  // digest skips reading and hashing the bytes again.
+  std::shared_ptr<LoadedModule> FindLive(const Digest& key,
+                                         const std::string& prefix);
+
   size_t live_modules() const;
   size_t total_loads() const;
 
