@@ -78,6 +78,8 @@ bool FromRecord(const std::string& real, off_t size, RuntimeIdentity* out) {
       std::ifstream in(info + "/RECORD");
       const std::string rel = real.substr(dir.size() + 1) + ",sha256=";
       for (std::string line; std::getline(in, line);) {
+        // pip writes RECORD with the csv module: lines end in "\r\n".
+        if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.compare(0, rel.size(), rel) != 0) continue;
         const size_t comma = line.find(',', rel.size());
         if (comma == std::string::npos ||

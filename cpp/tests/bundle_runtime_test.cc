@@ -66,7 +66,7 @@ class RuntimeChoiceTest : public ::testing::Test {
   // A venv at dir_/name with python3 and the cu13 runtime `bytes`, listed
   // in its wheel's RECORD; returns the library's path.
   std::string Venv(const std::string& name, const std::string& bytes,
-                   const std::string& version) {
+                   const std::string& version, const std::string& eol = "\n") {
     const fs::path venv = dir_ / name;
     Write(venv / "bin/python3", "#!/bin/sh\n");
     chmod((venv / "bin/python3").c_str(), 0755);
@@ -74,8 +74,8 @@ class RuntimeChoiceTest : public ::testing::Test {
     const std::string rel = "nvidia_cutlass_dsl/cu13/lib/libcute_dsl_runtime.so";
     Write(site / rel, bytes);
     Write(site / ("nvidia_cutlass_dsl_libs_cu13-" + version + ".dist-info/RECORD"),
-          "other,sha256=x,1\n" + rel + ",sha256=" + B64(Sha256(bytes)) + "," +
-              std::to_string(bytes.size()) + "\n");
+          "other,sha256=x,1" + eol + rel + ",sha256=" + B64(Sha256(bytes)) + "," +
+              std::to_string(bytes.size()) + eol);
     return (site / rel).string();
   }
   Manifest Wants(const std::string& bytes, const std::string& version,
@@ -103,6 +103,16 @@ TEST_F(RuntimeChoiceTest, IdentityComesFromRecordElseTheBytes) {
   EXPECT_EQ(loose->sha256, ToHex(Sha256("loose bytes")));
   EXPECT_TRUE(IsError(IdentifyRuntime((dir_ / "none.so").string()), Code::kNotFound,
                       {"none.so"}));
+}
+
+// pip writes RECORD with "\r\n" line ends. Missing them made every real
+// runtime's identity fall back to hashing its 43 MB (most of a cold Open).
+TEST_F(RuntimeChoiceTest, IdentityReadsRecordsPipWrote) {
+  const std::string lib = Venv("pip", "runtime 4.8.2", "4.8.2", "\r\n");
+  auto id = IdentifyRuntime(lib);
+  ASSERT_TRUE(id.ok()) << id.status().ToString();
+  EXPECT_EQ(id->version, "nvidia-cutlass-dsl-libs-cu13==4.8.2");
+  EXPECT_EQ(id->sha256, ToHex(Sha256("runtime 4.8.2")));
 }
 
 TEST_F(RuntimeChoiceTest, FindsTheMatchingPythonOnPath) {
