@@ -54,8 +54,8 @@ from timing import (jax_chain, jax_wall_us, split_arrays,  # noqa: E402
 
 # Issue 37's six kernels (and FA4's dense forward); a name not in the corpus
 # is listed as skipped.
-DEFAULT_CASES = ("quack.topk", "fa4.fwd_flex", "fa4.fwd_combine", "fa4.fwd_local",
-                 "cutlass_operators.gemm", "fa4.fwd_varlen", "fa4.fwd_sm90[")
+DEFAULT_CASES = ("quack.topk", "fa4.fwd_combine", "fa4.fwd_flex", "fa4.fwd_local",
+                 "fa4.fwd_varlen", "cutlass_operators.gemm", "fa4.fwd_sm90[")
 HLO_OPS = ("custom_call", "multiply", "copy", "transpose", "broadcast", "optimization_barrier",
            "dynamic_slice", "dynamic_update_slice", "convert")
 
@@ -72,7 +72,9 @@ def corpus_cases(size: str, wanted) -> tuple[list, list]:
                 cases += importlib.import_module(f"corpus.{info.name}").cases(size)
             except Exception as e:  # a family whose package is absent
                 print(f"   corpus.{info.name}: {type(e).__name__}: {e}", flush=True)
-    chosen = [c for c in cases if any(w in c.name for w in wanted)]
+    rank = {c.name: min(i for i, w in enumerate(wanted) if w in c.name)
+            for c in cases if any(w in c.name for w in wanted)}
+    chosen = sorted((c for c in cases if c.name in rank), key=lambda c: rank[c.name])
     missing = [w for w in wanted if not any(w in c.name for c in cases)]
     return chosen, missing
 
@@ -105,10 +107,25 @@ def jax_loop(call, args, k: int) -> dict:
     return analyze(trace_gpu_events(run), k)
 
 
+def compiled_ops(run) -> dict:
+    """Ops of a chain's optimized HLO (as compiled for this GPU), by kind:
+    copies, custom calls, fusions, transposes an HLO pass might add."""
+    text = run.jitted.lower(*run.arrays).compile().as_text()
+    ops: dict[str, int] = {}
+    for m in re.finditer(r"\s(copy|copy-start|custom-call|fusion|transpose|broadcast|"
+                         r"dynamic-slice|dynamic-update-slice|opt-barrier)\(", text):
+        ops[m.group(1)] = ops.get(m.group(1), 0) + 1
+    return ops
+
+
 def jax_chain_profile(call, args, k: int) -> dict:
     run = jax_chain(call, args, k)
     run()
     rec = analyze(trace_gpu_events(run), k)
+    try:
+        rec["optimized_hlo_ops"] = compiled_ops(run)
+    except Exception as e:  # a count, never a reason to lose the timing
+        rec["optimized_hlo_ops"] = f"{type(e).__name__}: {e}"[:300]
     rec["wall_us"] = jax_wall_us(call, args, max(1, k // 2), k)
     return rec
 
@@ -166,7 +183,11 @@ def profile_case(case, args) -> dict:
     if args.static:
         guard("jax_static", lambda: jax_loop(static_variant(call), jargs, args.k))
     del jargs
-    kernel, targs = case.torch("cuda", 0)
+    try:
+        kernel, targs = case.torch("cuda", 0)
+    except Exception as e:
+        rec["errors"]["torch_args"] = f"{type(e).__name__}: {e}"[:2000]
+        return rec
     if case.authors_torch is not None:
         guard("authors_torch", lambda: torch_profile(
             case.authors_torch, targs, case.torch_outputs, args.k, args.launches))
@@ -224,7 +245,10 @@ def main() -> int:
            "results": [], "skipped": [f"{w}: no such case in the corpus" for w in missing]}
     if not args.dry_run:
         import torch
-        doc["meta"].update(device=torch.cuda.get_device_name(0), torch=torch.__version__)
+        doc["meta"].update(torch=torch.__version__, device=torch.cuda.get_device_name(0)
+                           if torch.cuda.is_available() else "no CUDA device",
+                           env={k: os.environ.get(k) for k in (
+                               "CUDA_VISIBLE_DEVICES", "XLA_PYTHON_CLIENT_PREALLOCATE")})
     for case in cases:
         if time.monotonic() - t0 > args.budget:
             doc["skipped"].append(f"{case.name}: budget spent")

@@ -82,7 +82,8 @@ def summary_row(r: dict) -> str:
     chain = _get(r, "jax_chain", "span_us")
     speed = None if not (authors and chain) else authors / chain
     cells = [
-        r["name"], _f(authors), _f(_get(r, "authors_torch", "busy_us")),
+        r["name"], _f(authors), _f(_get(r, "authors_torch", "span_us")),
+        _f(_get(r, "authors_torch", "busy_us")),
         _f(_get(r, "authors_torch", "rotated_us")),
         _f(chain), _f(_get(r, "jax_chain", "busy_us")), _f(_get(r, "jax_chain", "idle_us")),
         _f(_get(r, "jax_chain", "wall_us")), _f(_get(r, "jax_loop", "busy_us")),
@@ -95,11 +96,12 @@ def summary_row(r: dict) -> str:
 
 
 HEADER = (
-    "| kernel | authors torch µs (events) | authors busy | authors, fresh outputs "
+    "| kernel | authors torch µs (events) | authors span (torch.profiler) | authors busy | "
+    "authors, fresh outputs "
     "each call µs | JAX chain µs (span) | JAX chain busy | JAX chain idle | JAX wall | "
     "JAX loop busy (outputs freed) | JAX static busy | XLA op busy chain / loop | "
     "GPU events per JAX call | copy/memset kinds | speed (authors / JAX chain) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def markdown(doc: dict) -> str:
@@ -127,6 +129,8 @@ def markdown(doc: dict) -> str:
                 for k in rec["kernels"] + rec.get("copies", [])))
         for key, err in r.get("errors", {}).items():
             out.append(f"- error in {key}: {err[:300]}")
+        if "optimized_hlo_ops" in r.get("jax_chain", {}):
+            out.append(f"- JAX chain's optimized HLO ops (k calls): {r['jax_chain']['optimized_hlo_ops']}")
         if "sample" in r.get("jax_chain", {}):
             out.append("- JAX chain, first calls (name, start µs, duration µs): " + ", ".join(
                 f"({n}, {s}, {d})" for n, s, d in r["jax_chain"]["sample"]))
