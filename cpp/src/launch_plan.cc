@@ -60,7 +60,7 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
       const int64_t defined = sym.wide ? def.i64 : int64_t(def.i32);
       if (v != defined) return TieError(op, r, v, defined);
     }
-    if (v % r.value != 0) {
+    if (r.value > 1 && v % r.value != 0) {  // most dims: divisibility 1
       return OperandError(op, "dim " + std::to_string(r.dim) + " = " +
                                   std::to_string(v) +
                                   " is not divisible by " +
@@ -125,7 +125,7 @@ Status LaunchPlan::PackOperand(size_t i, const BufferView& buffer,
     }
     for (const DimRule& r : op.dyn_stride) {
       int64_t v = strides[r.dim];
-      if (v % r.value != 0) {
+      if (r.value > 1 && v % r.value != 0) {  // most dims: divisibility 1
         return OperandError(op, "stride of dim " + std::to_string(r.dim) +
                                     " = " + std::to_string(v) +
                                     " is not divisible by " +
