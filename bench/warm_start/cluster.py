@@ -186,6 +186,9 @@ def main() -> None:
                     row = dict(run(n, k, remote, tag, workdir, args), start=start)
                     print(json.dumps(row), flush=True)
                     rows.append(row)
+                    if args.out:    # after every run: a cut-off run keeps what it has
+                        with open(args.out, "w") as f:
+                            json.dump({"meta": _meta(args, remote), "rows": rows}, f, indent=2)
     finally:
         if server is not None:
             server.terminate()
@@ -202,16 +205,20 @@ def main() -> None:
 
 
 def _meta(args, remote: str) -> dict:
-    import redis
+    try:                                # a file:// run needs no redis-py
+        import redis
+        redis_py = redis.__version__
+    except ImportError:
+        redis_py = "not installed"
     found = shutil.which("redis-server")
     version = subprocess.run([found, "--version"], capture_output=True, text=True
-                             ).stdout.split()[2] if found else "?"
+                             ).stdout.split()[2] if found else "not installed"
     return {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "command": "python " + " ".join(sys.argv),
             "machine": f"{platform.node() and 'this host'}: {os.cpu_count()} CPU cores, "
                        f"{platform.machine()}, {platform.system()} {platform.release()}",
             "python": platform.python_version(), "redis": version,
-            "redis_py": redis.__version__, "remote_kind": remote.split(":")[0] + "://",
+            "redis_py": redis_py, "remote_kind": remote.split(":")[0] + "://",
             "compile_s": args.compile_s, "bytes": args.bytes}
 
 
