@@ -52,10 +52,11 @@ from profile_report import analyze, markdown  # noqa: E402
 from timing import (jax_chain, jax_wall_us, split_arrays,  # noqa: E402
                     torch_device_us, trace_gpu_events)
 
-# Issue 37's six kernels (and FA4's dense forward); a name not in the corpus
-# is listed as skipped.
+# Issue 37's six kernels (and FA4's dense forward), from the corpus and
+# profile_cases (local window, varlen+GQA); a name matching no case is
+# listed as skipped (QuACK's top-k has no case yet).
 DEFAULT_CASES = ("quack.topk", "fa4.fwd_combine", "fa4.fwd_flex", "fa4.fwd_local",
-                 "fa4.fwd_varlen", "cutlass_operators.gemm", "fa4.fwd_sm90[")
+                 "fa4.fwd_varlen_gqa", "cutlass_operators.gemm", "fa4.fwd_sm90[")
 HLO_OPS = ("custom_call", "multiply", "copy", "transpose", "broadcast", "optimization_barrier",
            "dynamic_slice", "dynamic_update_slice", "convert")
 
@@ -72,6 +73,11 @@ def corpus_cases(size: str, wanted) -> tuple[list, list]:
                 cases += importlib.import_module(f"corpus.{info.name}").cases(size)
             except Exception as e:  # a family whose package is absent
                 print(f"   corpus.{info.name}: {type(e).__name__}: {e}", flush=True)
+    try:  # FA4's local-window and varlen+GQA forwards (not corpus cases)
+        import profile_cases
+        cases += profile_cases.cases(size)
+    except Exception as e:
+        print(f"   profile_cases: {type(e).__name__}: {e}", flush=True)
     rank = {c.name: min(i for i, w in enumerate(wanted) if w in c.name)
             for c in cases if any(w in c.name for w in wanted)}
     chosen = sorted((c for c in cases if c.name in rank), key=lambda c: rank[c.name])
