@@ -2,7 +2,8 @@
 QuACK's ``GemmDefaultSm90`` object and containers captured from its
 ``gemm(..., ag_args=AllGatherArguments(...))`` compile for sm_90a through
 both fronts on a machine without a GPU: the scheduler's ``ag`` flags and
-epoch are operands by key path, torch finds ``mD`` written, and another
+epoch are operands by key path, both fronts find ``mD`` written with no
+output named (JAX's rule placement, ``mD`` None, writes nothing), and another
 shard count or M compiles nothing. Across GPUs (symmetric memory, QuACK's
 runner) it is not run here."""
 

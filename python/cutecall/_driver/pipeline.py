@@ -108,6 +108,10 @@ class Launcher:
         # compile: the next binding tries another (with the static
         # fallback: Liger's JSD needs N static wherever its outputs sit).
         self._avoid: set = set()
+        # Placements whose trace wrote no tensor at all
+        # (written_params.NothingWritten), avoided while fewer than
+        # MAX_EMPTY_PROBES; then the rule's placement compiles as it is.
+        self._empty: set = set()
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -165,7 +169,9 @@ class Launcher:
         try:
             check = binding not in self._trusted and bool(_outputs_at(binding))
             # The hook runs while there is something to check or to learn.
-            with written_params.observing(check, check or self.writes is None) as seen:
+            probe_empty = len(self._empty) < written_params.MAX_EMPTY_PROBES
+            with written_params.observing(check, check or self.writes is None,
+                                          probe_empty) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
                     self.static_fallback,  # probes too: a kernel may need static dims
@@ -181,6 +187,13 @@ class Launcher:
                     raise written_params.PlacementFailed(self.name, outs, error) from e
                 self._avoid.clear()  # none compiled: the rule's again next time
             raise error from e
+        except written_params.NothingWritten:  # the front tries the next placement
+            outs = _outputs_at(binding)
+            self._empty.add(outs)
+            self._avoid.add(outs)
+            if len(self._empty) >= written_params.MAX_EMPTY_PROBES:
+                self._avoid -= self._empty  # written nowhere: the rule's placement
+            raise
         except written_params.OutputsElsewhere as e:  # the front binds again
             self.writes = e.writes
             raise

@@ -44,6 +44,12 @@ class ParamWrites:
     def candidates(self) -> frozenset:
         return self.written | self.maybe
 
+    @property
+    def empty(self) -> bool:
+        """The trace writes no tensor at all, and says so (nothing
+        unattributed)."""
+        return not self.unattributed and not self.candidates
+
     def contradicts(self, outputs) -> bool:
         """A binding whose outputs include a parameter nothing writes, while
         other parameters are written: the outputs are elsewhere."""
@@ -61,6 +67,14 @@ class OutputsElsewhere(Exception):
         super().__init__(
             f"cutecall: kernel '{kernel}' writes {', '.join(sorted(writes.candidates))}, "
             f"not {', '.join(map(str, outputs))}: binding its outputs again")
+
+
+class NothingWritten(OutputsElsewhere):
+    """A trace with the outputs where the rule placed them writes no tensor
+    at all: the outputs would stay unwritten. QuACK's GEMM ``(mA, mB, mD,
+    mC, ...)`` called ``(a, b, None, ...)`` puts the output at ``mC`` by
+    the rule, ``mD`` None, and then writes nothing. The front tries the
+    next placement (at most :data:`MAX_EMPTY_PROBES`, then the rule's)."""
 
 
 def param_writes(spec, writes: Writes) -> ParamWrites | None:
@@ -99,6 +113,7 @@ class Observation:
     abort: OutputsElsewhere | None = None
     stop: bool = False  # stop every compile after its trace (learn_outputs)
     enabled: bool = True
+    probe_empty: bool = False  # a trace writing nothing stops the compile
 
 
 _current: contextvars.ContextVar = contextvars.ContextVar("cutecall_written_params",
@@ -106,12 +121,14 @@ _current: contextvars.ContextVar = contextvars.ContextVar("cutecall_written_para
 
 
 @contextlib.contextmanager
-def observing(check: bool, enabled: bool = True):
+def observing(check: bool, enabled: bool = True, probe_empty: bool = False):
     """Compiles in this scope record what their trace writes; with `check`
     a trace that contradicts its binding's outputs stops the compile
-    (:class:`OutputsElsewhere`). Not `enabled`: no hook runs (nothing to
-    learn, nothing to check). Yields the :class:`Observation`."""
-    obs = Observation(check and enabled, enabled=enabled)
+    (:class:`OutputsElsewhere`), and with `probe_empty` too one that writes
+    nothing at all (:class:`NothingWritten`). Not `enabled`: no hook runs
+    (nothing to learn, nothing to check). Yields the :class:`Observation`."""
+    obs = Observation(check and enabled, enabled=enabled,
+                      probe_empty=check and enabled and probe_empty)
     token = _current.set(obs)
     try:
         yield obs
@@ -134,6 +151,9 @@ def trace_hook(spec, name: str):
                         and found.contradicts(outputs)):
             obs.abort = OutputsElsewhere(name, outputs, found or
                                          ParamWrites(frozenset(), frozenset(), True))
+            raise obs.abort
+        if found is not None and obs.probe_empty and outputs and found.empty:
+            obs.abort = NothingWritten(name, outputs, found)
             raise obs.abort
     return hook
 
@@ -172,6 +192,9 @@ class PlacementFailed(OutputsElsewhere):
 # counts, sizes), writes where the rule ranks the 7th placement; a probe
 # whose trace fails costs that trace (and its static forms) alone.
 MAX_PROBES = 8
+# Placements a front tries while each one's trace writes nothing (the rule's
+# counts): after that the rule's placement is compiled as it is.
+MAX_EMPTY_PROBES = 3
 
 
 def retrying(attempt: Callable[[], Any]) -> Any:
@@ -179,16 +202,21 @@ def retrying(attempt: Callable[[], Any]) -> Any:
     finds the outputs elsewhere (:class:`OutputsElsewhere`: the launcher has
     learned where the kernel writes, and binds there) or fails with them
     where the rule put them (:class:`PlacementFailed`: the launcher tries
-    the next placement, at most :data:`MAX_PROBES`). When no placement
-    compiles, the rule's error is raised."""
-    first, tried, kernel = None, 0, ""
-    for _ in range(MAX_PROBES + 2):
+    the next placement, at most :data:`MAX_PROBES`), or writes nothing
+    there (:class:`NothingWritten`: the next placement, at most
+    :data:`MAX_EMPTY_PROBES`, not counted among the others). When no
+    placement compiles, the rule's error is raised."""
+    first, tried, kernel, rounds, empty = None, 0, "", 0, 0
+    while rounds < MAX_PROBES + 2:
         try:
             return attempt()
+        except NothingWritten:
+            empty += 1
+            rounds += empty > MAX_EMPTY_PROBES
         except PlacementFailed as e:
-            first, tried, kernel = first or e.error, tried + 1, e.kernel
+            first, tried, kernel, rounds = first or e.error, tried + 1, e.kernel, rounds + 1
         except OutputsElsewhere:
-            pass
+            rounds += 1
         except Exception:
             if first is not None:  # a probe's own error: the rule's is clearer
                 raise _hinted(first, kernel, tried) from None

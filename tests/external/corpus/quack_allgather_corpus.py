@@ -25,11 +25,12 @@ One GPU runs the gate with every shard already arrived (``flags >=
 epoch``): the GEMM with QuACK's all-gather schedule, no transport. The
 transport itself (symmetric memory across 2+ GPUs) is QuACK's runner's.
 
-JAX names ``output_params=("mD",)``, as the QuACK GEMM corpus does: the
-call ``(a, b, None, epi, sched, None)`` leaves the output to the rule,
-which puts it at ``mC``; the trace of that binding (``mD`` None) shows no
-tensor written, so there is no evidence to move it (torch passes ``d``
-positionally and finds ``mD`` written).
+Neither front names an output. In JAX the call ``(a, b, None, epi,
+sched, None)`` leaves the output to the rule, which puts it at ``mC``
+(``mD`` None); the trace of that binding writes no tensor at all, so the
+front tries the next placement, whose trace writes ``mD``
+(``written_params.NothingWritten``). torch passes ``d`` positionally and
+finds ``mD`` written.
 
 Shapes: ``"test"`` (M, N, K) = (512, 256, 128), 2 shards (the test's one
 GPU: 1); ``"bench"`` (8192, 8192, 4096).
@@ -100,7 +101,7 @@ def _calls():
 
     def out(a, b, c, epi, sched, var):
         return sds((a.shape[0], b.shape[0]), a.dtype)
-    return (cutecall.cutlass_call(kernel, output_shape_dtype=out, output_params=("mD",)),
+    return (cutecall.cutlass_call(kernel, output_shape_dtype=out),
             cutecall.torch.kernel(kernel))
 
 
