@@ -122,6 +122,10 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
     if (!lib.ok()) return lib.status();
     bundle->runtime_library_ = RuntimeLibraryPath();
     load_stats::Record(load_stats::Event::kRuntimeChoose, watch.Ms());
+    // The runtime library loads here (once per process): a library that
+    // cannot load is Open's error. Modules wait for their first Run.
+    ErrorOr<const RuntimeTable*> rt = Runtime();
+    if (!rt.ok()) return Status(rt.status().code(), who + rt.status().message());
   }
   for (size_t i = 0; i < v.manifest.entries.size(); ++i) {
     ManifestEntry& e = v.manifest.entries[i];

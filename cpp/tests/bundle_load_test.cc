@@ -2,7 +2,8 @@
 // kernel's first Run, once, however many threads call it first; all at
 // Open with BundleOptions::eager_load, $CUTECALL_BUNDLE_EAGER or the C
 // ABI's CUTECALL_LOAD_EAGER. Objects are still checked before they load,
-// and the load statistics count what happened. Fake runtime, no GPU.
+// Open loads the runtime library, and the load statistics count what
+// happened. Fake runtime, no GPU.
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -14,6 +15,7 @@
 #include "bundle_fixture.h"
 #include "cutecall/bundle.h"
 #include "cutecall/cutecall_c.h"
+#include "cutecall/runtime_table.h"
 #include "fake_runtime.h"
 #include "test_util.h"
 
@@ -172,6 +174,16 @@ TEST_F(BundleLoadTest, SecondOpenSharesLoadedModulesWithoutReading) {
   EXPECT_EQ(fake.creates.size(), 1u);
   EXPECT_EQ(after.objects_verified, before.objects_verified);
   EXPECT_EQ(after.modules_shared - before.modules_shared, 1);
+}
+
+// Open loads the runtime library itself (once per process): one that
+// cannot load is Open's error, not the first Run's.
+TEST_F(BundleLoadTest, ARuntimeThatCannotLoadFailsOpen) {
+  SetRuntimeLibraryPath(dir_ + "/no_such_runtime.so");  // no fake installed
+  auto bundle = Bundle::Open(dir_);
+  SetRuntimeLibraryPath("");
+  EXPECT_TRUE(IsError(bundle, Code::kFailedPrecondition,
+                      {dir_, "cannot load the CuTe DSL runtime", "no_such_runtime.so"}));
 }
 
 TEST_F(BundleLoadTest, InspectionCannotLoad) {

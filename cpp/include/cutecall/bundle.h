@@ -12,12 +12,11 @@
 //     SetRuntimeLibraryPath's or $CUTECALL_DSL_RUNTIME, the path recorded
 //     at export, the nvidia-cutlass-dsl libs of the python3 on PATH
 //     (src/bundle_runtime.h). A runtime whose digest differs is an error
-//     naming both versions.
+//     naming both versions. Open loads that library (once per process).
 //   * Modules load lazily: a kernel's module is loaded at its first Run (or
-//     Load), once, even when many threads call it first at once; the
-//     runtime library is dlopened with the first module. Its object is read
-//     and its size, SHA-256 and ELF symbols checked right before it loads:
-//     nothing is loaded whose digest was not checked. With
+//     Load), once, even when many threads call it first at once. Its object
+//     is read and its size, SHA-256 and ELF symbols checked right before it
+//     loads: nothing is loaded whose digest was not checked. With
 //     BundleOptions::eager_load (or $CUTECALL_BUNDLE_EAGER=1) Open instead
 //     verifies every object, then loads every module, and fails if any
 //     fails. Modules are shared through the ModuleRegistry, once per
