@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import os
 import platform
 import shutil
@@ -143,7 +144,7 @@ def run(n: int, k: int, remote: str, tag: str, workdir: str, args) -> dict:
             "remote_hits": len(remote_ms), "ready_s": round(max(o["ready_s"] for o in outs), 3),
             "bytes_moved": sum(o["bytes"] for o in outs),
             "remote_get_ms_median": round(statistics.median(remote_ms), 2) if remote_ms else None,
-            "remote_get_ms_p90": round(remote_ms[int(0.9 * (len(remote_ms) - 1))], 2)
+            "remote_get_ms_p90": round(remote_ms[math.ceil(0.9 * len(remote_ms)) - 1], 2)
             if remote_ms else None}
 
 

@@ -15,7 +15,7 @@
 # Run after `bash tools/gpu/gpu setup` (its site: CUTECALL_SITE, /tmp/site):
 #   bash bench/warm_start/device_run.sh            # cap CAP=210 s (3.5 min)
 #   PYTHON=.venv/bin/python bash bench/warm_start/device_run.sh --dry-run   # CPU here
-# Writes $OUT/warm_start/: first_step.{json,md,log}, cluster.{json,log},
+# Writes $OUT/warm_start/: first_step.{json,md,log}, cluster.{json,md,log},
 # gpus.txt, summary.txt.
 set -u
 CAP="${CAP:-210}"
@@ -34,17 +34,18 @@ if [ $DRY = 0 ]; then
   . "$SITE/env.sh"
   export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1,2,3}"
   nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader >"$DIR/gpus.txt" 2>&1
-  GPUS=4 FIRST=(--timeout 75 --budget 150) CLUSTER=(--n 32 16 4 1 --kernels 8 --compile-s 0.5)
+  GPUS=4 FIRST=(--timeout 75) CLUSTER=(--n 32 16 4 1 --kernels 8 --compile-s 0.5)
 else   # CPU: the orchestration with a stand-in step, 2 processes
-  GPUS=2 FIRST=(--smoke --timeout 120 --budget 150)
+  GPUS=2 FIRST=(--smoke --timeout 120)
   CLUSTER=(--n 1 4 --kernels 2 --compile-s 0.2)
 fi
 export PYTHONUNBUFFERED=1
 left() { echo $((CAP - 5 - SECONDS)); }
 
 echo "== [${SECONDS}s] first_step.py: alone, distributed, warm-jax, warm ($GPUS processes)"
-timeout -k 3 "$(( $(left) - 45 ))" "$PY" bench/warm_start/first_step.py --gpus "$GPUS" \
-  --starts alone,distributed,warm-jax,warm "${FIRST[@]}" \
+T_FIRST=$(( $(left) - 45 )); [ "$T_FIRST" -ge 10 ] || T_FIRST=10   # 45 s kept for cluster.py
+timeout -k 3 "$T_FIRST" "$PY" bench/warm_start/first_step.py --gpus "$GPUS" \
+  --starts alone,distributed,warm-jax,warm --budget $((T_FIRST - 8)) "${FIRST[@]}" \
   --out "$DIR/first_step.json" --md "$DIR/first_step.md" >"$DIR/first_step.log" 2>&1
 echo "first_step.py exit $? after ${SECONDS}s"
 grep '^{' "$DIR/first_step.log" | cut -c1-400
@@ -73,7 +74,12 @@ try:
 except (OSError, ValueError, KeyError) as e:
     print("first_step: no results", e)
 try:
-    for r in json.load(open(os.path.join(d, "cluster.json")))["rows"]:
+    sys.path.insert(0, "bench/warm_start")
+    import cluster
+    c = json.load(open(os.path.join(d, "cluster.json")))
+    with open(os.path.join(d, "cluster.md"), "w") as f:
+        f.write(cluster.markdown(c["rows"], c["meta"]))
+    for r in c["rows"]:
         print(f"cluster {r['start']} N={r['n']} K={r['kernels']} compiles={r['compiles']} "
               f"ready={r['ready_s']} s remote get median={r['remote_get_ms_median']} ms "
               f"p90={r['remote_get_ms_p90']} ms cpu={r['remote_get_cpu_ms_median']} ms")

@@ -101,6 +101,10 @@ def test_bad_min_compile_time():
         _cache.share_jax_cache("/tmp/x", min_compile_time_s=-1)
 
 
-def test_env_off_does_nothing(monkeypatch):
+def test_env_values(monkeypatch):
+    for value, parsed in (("0", (False, None)), ("", (False, None)), ("1", (True, None)),
+                          ("on", (True, None)), ("gs://b/j", (True, "gs://b/j"))):
+        monkeypatch.setenv("CUTECALL_CACHE_JAX", value)
+        assert jax_cache.from_env() == parsed, value
     monkeypatch.setenv("CUTECALL_CACHE_JAX", "0")
     assert _cache.share_from_env() is None
