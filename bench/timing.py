@@ -89,6 +89,12 @@ def trace_gpu_events(run) -> list[tuple[str, float, float]]:
     memsets) of one call of ``run`` (which blocks until its work is done),
     read from a JAX profiler trace with ``jax.profiler.ProfileData``, in
     time order; an event that several trace lines repeat is listed once."""
+    return trace_events(run)[0]
+
+
+def trace_events(run) -> tuple[list, list]:
+    """(GPU events as ``trace_gpu_events`` lists them, host events as
+    (line name, event name, start_us, end_us)) of one call of ``run``."""
     import glob
     import shutil
     import tempfile
@@ -105,8 +111,11 @@ def trace_gpu_events(run) -> list[tuple[str, float, float]]:
             jax.profiler.stop_trace()
         (path,) = glob.glob(f"{folder}/**/*.xplane.pb", recursive=True)
         events: dict[tuple[int, int], str] = {}
+        host = []
         for plane in ProfileData.from_file(path).planes:
             if not plane.name.startswith("/device:GPU"):
+                host += [(ln.name, e.name, e.start_ns / 1e3, e.end_ns / 1e3)
+                         for ln in plane.lines for e in ln.events]
                 continue
             lines = [ln for ln in plane.lines if ln.name.startswith("Stream")] \
                 or [ln for ln in plane.lines if ln.name not in _DERIVED_LINES]
@@ -115,8 +124,9 @@ def trace_gpu_events(run) -> list[tuple[str, float, float]]:
                     events.setdefault((e.start_ns, e.end_ns), e.name)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return sorted(((name, s / 1e3, e / 1e3) for (s, e), name in events.items()),
-                  key=lambda x: x[1])
+    gpu = sorted(((name, s / 1e3, e / 1e3) for (s, e), name in events.items()),
+                 key=lambda x: x[1])
+    return gpu, host
 
 
 def _is_copy(name: str) -> bool:

@@ -48,14 +48,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from harness import CORPUS_PARENT, use_corpus  # noqa: E402
-from profile_report import analyze, markdown  # noqa: E402
+from profile_report import analyze, host_summary, markdown  # noqa: E402
 from timing import (jax_chain, jax_wall_us, split_arrays,  # noqa: E402
-                    torch_device_us, trace_gpu_events)
+                    torch_device_us, trace_events)
 
 # Issue 37's six kernels (and FA4's dense forward), from the corpus and
 # profile_cases (local window, varlen+GQA); a name matching no case is
-# listed as skipped (QuACK's top-k has no case yet).
-DEFAULT_CASES = ("quack.topk", "fa4.fwd_combine", "fa4.fwd_flex", "fa4.fwd_local",
+# listed as skipped.
+DEFAULT_CASES = ("quack.topk_fwd", "fa4.fwd_combine", "fa4.fwd_flex", "fa4.fwd_local",
                  "fa4.fwd_varlen_gqa", "cutlass_operators.gemm", "fa4.fwd_sm90[")
 HLO_OPS = ("custom_call", "multiply", "copy", "transpose", "broadcast", "optimization_barrier",
            "dynamic_slice", "dynamic_update_slice", "convert")
@@ -110,7 +110,15 @@ def jax_loop(call, args, k: int) -> dict:
             out = f(*arrays)  # the previous call's outputs are freed here
         jax.block_until_ready(out)
     run()
-    return analyze(trace_gpu_events(run), k)
+    return _traced(run, k)
+
+
+def _traced(run, k: int) -> dict:
+    """``analyze`` of one traced run of `run`, with its host summary."""
+    gpu, host = trace_events(run)
+    rec = analyze(gpu, k)
+    rec["host"] = host_summary(host, k)
+    return rec
 
 
 def compiled_ops(run) -> dict:
@@ -127,7 +135,7 @@ def compiled_ops(run) -> dict:
 def jax_chain_profile(call, args, k: int) -> dict:
     run = jax_chain(call, args, k)
     run()
-    rec = analyze(trace_gpu_events(run), k)
+    rec = _traced(run, k)
     try:
         rec["optimized_hlo_ops"] = compiled_ops(run)
     except Exception as e:  # a count, never a reason to lose the timing

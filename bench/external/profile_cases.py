@@ -1,9 +1,11 @@
-"""Two FA4 forward variants issue 37 times that the corpus does not hold:
-a local (sliding) window and varlen with grouped-query heads. Each is the
-kernel object FA4's ``_flash_attn_fwd`` builds for that call (captured
-without a GPU, ``fa4_flex_corpus.fa4_compile_args``), called through
-cutecall's fronts and through FA4's own entry point, as a ``corpus.Case``
-for ``jax_profile.py`` (timing only: the references are FA4's own path).
+"""Kernels issue 37 times that the corpus does not hold: QuACK's top-k
+forward (its ``TopK`` object, as ``TopK.compile`` builds it) and two FA4
+forward variants, a local (sliding) window and varlen with grouped-query
+heads (the kernel objects FA4's ``_flash_attn_fwd`` builds for those calls,
+captured without a GPU, ``fa4_flex_corpus.fa4_compile_args``). Each is
+called through cutecall's fronts and through its authors' entry point, as a
+``corpus.Case`` for ``jax_profile.py`` (timing only: the references are the
+authors' paths).
 
 Arguments after the outputs follow FA4's ``FlashAttentionForwardSm90``
 call: softmax scale, cu_seqlens q/k, seqused q/k, page table, window left /
@@ -17,6 +19,7 @@ import functools
 HDIM = 128
 LOCAL = {"bench": (2, 4096, 16, 1024, 0), "test": (1, 256, 2, 64, 0)}  # B, S, H, left, right
 VARLEN = {"bench": (8, 1024, 32, 8), "test": (2, 128, 4, 2)}  # seqs, seqlen, H, Hkv
+TOPK = {"bench": (16384, 4096, 32), "test": (64, 1024, 8)}  # M, N, k
 
 
 @functools.lru_cache(maxsize=None)
@@ -114,12 +117,59 @@ def _case(variant: str, q_shape, kv_shape, cu_values, window, name: str):
                 authors_torch=authors)
 
 
+def topk_case(m: int, n: int, k: int):
+    """QuACK's top-k forward of bf16 (M, N) rows: values (M, k), int32
+    indices (M, k); the authors' path is ``quack.topk._topk_fwd``."""
+    import functools as ft
+
+    from corpus import Case
+
+    @ft.lru_cache(maxsize=None)
+    def calls():
+        import cutlass
+        import jax
+        from quack.topk import TopK
+
+        import cutecall
+        import cutecall.torch
+        obj = TopK(cutlass.BFloat16, n, k)
+        out = lambda x: (jax.ShapeDtypeStruct((x.shape[0], k), x.dtype),  # noqa: E731
+                         jax.ShapeDtypeStruct((x.shape[0], k), "int32"))
+        return cutecall.cutlass_call(obj, output_shape_dtype=out), \
+            cutecall.torch.kernel(obj, outputs=2)
+
+    def jax_case(concrete, seed):
+        import jax
+        import jax.numpy as jnp
+        x = jax.random.normal(jax.random.key(seed), (m, n), jnp.float32).astype(
+            jnp.bfloat16) if concrete else jax.ShapeDtypeStruct((m, n), jnp.bfloat16)
+        return calls()[0], (x,)
+
+    def torch_case(device, seed):
+        import torch
+        gen = torch.Generator(device="cpu").manual_seed(seed)
+        x = torch.randn((m, n), generator=gen).to(device, torch.bfloat16)
+        return calls()[1], (x, torch.empty((m, k), dtype=x.dtype, device=device),
+                            torch.empty((m, k), dtype=torch.int32, device=device))
+
+    def authors(x, values, indices):
+        from quack.topk import _topk_fwd
+        _topk_fwd(x, k, False, values, indices)
+
+    def no_reference(*_):
+        raise NotImplementedError("timing only: compare with the authors' path")
+    return Case(f"quack.topk_fwd[bf16 {m}x{n} k{k}]", jax_case, no_reference, torch_case,
+                (1, 2), no_reference, authors_torch=authors)
+
+
 def cases(size: str) -> list:
-    """The local-window and varlen+GQA forwards at `size`."""
+    """QuACK's top-k, then FA4's local-window and varlen+GQA forwards, at
+    `size`."""
     b, s, h, left, right = LOCAL[size]
     seqs, seqlen, hq, hkv = VARLEN[size]
     total = seqs * seqlen
     return [
+        topk_case(*TOPK[size]),
         _case("local", (b, s, h, HDIM), (b, s, h, HDIM), None, (left, right),
               f"fa4.fwd_local[bf16 B{b} S{s} H{h} D{HDIM} window ({left}, {right})]"),
         _case("varlen", (total, hq, HDIM), (total, hkv, HDIM),

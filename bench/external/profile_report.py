@@ -59,6 +59,24 @@ def analyze(events, k: int, sample_calls: int = 2) -> dict:
     }
 
 
+def host_summary(host, k: int, top: int = 12) -> list[dict]:
+    """The host events of a k-call trace that took the most time, by name
+    (``$``-prefixed Python frames left out): ``{"name", "per_call" (count
+    over k), "mean_us", "total_us"}`` -- what XLA's thread spent per thunk
+    (a custom call's launch cost shows under its HLO name).
+    ``host``: (line, name, start_us, end_us)."""
+    rows: dict[str, list] = {}
+    for _line, name, s, e in host:
+        if name.startswith("$"):
+            continue
+        row = rows.setdefault(name, [0, 0.0])
+        row[0] += 1
+        row[1] += e - s
+    best = sorted(rows.items(), key=lambda kv: -kv[1][1])[:top]
+    return [{"name": short(n), "per_call": c / k, "mean_us": t / c, "total_us": t}
+            for n, (c, t) in best]
+
+
 def short(name: str, width: int = 70) -> str:
     """A kernel name cut to `width` characters (mangled names run long)."""
     return name if len(name) <= width else name[:width - 3] + "..."
@@ -129,6 +147,11 @@ def markdown(doc: dict) -> str:
                 for k in rec["kernels"] + rec.get("copies", [])))
         for key, err in r.get("errors", {}).items():
             out.append(f"- error in {key}: {err[:300]}")
+        for key in ("jax_chain", "jax_loop"):
+            hs = (r.get(key) or {}).get("host") or []
+            if hs:
+                out.append(f"- {key} host (name ×per call, mean µs): " + "; ".join(
+                    f"{h['name']} ×{h['per_call']:.2f} {h['mean_us']:.1f}" for h in hs[:8]))
         if "optimized_hlo_ops" in r.get("jax_chain", {}):
             out.append(f"- JAX chain's optimized HLO ops (k calls): {r['jax_chain']['optimized_hlo_ops']}")
         if "sample" in r.get("jax_chain", {}):
