@@ -1,7 +1,8 @@
 """bench/cpp_bundle: bundles' host cost from C++ (issue 38), on a GPU.
 
-Exports a 10-kernel bundle (``vector_add`` for every length, tied by
-``dims=``, plus nine fixed-length specializations) with its typed header,
+Exports a 10-kernel bundle of 10 distinct modules (``vector_add`` for every
+length, tied by ``dims=``, plus nine specializations: f32, f16, bf16 at
+lengths of three divisibility classes) with its typed header,
 builds ``bench.cc`` against the installed C++ package (``cutecall
 --cmakedir``; the source tree with ``--source``), and runs it in fresh
 processes, alternating the two load modes: lazy (the default: each module
@@ -51,12 +52,29 @@ def export(work: str) -> str:
     like = lambda a, b: a  # noqa: E731
     calls = {"vector_add": cutecall.compile(kernels.vector_add, s, s, output_shape_dtype=like,
                                             input_spec=one, output_spec=one)}
-    for i in range(1, 10):
-        f = jax.ShapeDtypeStruct((1024 * i + 1,), jnp.float32)  # distinct objects
-        calls[f"add_{i}"] = cutecall.compile(kernels.vector_add, f, f, output_shape_dtype=like)
+    # Nine more distinct objects: a length's divisibility class (1, 2, 4 here)
+    # and the dtype make a new module; lengths alone do not (one object
+    # served all nine fixed-length f32 entries this bench had before).
+    for dtype in (jnp.float32, jnp.float16, jnp.bfloat16):
+        for n in (4097, 4098, 4100):
+            f = jax.ShapeDtypeStruct((n,), dtype)
+            calls[f"add_{jnp.dtype(dtype).name}_{n}"] = cutecall.compile(
+                kernels.vector_add, f, f, output_shape_dtype=like)
     bundle = os.path.join(work, "bench.bundle")
     cutecall.export(bundle, calls, overwrite=True, header=os.path.join(work, "kernels.h"))
     return bundle
+
+
+def distinct_modules(bundle: str) -> int:
+    """The bundle's distinct (object, function) pairs: the modules it loads."""
+    pairs, function = set(), None
+    with open(os.path.join(bundle, "manifest.txt")) as f:
+        for line in f:
+            if line.startswith("function "):
+                function = line.split(" ", 1)[1].strip()
+            elif line.startswith("sha256 "):
+                pairs.add((line.split(" ", 1)[1].strip(), function))
+    return len(pairs)
 
 
 def build(work: str, source: bool) -> str:
@@ -128,7 +146,8 @@ def summarize(runs: list) -> dict:
 
 
 def report(result: dict) -> None:
-    print(f"{result['device']}: {result['bundle_kernels']}-kernel bundle "
+    print(f"{result['device']}: {result['bundle_kernels']}-kernel bundle, "
+          f"{result['bundle_modules']} distinct modules "
           f"(export {result['export_s']:.1f} s, build {result['build_s']:.1f} s)")
     for mode in ("lazy", "eager"):
         s = result.get(mode)
@@ -159,7 +178,8 @@ def dry_run(args) -> int:
     """CPU: export, build if a CUDA toolkit is here, and a lazy open."""
     t = time.time()
     bundle = export(args.work)
-    print(f"exported {bundle} in {time.time() - t:.1f} s")
+    print(f"exported {bundle} in {time.time() - t:.1f} s: "
+          f"{distinct_modules(bundle)} distinct modules")
     if not (shutil.which("nvcc") or os.path.exists("/usr/local/cuda/bin/nvcc")):
         print("no nvcc: build skipped")
         return 0
@@ -210,6 +230,7 @@ def main() -> int:
         mode = "lazy" if i % 2 == 0 else "eager"
         runs[mode].append(run_one(exe, bundle, mode, args, env))
         result = collect(runs, t1 - t0, t2 - t1)
+        result["bundle_modules"] = distinct_modules(bundle)
         write(args.out, result)  # after each process: a cap cuts nothing done
     if not result:
         print(f"no process ran: export {t1 - t0:.1f} s and build {t2 - t1:.1f} s "
