@@ -75,26 +75,37 @@ def _block_s(run, repeat: int) -> float:
     return min(_seconds(run) for _ in range(repeat))
 
 
+def donated_loop(step, args, options: dict | None = None):
+    """run(n): n steps of the jitted `step` with the weights donated (each
+    step takes the previous one's), waiting for the last; compiled with XLA
+    `options` on a copy of `args`' weights."""
+    import jax
+    w, x, y = args
+    state = [jax.tree.map(lambda a: a.copy(), w)]  # donated below: keep the caller's
+    f = jax.jit(step, donate_argnums=0).lower(state[0], x, y).compile(
+        compiler_options=options or {})
+
+    def run(n: int):
+        for _ in range(n):
+            state[0] = f(state[0], x, y)
+        jax.block_until_ready(state[0])
+    run.compiled = f
+    return run
+
+
 def loop_us(step, args, *, steps: int = 20, trials: int = 3, options: dict | None = None,
-            executes=None) -> dict:
+            executes=None, run=None) -> dict:
     """{"loop_us", "loop_all", "executes_per_step_loop"}: a Python loop of
     the jitted step with the weights donated, as a training loop runs (wall
-    time per step over `steps` steps after 3 warm ones, best of trials)."""
-    import jax
+    time per step over `steps` steps after 3 warm ones, best of trials).
+    `run`: a :func:`donated_loop` to time instead of compiling one."""
     count = executes or (lambda: 0)
-    w, x, y = args
-    w = jax.tree.map(lambda a: a.copy(), w)  # donated below: keep the caller's
-    f = jax.jit(step, donate_argnums=0).lower(w, x, y).compile(
-        compiler_options=options or {})
-    for _ in range(3):
-        w = f(w, x, y)
-    jax.block_until_ready(w)
+    run = run or donated_loop(step, args, options)
+    run(3)
     runs, e0 = [], count()
     for _ in range(trials):
         t0 = time.perf_counter()
-        for _ in range(steps):
-            w = f(w, x, y)
-        jax.block_until_ready(w)
+        run(steps)
         runs.append((time.perf_counter() - t0) / steps * 1e6)
     out = {"loop_us": min(runs), "loop_all": runs}
     if executes:

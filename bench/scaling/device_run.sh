@@ -1,64 +1,91 @@
 #!/usr/bin/env bash
-# Issue 35 on a 4-GPU machine, after `bash tools/gpu/gpu setup`, in one
-# device call: the scaling table (bench/scaling/run.py, command buffers on),
-# the multi-process GPU tests (tests/distributed: jax.distributed 2 and 4
-# processes, torchrun 2 and 4 ranks with and without CUDA graphs, a launch
-# on a non-current device), the FA4 steps with one process per GPU
-# (bench/scaling/multiproc.py, rows added to the table), and the
-# command-buffer profile (bench/scaling/cb_profile.py), in that order, within BUDGET seconds
-# (default 500): a phase that would start with under 40 s left is skipped.
+# Issue 35's scaling run on a 4-GPU machine, after `bash tools/gpu/gpu setup`,
+# in one device call with a hard wall-time cap (CAP, default 420 s: the whole
+# script runs under `timeout`):
 #
-#   bash bench/scaling/device_run.sh [table] [procs] [tests] [profile] [overhead]
+#   bash bench/scaling/device_run.sh                 # the suite only (default)
+#   bash bench/scaling/device_run.sh suite tests     # and more phases, same cap
+#   bash bench/scaling/device_run.sh --cpu-smoke     # here, no GPU: 4 CPU devices, tiny shapes
 #
-# No phase named: table tests procs profile. `overhead` (bench/overhead, in-jit and
-# donated; for a change to the FFI handler) is never run by default.
-# $OUT gets at most 8 files: scaling.json, scaling.md, pytest.log, profile.json,
-# profile.md, profile-raw.tar.gz, device_run.log (and overhead.json).
+# Phases, in the order named:
+#   suite     bench/scaling/suite.py: the table (FA4 through cutecall, the same
+#             step on cuDNN, QuACK's MLP, the MLP on XLA's dot at 1/2/4 GPUs,
+#             command buffers on, loop of donated steps), the traced per-kernel
+#             breakdown of both attention steps at 1 and 4 GPUs, then the
+#             variants (+overlap, _L4, +f32grad), cutecall first, until the
+#             budget: CAP - 30 s, or SUITE_BUDGET
+#   tests     pytest -m gpu tests/distributed (jax.distributed, torchrun)
+#   procs     bench/scaling/multiproc.py: FA4 steps, one process per GPU (rows added)
+#   profile   bench/scaling/cb_profile.py: command-buffer variants, VLOG, HLO
+#   overhead  bench/overhead (in-jit and donated)
+# A phase that would start with under 40 s left is skipped.
+#
+# Writes $OUT/scaling/: scaling.json, scaling.md, logs.tar.gz (the children's
+# logs, the 4-GPU traces), device_run.log (+ pytest.log, profile.*,
+# overhead.json for those phases). CUDA_VISIBLE_DEVICES defaults to 0,1,2,3.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
-OUT="${OUT:-/tmp/cutecall_out}"
-mkdir -p "$OUT"
-BUDGET="${BUDGET:-500}"
+CAP="${CAP:-420}"
+if [ -z "${SCALING_CAPPED:-}" ]; then  # the hard cap: everything below, children included
+  SCALING_CAPPED=1 exec timeout -k 5 "$CAP" bash "${BASH_SOURCE[0]}" "$@"
+fi
 T0=$SECONDS
-LOG="$OUT/device_run.log"
+SMOKE=()
+phases=()
+for a in "$@"; do
+  if [ "$a" = --cpu-smoke ]; then SMOKE=(--cpu-smoke); else phases+=("$a"); fi
+done
+[ ${#phases[@]} -gt 0 ] || phases=(suite)
+DIR="${OUT:-/tmp/cutecall_out}/scaling"
+mkdir -p "$DIR"
+LOG="$DIR/device_run.log"
+BUDGET=$((CAP - 10))
 left() { echo $((BUDGET - (SECONDS - T0))); }
 cap() { local l; l=$(left); echo $(( l < $1 ? l : $1 )); }
 say() { printf '== [%3ds] %s\n' "$((SECONDS - T0))" "$*" | tee -a "$LOG"; }
 
-SITE="${CUTECALL_SITE:-/tmp/site}"
-[ -f "$SITE/env.sh" ] || { echo "no $SITE/env.sh: run 'bash tools/gpu/gpu setup' first"; exit 1; }
-# shellcheck disable=SC1091
-. "$SITE/env.sh"
+if [ ${#SMOKE[@]} -eq 0 ]; then
+  SITE="${CUTECALL_SITE:-/tmp/site}"
+  [ -f "$SITE/env.sh" ] || { echo "no $SITE/env.sh: run 'bash tools/gpu/gpu setup' first"; exit 1; }
+  # shellcheck disable=SC1091
+  . "$SITE/env.sh"
+  export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1,2,3}"
+  { nvidia-smi -L; nvidia-smi topo -m; } >>"$LOG" 2>&1
+fi
 export PYTHONUNBUFFERED=1
+export CUTECALL_CACHE_DIR="${CUTECALL_CACHE_DIR:-/tmp/cutecall_scaling_cache}"  # shared by the children
 PY="${PYTHON:-python3}"
+say "phases: ${phases[*]} (cap ${CAP} s; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-})"
 
-phases=("$@")
-[ ${#phases[@]} -gt 0 ] || phases=(table tests procs profile)
-{ nvidia-smi -L; nvidia-smi topo -m; } >>"$LOG" 2>&1
 for phase in "${phases[@]}"; do
   if [ "$(left)" -lt 40 ]; then say "skip $phase: budget spent"; continue; fi
   say "$phase ($(left) s left)"
   case "$phase" in
-    table)
-      timeout "$(cap 300)" "$PY" bench/scaling/run.py --out "$OUT/scaling.json" \
-        --page "$OUT/scaling.md" >>"$LOG" 2>&1 ;;
-    procs)
-      timeout "$(cap 200)" "$PY" bench/scaling/multiproc.py --json "$OUT/scaling.json" \
-        --procs 4 >>"$LOG" 2>&1 ;;
+    suite)
+      budget="${SUITE_BUDGET:-$(( $(left) - 20 ))}"
+      "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" "${SMOKE[@]}" \
+        2>&1 | tee -a "$LOG" | grep -E '^(==|   |plan)'
+      rc=${PIPESTATUS[0]} ;;
     tests)
       timeout "$(cap 300)" "$PY" -m pytest -q -rfs -m gpu -p no:cacheprovider \
-        tests/distributed >"$OUT/pytest.log" 2>&1 ;;
+        tests/distributed >"$DIR/pytest.log" 2>&1
+      rc=$?
+      tail -n 5 "$DIR/pytest.log" ;;
+    procs)
+      timeout "$(cap 200)" "$PY" bench/scaling/multiproc.py --json "$DIR/scaling.json" \
+        --procs 4 >>"$LOG" 2>&1
+      rc=$? ;;
     profile)
-      timeout "$(cap 300)" "$PY" bench/scaling/cb_profile.py --out "$OUT" \
-        --budget "$(( $(cap 300) - 15 ))" >>"$LOG" 2>&1 ;;
+      timeout "$(cap 300)" "$PY" bench/scaling/cb_profile.py --out "$DIR" \
+        --budget "$(( $(cap 300) - 15 ))" >>"$LOG" 2>&1
+      rc=$? ;;
     overhead)
-      timeout "$(cap 240)" "$PY" bench/overhead/run.py --out "$OUT/overhead.json" \
-        >>"$LOG" 2>&1 ;;
-    *) say "unknown phase $phase (table procs tests profile overhead)" ;;
+      timeout "$(cap 240)" "$PY" bench/overhead/run.py --out "$DIR/overhead.json" \
+        >>"$LOG" 2>&1
+      rc=$? ;;
+    *) rc="unknown phase (suite tests procs profile overhead)" ;;
   esac
-  say "$phase: exit $?"
+  say "$phase: exit $rc"
 done
-tail -n 40 "$OUT/scaling.md" 2>/dev/null
-grep -E "passed|failed|error" "$OUT"/pytest*.log 2>/dev/null | tail -n 5
-grep -A 30 "^| impl" "$OUT/profile.md" 2>/dev/null
-say "done"
+[ -f "$DIR/scaling.md" ] && sed -n '/^## The table/,/^## What the profile/p' "$DIR/scaling.md"
+say "done; files in $DIR: $(cd "$DIR" && echo *)"

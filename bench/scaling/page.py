@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""bench/results/scaling.md from scaling.json (bench/scaling/run.py writes
-both; run this to re-render after editing the JSON or the notes):
+"""bench/results/scaling.md from scaling.json (bench/scaling/suite.py or
+run.py writes both; run this to re-render after copying the JSON over, with
+the notes on what the profile showed and what changed):
 
-  python bench/scaling/page.py bench/results/scaling.json [--profile profile.json]
+  python bench/scaling/page.py bench/results/scaling.json [--profile notes.md] [--out page.md]
+
+(default --out: scaling.md next to the JSON)
 """
 
 from __future__ import annotations
@@ -13,32 +16,68 @@ import sys
 
 NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
          "mlp_quack": "QuACK MLP (cutecall)", "mlp_xla": "MLP on XLA's dot"}
+SUFFIXES = {"_L4": ", 4 layers", "+bf16grad": ", bf16 gradient pmean",
+            "+f32grad": ", f32 gradient pmean",
+            "+overlap": ", per-tensor all-reduce + latency-hiding scheduler"}
+
+
+def label(impl: str) -> str:
+    """fa4_cutecall_L4+overlap -> 'cutecall FA4, 4 layers, per-tensor ...'."""
+    base = next((b for b in NAMES if impl.startswith(b)), None)
+    if base is None:
+        return impl
+    rest, out = impl[len(base):], NAMES[base]
+    for s, text in SUFFIXES.items():
+        if s in rest:
+            out += text
+    return out
+
+
+def _key(r):
+    base = next((i for i, b in enumerate(NAMES) if r["impl"].startswith(b)), 9)
+    return (base, r["impl"], r.get("processes", 1), r["gpus"])
+
+
+def _verdict(r) -> str:
+    if "speedup" not in r or r["gpus"] == 1:
+        return ""
+    target = r.get("target", 0.95 * r["gpus"])
+    return f"≥ {target:.2f}× " + ("met" if r["speedup"] >= target else "**missed**")
 
 
 def table(rows) -> str:
-    lines = ["| step | GPUs | processes | µs/step (loop) | speedup | target | "
-             "chain µs/step: cold / alternating / steady | cutecall executes/step "
-             "(chain cold / alt / steady; loop) |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in sorted(rows, key=lambda r: (list(NAMES).index(r["impl"])
-                                         if r["impl"] in NAMES else 9, r.get("processes", 1),
-                                         r["gpus"])):
+    """The rows {impl, gpus, processes, us_per_step, speedup}; the chain
+    and execute-count columns where run.py measured them."""
+    chains = any("chain_cold_us_per_step" in r for r in rows)
+    head = "| step | GPUs | processes | µs/step (loop) | speedup | target |"
+    if chains:
+        head += " chain µs/step: cold / alternating / steady |"
+    colls = any("collectives" in r for r in rows)
+    if colls:
+        head += " collectives/step (optimized HLO) |"
+    head += " cutecall executes/step |"
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for r in sorted(rows, key=_key):
+        cells = [label(r["impl"]), str(r["gpus"]), str(r.get("processes", 1))]
         if "error" in r:
-            lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | "
-                         f"{r['processes']} | error: {r['error'][:120]} | | | | |")
-            continue
-        sp = f"{r['speedup']:.2f}×" if "speedup" in r else ""
-        ok = ""
-        if "speedup" in r and r["gpus"] > 1:
-            ok = f"≥ {r['target']:.2f}× " + ("met" if r["speedup"] >= r["target"] else "**missed**")
+            cells += [f"error: {r['error'][:160]}", "", ""]
+        else:
+            cells += [f"{r['us_per_step']:.0f}",
+                      f"{r['speedup']:.2f}×" if "speedup" in r else "", _verdict(r)]
+        if chains:
+            cells.append(" / ".join(f"{r.get(f'chain_{k}_us_per_step', float('nan')):.0f}"
+                                    for k in ("cold", "alt", "steady")))
+        if colls:
+            c = r.get("collectives") or {}
+            cells.append(("none" if not c["count"] else f"{c['count']}: {c['bytes'] / 1e6:.2f}"
+                          " MB " + "+".join(c["dtypes"])) if "count" in c
+                         else c.get("error", "")[:60])
         ex = " / ".join(f"{r[k]:.1f}" for k in ("executes_per_step_cold",
                         "executes_per_step_alt", "executes_per_step_warm") if k in r)
         if "executes_per_step_loop" in r:
-            ex += f"; {r['executes_per_step_loop']:.1f}"
-        chain = " / ".join(f"{r.get(f'chain_{k}_us_per_step', float('nan')):.0f}"
-                           for k in ("cold", "alt", "steady"))
-        lines.append(f"| {NAMES.get(r['impl'], r['impl'])} | {r['gpus']} | {r['processes']} | "
-                     f"{r['us_per_step']:.0f} | {sp} | {ok} | {chain} | {ex} |")
+            ex += ("; " if ex else "") + f"loop {r['executes_per_step_loop']:.1f}"
+        cells.append(ex)
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -47,55 +86,83 @@ def versus(rows) -> str:
     by = {(r["impl"], r["gpus"], r.get("processes", 1)): r for r in rows if "speedup" in r}
     out = []
     for ours, theirs in (("fa4_cutecall", "fa4_cudnn"), ("mlp_quack", "mlp_xla")):
-        for n, p in sorted({(g, p) for _, g, p in by}):
-            if (ours, n, p) in by and (theirs, n, p) in by and n > 1:
-                a, b = by[ours, n, p]["speedup"], by[theirs, n, p]["speedup"]
+        for impl, n, p in sorted(by):
+            if not impl.startswith(ours) or n == 1:
+                continue
+            other = (theirs + impl[len(ours):], n, p)
+            if other in by:
+                a, b = by[impl, n, p]["speedup"], by[other]["speedup"]
                 how = "one process" if p == 1 else f"{p} processes"
-                out.append(f"- {NAMES[ours]} at {n} GPUs ({how}): {a:.2f}× against "
-                           f"{NAMES[theirs]}'s {b:.2f}× "
+                out.append(f"- {label(impl)} at {n} GPUs ({how}): {a:.2f}× "
+                           f"({by[impl, n, p]['us_per_step']:.0f} µs) against "
+                           f"{label(other[0])}'s {b:.2f}× ({by[other]['us_per_step']:.0f} µs) "
                            f"({'at least' if a >= b else '**below**'} XLA's).")
     return "\n".join(out)
 
 
-def render(result: dict, profile: str | None = None) -> str:
+def row_line(r) -> str:
+    """One row as a line of the run's log."""
+    if "error" in r:
+        return f"{r['impl']:40s} {r['gpus']} GPU  error: {r['error'][:200]}"
+    return (f"{r['impl']:40s} {r['gpus']} GPU  {r['us_per_step']:9.1f} us/step"
+            f"  (compile {r.get('compile_s', '?')} s, row {r.get('seconds', '?')} s)")
+
+
+def _plain(r) -> bool:
+    return r.get("model", "one") == "one" and r.get("grads", "auto") == "auto" \
+        and r.get("xla", "default") == "default"
+
+
+def summary(result) -> str:
+    """The tables alone (what device_run.sh prints)."""
+    import breakdown
     rows = result["rows"]
+    parts = ["## The table\n", table([r for r in rows if _plain(r)]), "", versus(rows)]
+    var = [r for r in rows if not _plain(r)]
+    if var:
+        parts += ["\n## Variants\n", table(var)]
+    if result.get("breakdown"):
+        parts += ["\n## GPU time per step and device (µs, the devices' mean)\n",
+                  breakdown.markdown(result["breakdown"])]
+    if result.get("skipped"):
+        parts += ["\n## Skipped\n", "\n".join(
+            f"- {s['impl']} at {s['gpus']} GPUs: {s['skipped']}" for s in result["skipped"])]
+    return "\n".join(parts) + "\n"
+
+
+def render(result: dict, profile: str | None = None) -> str:
     a = result.get("args", {})
+    how = ("`bench/scaling/suite.py` (each step a child process, XLA options per compile, "
+           "`bench/scaling/variants.py`)" if result.get("suite") else "`bench/scaling/run.py`")
     return f"""# Scaling past one GPU (issue 35)
 
-`bench/scaling/run.py`: data-parallel training steps in one process over 1, 2
-and 4 GPUs (``shard_map``, the batch split, the loss averaged with ``pmean``)
-at the same global batch; the steps are in `bench/scaling/steps.py`:
-FA4 through cutecall against the same model on XLA's cuDNN attention
-(B 16, S 4096, H 16, Hkv 4, D 128, E 2048, causal), and QuACK's MLP through
-cutecall against the same MLP on XLA's dot (tokens 16384, d 4096, hidden
-11008, gelu_tanh_approx, pinned tiles).
+{how}: data-parallel training steps in one process over 1, 2 and 4 GPUs
+(`shard_map`, the batch split, the loss averaged with `pmean`) at the same
+global batch; the steps are in `bench/scaling/steps.py`: FA4 through cutecall
+against the same model on XLA's cuDNN attention (B 16, S 4096, H 16, Hkv 4,
+D 128, E 2048, causal), and QuACK's MLP through cutecall against the same MLP
+on XLA's dot (gelu_tanh_approx, pinned tiles). Speedup: the row's 1-GPU time
+over its N-GPU time; target 0.95·N.
 
-- Device: {result['device']} (`nvidia-smi`: {result.get('nvidia_smi')}).
-- Versions: {', '.join(f'{k} {v}' for k, v in result['versions'].items())}.
-- Date: {result['date']}.
-- Command: `{result['command']}`; command buffers {a.get('command_buffers', 'on')}.
+- Device: {result.get('device')} (`nvidia-smi`: {result.get('nvidia_smi')}).
+- Versions: {', '.join(f'{k} {v}' for k, v in result.get('versions', {}).items())}.
+- Date: {result.get('date')}.
+- Command: `{result.get('command')}`; command buffers on (XLA's default).
 - Timing: µs/step is a Python loop of the jitted step with the weights donated (how
-  training runs), {a.get('trials')} trials of 20 steps after 3, best. The chain columns are
-  the harness of the first numbers (`bench/timing.jax_wall_us`): the difference of
-  {a.get('k2')}- and {a.get('k1')}-step chains of independent steps in one executable;
-  cold = their second executions alternating short and long, alternating = the same
-  after {a.get('warm')} more, steady = each chain run several times in a row.
-  cutecall executes/step: runs of cutecall's FFI handler per step, all devices
-  together (it runs only while XLA records a graph; without command buffers, once per
-  call).
+  training runs), {a.get('trials')} trials of {a.get('steps', 20)} steps after 3, best.
+  The breakdown is a JAX profiler trace of {a.get('trace_steps', 'a few')} such steps
+  (XLA runs its command buffers' thunks one by one while tracing), read with
+  `jax.profiler.ProfileData` (`bench/scaling/breakdown.py`).
 
-{table(rows)}
-
-{versus(rows)}
-
+{summary(result)}
 ## What the profile showed and what changed
 
-{profile or '(see /work/notes/issue35_profile.md and bench/scaling/cb_profile.py; filled in by the device run)'}
+{profile or '(filled in from the run: bench/scaling/page.py --profile notes.md)'}
 """
 
 
 def main() -> int:
-    if len(sys.argv) < 2:
+    if len(sys.argv) < 2 or sys.argv[1].startswith("-"):
         print(__doc__)
         return 2
     path = sys.argv[1]
@@ -103,7 +170,9 @@ def main() -> int:
     profile = None
     if "--profile" in sys.argv:
         profile = open(sys.argv[sys.argv.index("--profile") + 1]).read()
-    with open(os.path.join(os.path.dirname(os.path.abspath(path)), "scaling.md"), "w") as f:
+    out = (sys.argv[sys.argv.index("--out") + 1] if "--out" in sys.argv
+           else os.path.join(os.path.dirname(os.path.abspath(path)), "scaling.md"))
+    with open(out, "w") as f:
         f.write(render(result, profile))
     return 0
 

@@ -20,7 +20,7 @@ from typing import Callable
 
 IMPLS = ("fa4_cutecall", "fa4_cudnn", "mlp_quack", "mlp_xla")
 ATTENTION = dict(batch=16, seqlen=4096, heads=16, heads_kv=4, head_dim=128, embed=2048)
-MLP = dict(tokens=16384, d=4096, hidden=11008)
+MLP = dict(tokens=32768, d=4096, hidden=11008)  # ~24 ms a step on one H100
 ACTIVATION = "gelu_tanh_approx"
 
 

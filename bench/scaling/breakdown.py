@@ -1,0 +1,166 @@
+"""Per-kernel GPU time of a traced training step (bench/scaling/suite.py),
+from a JAX profiler trace read with jax's own ``jax.profiler.ProfileData``.
+
+Each GPU's kernels and copies (the trace's "Stream" lines of its
+``/device:GPU:N`` plane) are grouped by name (:data:`GROUPS`, first match
+wins) and summed per step; beside the groups, per step and device:
+
+  span_us      first event's start to last event's end, over the traced steps
+  busy_us      the union of all events (streams overlap: NCCL runs on its own)
+  idle_us      span - busy: the GPU waits (host, launch gaps, other devices)
+  comm_exposed_us  busy - the union of the non-collective events: collective
+                   time nothing else runs beside
+
+XLA runs its command buffers as plain thunks while the profiler is on (unless
+``xla_enable_command_buffers_during_profiling``), so each kernel shows up by
+name.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+
+GROUPS = (
+    ("attn_bwd", re.compile(r"(flash|fmha|sdpa|attention|attn).*(bwd|backward|bprop|dq|dkdv|"
+                            r"postprocess|preprocess)|(bwd|backward|bprop).*(flash|fmha|sdpa|"
+                            r"attention|attn)", re.I)),
+    ("attn_fwd", re.compile(r"flash|fmha|sdpa|attention|attn", re.I)),
+    ("collective", re.compile(r"nccl|all[-_]?reduce|reduce[-_]?scatter|all[-_]?gather|"
+                              r"collective", re.I)),
+    ("memcpy", re.compile(r"memcpy|memset|copy_kernel", re.I)),
+    ("gemm", re.compile(r"gemm|nvjet|xmma|cublas|cutlass|wgmma|matmul|sm90_|dot", re.I)),
+)
+OTHER = "fusion"  # XLA's fusions and elementwise kernels
+ORDER = ("attn_fwd", "attn_bwd", "gemm", "collective", OTHER, "memcpy")
+
+
+def group(name: str) -> str:
+    for g, pattern in GROUPS:
+        if pattern.search(name):
+            return g
+    return OTHER
+
+
+def _union_ns(spans) -> int:
+    total, end = 0, None
+    for s, e in sorted(spans):
+        if end is None or s > end:
+            total += e - s
+            end = e
+        elif e > end:
+            total += e - end
+            end = e
+    return total
+
+
+def summarize_events(events, steps: int) -> dict:
+    """events: (name, start_ns, end_ns) of one device -> µs per step by
+    group, span, busy, idle, exposed collective time, top kernels."""
+    if not events:
+        return {"error": "no events"}
+    per, names = {g: 0 for g in ORDER}, {}
+    for name, s, e in events:
+        g = group(name)
+        per[g] += e - s
+        key = (name[:110], g)
+        names[key] = names.get(key, 0) + e - s
+    spans = [(s, e) for _, s, e in events]
+    busy = _union_ns(spans)
+    compute = _union_ns([(s, e) for n, s, e in events if group(n) != "collective"])
+    span = max(e for _, e in spans) - min(s for s, _ in spans)
+    us = 1e-3 / steps
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:15]
+    return {"groups_us": {g: round(v * us, 1) for g, v in per.items()},
+            "span_us": round(span * us, 1), "busy_us": round(busy * us, 1),
+            "idle_us": round((span - busy) * us, 1),
+            "comm_exposed_us": round((busy - compute) * us, 1),
+            "kernels_per_step": round(len(events) / steps, 1),
+            "top": [{"name": n, "group": g, "us": round(v * us, 1)} for (n, g), v in top]}
+
+
+def device_events(path: str, plane_prefix: str = "/device:GPU", line_prefix: str = "Stream"):
+    """{plane name: [(name, start_ns, end_ns)]} of the trace file `path`."""
+    from jax.profiler import ProfileData
+    out = {}
+    for plane in ProfileData.from_file(path).planes:
+        if not plane.name.startswith(plane_prefix):
+            continue
+        ev = [(e.name, e.start_ns, e.end_ns) for ln in plane.lines
+              if ln.name.startswith(line_prefix) for e in ln.events]
+        if ev:
+            out[plane.name] = ev
+    return out
+
+
+def summarize_trace(folder: str, steps: int, **prefixes) -> dict:
+    """{"devices": {plane: summary}, "mean": summary of the device means}
+    for the one .xplane.pb under `folder`, `steps` steps traced."""
+    paths = glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)
+    if not paths:
+        return {"error": "no trace written"}
+    devices = {p: summarize_events(ev, steps)
+               for p, ev in sorted(device_events(paths[0], **prefixes).items())}
+    good = [d for d in devices.values() if "error" not in d]
+    if not good:
+        return {"error": f"no device events in {os.path.basename(paths[0])}"}
+    keys = ("span_us", "busy_us", "idle_us", "comm_exposed_us", "kernels_per_step")
+    mean = {k: round(sum(d[k] for d in good) / len(good), 1) for k in keys}
+    mean["busy_max_us"] = max(d["busy_us"] for d in good)
+    mean["groups_us"] = {g: round(sum(d["groups_us"][g] for d in good) / len(good), 1)
+                         for g in ORDER}
+    first = next(iter(devices))
+    return {"steps": steps, "mean": mean, "top": devices[first].get("top", []),
+            "devices": {p: {k: v for k, v in d.items() if k != "top"}
+                        for p, d in devices.items()}}
+
+
+_COLLECTIVE = re.compile(r"=\s*(.*?)\s(all-reduce|all-reduce-start|reduce-scatter|all-gather|"
+                         r"all-gather-start|collective-permute|collective-permute-start)\(")
+_ARRAY = re.compile(r"\b(pred|[sfu]\d+|bf16)\[([\d,]*)\]")
+_BYTES = {"pred": 1, "bf16": 2}
+
+
+def collectives(hlo_text: str) -> dict:
+    """{"count", "bytes", "dtypes"} of the collectives in an executable's
+    optimized HLO (``compiled.as_text()``): what the step sends, once per
+    step (an async pair counts once, at its start)."""
+    count, total, dtypes = 0, 0, {}
+    for m in _COLLECTIVE.finditer(hlo_text):
+        count += 1
+        for dt, dims in _ARRAY.findall(m.group(1)):  # the result: one array or a tuple
+            n = 1
+            for d in filter(None, dims.split(",")):
+                n *= int(d)
+            size = n * _BYTES.get(dt, int(dt[1:]) // 8 or 1)
+            total += size
+            dtypes[dt] = dtypes.get(dt, 0) + size
+    return {"count": count, "bytes": total, "dtypes": dtypes}
+
+
+def markdown(entries) -> str:
+    """entries: [{"impl", "gpus", "us_per_step", "breakdown"}] -> a table
+    of µs per step per device (the devices' mean)."""
+    head = ("| step | GPUs | loop µs/step | traced span | GPU busy (max) | idle | "
+            + " | ".join(ORDER) + " | collective exposed |")
+    lines = [head, "|" + "---|" * (len(ORDER) + 7)]
+    tops = []
+    for r in entries:
+        b = r.get("breakdown") or {}
+        if "mean" not in b:
+            lines.append(f"| {r['impl']} | {r['gpus']} | | {b.get('error', 'no trace')} |"
+                         + " |" * (len(ORDER) + 3))
+            continue
+        m = b["mean"]
+        loop = r.get("us_per_step")
+        lines.append(f"| {r['impl']} | {r['gpus']} | {loop:.0f} | " if loop else
+                     f"| {r['impl']} | {r['gpus']} | | ")
+        lines[-1] += (f"{m['span_us']:.0f} | {m['busy_us']:.0f} ({m['busy_max_us']:.0f}) | "
+                      f"{m['idle_us']:.0f} | "
+                      + " | ".join(f"{m['groups_us'][g]:.0f}" for g in ORDER)
+                      + f" | {m['comm_exposed_us']:.0f} |")
+        tops.append(f"- {r['impl']}, {r['gpus']} GPU(s), first device's top kernels (µs/step): "
+                    + "; ".join(f"`{t['name'][:70]}` {t['group']} {t['us']:.0f}"
+                                for t in b.get("top", [])[:8]))
+    return "\n".join(lines) + "\n\n" + "\n".join(tops) + "\n"

@@ -1,0 +1,159 @@
+"""One child process of bench/scaling/suite.py: the configurations of one
+step on 1, 2 and 4 of the visible GPUs, in priority order, each timed as a
+loop of donated steps (bench/scaling/chains.loop_us) with its XLA options
+set per compile, some traced (bench/scaling/breakdown.py). Each row is
+appended to the rows file (JSON lines) the moment it is measured, so a child
+cut off by the budget keeps what it finished; a configuration that would
+start past the deadline is recorded as skipped.
+
+  python bench/scaling/suite_child.py SPEC.json     (suite.py writes the spec)
+  python bench/scaling/suite_child.py --warm-quack '{"tokens": 32768}'
+
+``--warm-quack`` compiles the QuACK MLP step's GEMMs at their pinned tiles
+into the artifact store in parallel worker processes (no GPU client:
+``cutecall.quack.mlp.warmup``), so the MLP child loads them; suite.py runs it
+in the background, niced, while the attention children run.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+CUTECALL_IMPLS = ("fa4_cutecall", "mlp_quack")
+
+
+def emit(path: str, row: dict) -> None:
+    with open(path, "a") as f:
+        f.write(json.dumps(row) + "\n")
+    short = {k: v for k, v in row.items() if k not in ("breakdown", "trials_us")}
+    print("ROW " + json.dumps(short)[:600], flush=True)
+
+
+def _alive(pid) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        return bool(pid) and open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def traced(run, steps: int, folder: str, stub: bool) -> dict:
+    """breakdown.summarize_trace of `steps` more steps of `run`, traced."""
+    import jax
+    import breakdown
+    run(2)
+    jax.profiler.start_trace(folder)
+    try:
+        run(steps)
+    finally:
+        jax.profiler.stop_trace()
+    # the CPU has no GPU planes: its host plane exercises the same code
+    prefixes = dict(plane_prefix="/host:CPU", line_prefix="") if stub else {}
+    return breakdown.summarize_trace(folder, steps, **prefixes)
+
+
+def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
+    import breakdown
+    import chains
+    import variants
+    impl, model = spec["impl"], cfg["model"]
+    key = (impl, model)
+    if key not in cases:
+        cases[key] = variants.case(impl, model, stub=spec["stub"],
+                                   sizes=spec["sizes"].get(impl.split("_")[0]))
+    step, args = variants.on_devices(cases[key], devices, cfg["grads"])
+    t0 = time.perf_counter()
+    run = chains.donated_loop(step, args, variants.XLA[cfg["xla"]])
+    out = {"compile_s": round(time.perf_counter() - t0, 1)}
+    try:
+        out["collectives"] = breakdown.collectives(run.compiled.as_text())
+    except Exception as e:  # noqa: BLE001
+        out["collectives"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    executes = (chains.cutecall_executes if impl in CUTECALL_IMPLS and not spec["stub"]
+                else None)
+    warm = _alive(spec.get("warm_pid"))
+    m = chains.loop_us(step, args, steps=spec["steps"], trials=spec["trials"],
+                       executes=executes, run=run)
+    out.update(us_per_step=m["loop_us"], trials_us=m["loop_all"])
+    if warm or _alive(spec.get("warm_pid")):
+        out["warm_running"] = True  # the QuACK compile ran beside the timing (niced)
+    if "executes_per_step_loop" in m:
+        out["executes_per_step_loop"] = m["executes_per_step_loop"]
+    if cfg.get("trace"):
+        folder = os.path.join(spec["traces"], f"{impl}-{model}-{cfg['grads']}-{cfg['xla']}"
+                              f"-{len(devices)}")
+        try:
+            out["breakdown"] = traced(run, spec["trace_steps"], folder, spec["stub"])
+        except Exception as e:  # noqa: BLE001  the timing stands without its trace
+            out["breakdown"] = {"error": f"{type(e).__name__}: {e}"[:1000]}
+        if not cfg.get("keep_trace"):
+            shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def warm_quack(sizes: dict) -> int:
+    import jax
+    import jax.numpy as jnp
+    import steps
+    from cutecall.quack import mlp as qm
+    s = dict(steps.MLP, **sizes)
+    t, d, h = s["tokens"], s["d"], s["hidden"]
+    spec = lambda *shape: jax.ShapeDtypeStruct(shape, jnp.bfloat16)  # noqa: E731
+    tiles = tuple(dict.fromkeys(steps.pinned_tiles().values()))
+    t0 = time.perf_counter()
+    report = qm.warmup(spec(t, d), spec(h, d), spec(d, h), steps.ACTIVATION,
+                       candidates=tiles, workers=min(6 * len(tiles),
+                                                     max(1, (os.cpu_count() or 2) // 4)))
+    print(f"warm-quack: {time.perf_counter() - t0:.1f} s\n{report}", flush=True)
+    return 0
+
+
+def main(spec_path: str) -> int:
+    import jax
+    import variants
+    spec = json.load(open(spec_path))
+    rows = spec["rows"]
+    devices = jax.devices()
+    emit(rows, {"meta": {"device": f"{len(devices)} x {devices[0].device_kind}",
+                         "platform": devices[0].platform, "jax": jax.__version__,
+                         "child": spec["name"]}})
+    cases: dict = {}
+    for cfg in spec["configs"]:
+        n = cfg["gpus"]
+        row = {"impl": variants.name(spec["impl"], cfg["model"], cfg["grads"], cfg["xla"]),
+               "base": spec["impl"], "model": cfg["model"], "grads": cfg["grads"],
+               "xla": cfg["xla"], "gpus": n, "processes": 1, "command_buffers": "on"}
+        left = spec["deadline"] - time.time()
+        if n > len(devices):
+            row["skipped"] = f"{len(devices)} devices visible"
+        elif left < cfg.get("est_s", 0):
+            row["skipped"] = f"budget: {left:.0f} s left, ~{cfg.get('est_s')} s needed"
+        if "skipped" in row:
+            emit(rows, row)
+            continue
+        t0 = time.perf_counter()
+        try:
+            row.update(measure(spec, cfg, devices[:n], cases))
+        except Exception as e:  # noqa: BLE001  one failing row must not lose the others
+            row["error"] = f"{type(e).__name__}: {e}"[:2000]
+            traceback.print_exc()
+        row["seconds"] = round(time.perf_counter() - t0, 1)
+        emit(rows, row)
+        gc.collect()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--warm-quack":
+        sys.exit(warm_quack(json.loads(sys.argv[2])))
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,166 @@
+"""The scaling suite's step variants (bench/scaling/suite.py), built on
+bench/scaling/steps.py's cases:
+
+  model     "one": the issue's one-layer step (steps.py, unchanged);
+            "L4": four blocks of (q/k/v projections, causal attention,
+            out-projection, residual) on x (B, S, E), squared loss against
+            y (B, S, E): a model whose layer i's gradient all-reduce can
+            overlap layer i-1's backward
+  grads     "auto": JAX sums the replicated weights' gradient itself
+            (the loss is averaged over the devices first, as steps.py).
+            JAX places that psum where the replicated value meets the
+            batch: at the weights' cast to bfloat16, so the float32 master
+            weights' gradient is all-reduced in bfloat16 already;
+            "f32" (or "bf16"): each device's gradient of its own loss, in
+            float32, averaged with ``pmean`` in that dtype (one all-reduce
+            per tensor), cast back to the weights' float32: what a float32
+            reduction costs (the first probe's step paid one beside JAX's)
+  xla       "default", or "overlap": no combining of all-reduces (one per
+            gradient tensor) and the latency-hiding scheduler, so a
+            gradient's all-reduce runs while later backward work computes
+
+``stub=True`` (CPU smoke runs) puts XLA's own attention in place of FA4 and
+cuDNN, and XLA's dot in place of QuACK's GEMMs: the same programs' shapes
+and collectives, nothing the CPU cannot run.
+"""
+
+from __future__ import annotations
+
+import steps
+
+XLA = {"default": {},
+       "overlap": {"xla_gpu_all_reduce_combine_threshold_bytes": 1,
+                   "xla_gpu_enable_latency_hiding_scheduler": True}}
+LAYERS = {"one": 1, "L4": 4}
+DTYPES = {"f32": "float32", "bf16": "bfloat16"}
+
+
+def name(impl: str, model: str = "one", grads: str = "auto", xla: str = "default") -> str:
+    """The row's impl name: fa4_cutecall, fa4_cutecall_L4+bf16grad+overlap..."""
+    return (impl + ("" if model == "one" else f"_{model}")
+            + ("" if grads == "auto" else f"+{grads}grad")
+            + ("+overlap" if xla == "overlap" else ""))
+
+
+def attention_fn(impl: str, stub: bool):
+    """(q, k, v) -> causal attention of `impl`."""
+    import jax
+    if stub:
+        return lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                             implementation="xla")
+    if impl == "fa4_cutecall":
+        from cutecall.attention import attention
+        return lambda q, k, v: attention(q, k, v, causal=True)
+    return lambda q, k, v: jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                         implementation="cudnn")
+
+
+def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None = None):
+    """steps.Case for `impl` and `model` (stubbed for the CPU)."""
+    if model == "one" and not stub:
+        return steps.case(impl, sizes)
+    if impl.startswith("mlp"):
+        if model != "one":
+            raise ValueError(f"model {model!r} is for the attention steps, not {impl}")
+        c = steps.case("mlp_xla", sizes)  # stub: XLA's dot for both
+        return steps.Case(impl, c.sizes, c.problem, c.loss)
+    sizes = dict(steps.ATTENTION, **(sizes or {}))
+    attn = attention_fn(impl, stub)
+    if model == "one":
+        return steps.Case(impl, sizes, steps._attention_problem(sizes), _one_loss(attn))
+    layers = LAYERS[model]
+    return steps.Case(impl, sizes, _deep_problem(sizes, layers), _deep_loss(attn, sizes))
+
+
+def _one_loss(attn):
+    def loss(w, x, y):
+        import jax.numpy as jnp
+        d = y.shape[-1]
+
+        def proj(n):
+            return (x @ w[n].astype(x.dtype)).reshape(x.shape[:2] + (-1, d))
+        o = attn(proj("q"), proj("k"), proj("v"))
+        return jnp.mean((o.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
+    return loss
+
+
+def _deep_problem(sizes, layers):
+    def problem(key):
+        import jax
+        import jax.numpy as jnp
+        b, s, e = sizes["batch"], sizes["seqlen"], sizes["embed"]
+        h, hkv, d = sizes["heads"], sizes["heads_kv"], sizes["head_dim"]
+        kx, ky, kw = jax.random.split(key, 3)
+        w = []
+        for k in jax.random.split(kw, layers):
+            kq, kk, kv, ko = jax.random.split(k, 4)
+            w.append({"q": 0.05 * jax.random.normal(kq, (e, h * d)),
+                      "k": 0.05 * jax.random.normal(kk, (e, hkv * d)),
+                      "v": 0.05 * jax.random.normal(kv, (e, hkv * d)),
+                      "o": jax.random.normal(ko, (h * d, e)) / (h * d) ** 0.5})
+        x = jax.random.normal(kx, (b, s, e)).astype(jnp.bfloat16)
+        y = jax.random.normal(ky, (b, s, e)).astype(jnp.bfloat16)
+        return w, x, y
+    return problem
+
+
+def _deep_loss(attn, sizes):
+    d = sizes["head_dim"]
+
+    def loss(w, x, y):
+        import jax.numpy as jnp
+        h = x
+        for layer in w:
+            def proj(n):
+                return (h @ layer[n].astype(h.dtype)).reshape(h.shape[:2] + (-1, d))
+            o = attn(proj("q"), proj("k"), proj("v"))
+            h = h + o.reshape(h.shape) @ layer["o"].astype(h.dtype)
+        return jnp.mean((h.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
+    return loss
+
+
+def _varying(a, axis):
+    import jax
+    if hasattr(jax.lax, "pcast"):
+        return jax.lax.pcast(a, axis, to="varying")
+    return jax.lax.pvary(a, axis)  # jax < 0.8
+
+
+def reduced_step(c, dtype, axis: str, lr: float = 0.1):
+    """An SGD step whose gradient is each device's own, averaged across
+    `axis` in `dtype` (one pmean per tensor). Equal to steps.Case.step's
+    global-batch gradient up to `dtype`'s rounding."""
+    import jax
+
+    def step(w, x, y):
+        wv = jax.tree.map(lambda a: _varying(a, axis), w)
+        g = jax.grad(c.loss)(wv, x, y)
+        g = jax.tree.map(lambda a: jax.lax.pmean(a.astype(dtype), axis), g)
+        return jax.tree.map(lambda p, g: (p - lr * g.astype(p.dtype)).astype(p.dtype), w, g)
+    return step
+
+
+def on_devices(c, devices, grads: str = "auto"):
+    """(step, (w, x, y)) on `devices`, as steps.on_devices, the gradient
+    averaged in `grads` ("f32", "bf16") on more than one device."""
+    import jax
+    import numpy as np
+    from jax.sharding import Mesh, PartitionSpec as P
+    if grads == "auto" or len(devices) == 1:
+        step, args = steps.on_devices(c, devices)
+        if grads == "auto":
+            return step, args
+        # one device: the same casts, no collective
+        return jax.jit(lambda w, x, y: _cast_step(c, w, x, y, DTYPES[grads])), args
+    mesh = Mesh(np.array(devices), ("b",))
+    w, x, y = c.problem(jax.random.key(0))
+    fn = jax.jit(jax.shard_map(reduced_step(c, DTYPES[grads], "b"), mesh=mesh,
+                               in_specs=(P(), P("b"), P("b")), out_specs=P()))
+    return fn, steps.place(mesh, w, x, y)
+
+
+def _cast_step(c, w, x, y, dtype: str, lr: float = 0.1):
+    import jax
+    g = jax.grad(c.loss)(w, x, y)
+    return jax.tree.map(lambda p, g: (p - lr * g.astype(dtype).astype(p.dtype))
+                        .astype(p.dtype), w, g)
