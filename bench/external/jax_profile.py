@@ -196,7 +196,7 @@ def profile_case(case, args) -> dict:
     guard("xla_loop", lambda: jax_loop(op, jargs, args.k))
     if args.static:
         guard("jax_static", lambda: jax_loop(static_variant(call), jargs, args.k))
-    del jargs
+    call = jargs = op = None  # the JAX arrays go before torch allocates
     try:
         kernel, targs = case.torch("cuda", 0)
     except Exception as e:
