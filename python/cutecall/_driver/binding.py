@@ -14,7 +14,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import pytree
 from .placement import (arg_kind, named_outputs, place_outputs, place_written,
-                        placements)
+                        placements, probe_rank)
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,
                         is_scalar_value, python_value)
@@ -257,10 +257,10 @@ def output_positions(sig: LauncherSignature, open_params: Sequence[int],
     rule = place_outputs(sig, open_params, kinds, num_outputs, order, args)
     if rule not in avoid:
         return rule
-    others = sorted((s, outs) for s, outs in
+    others = sorted((probe_rank(order, outs, open_params, kinds), s, outs) for s, outs in
                     placements(sig, open_params, kinds, num_outputs, order)
                     if outs not in avoid)
-    return others[0][1] if others else rule
+    return others[0][2] if others else rule
 
 
 def _check_keywords(sig: LauncherSignature, kwargs, constexpr_names) -> dict:

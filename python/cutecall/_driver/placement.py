@@ -71,6 +71,25 @@ def score(order: str, outs, rest, kinds, params) -> tuple:
     return defaults, misplaced, optional, scalars
 
 
+def probe_rank(order: str, outs, open_params: Sequence[int], kinds: Sequence[str]) -> tuple:
+    """How a placement ranks among those tried after the rule's did not
+    compile (lower first): the arrays on the wrong side of the outputs,
+    then the ``None`` arguments before the last output -- an absent
+    ``Optional`` says nothing about order, and callers leave the trailing
+    ones out. FA4's backward preprocess ``(mO, mdO, mPdPsum, mLSE,
+    mLSElog2, mdQaccum, <5 Optional>, scale)`` called ``(o, do, lse, None
+    x5, 1.0)``: the outputs right after ``lse`` come first; that placement
+    traces, and its trace shows where the kernel writes."""
+    if not outs:
+        return (0, 0)
+    placed = list(zip([i for i in open_params if i not in outs], kinds))
+    if order == "inputs_first":
+        arrays = sum(k == ARRAY and i > min(outs) for i, k in placed)
+    else:
+        arrays = sum(k == ARRAY and i < max(outs) for i, k in placed)
+    return arrays, sum(k == NONE_ARG and i < max(outs) for i, k in placed)
+
+
 def placements(sig: LauncherSignature, open_params: Sequence[int],
                kinds: Sequence[str] | None, num_outputs: int, order: str):
     """Yields ``(score, outputs)`` for every placement of `num_outputs`
