@@ -40,6 +40,7 @@ import json
 import os
 import pkgutil
 import re
+import statistics
 import sys
 import time
 import traceback
@@ -49,7 +50,7 @@ sys.path.insert(0, os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from harness import CORPUS_PARENT, use_corpus  # noqa: E402
 from profile_report import analyze, host_summary, markdown  # noqa: E402
-from timing import (jax_chain, jax_wall_us, split_arrays,  # noqa: E402
+from timing import (chain_wall_us, jax_chain, split_arrays,  # noqa: E402
                     torch_device_us, trace_events)
 
 # Issue 37's six kernels (and FA4's dense forward), from the corpus and
@@ -132,16 +133,35 @@ def compiled_ops(run) -> dict:
     return ops
 
 
-def jax_chain_profile(call, args, k: int) -> dict:
-    run = jax_chain(call, args, k)
-    run()
+def jax_chain_profile(call, args, k: int, keep: dict | None = None) -> dict:
+    """The chain's trace, optimized-HLO ops and wall µs per call; its
+    compiled runners (k and k/2 calls) go into `keep` for later trials."""
+    run, short = jax_chain(call, args, k), jax_chain(call, args, max(1, k // 2))
+    run(), short()
     rec = _traced(run, k)
     try:
         rec["optimized_hlo_ops"] = compiled_ops(run)
     except Exception as e:  # a count, never a reason to lose the timing
         rec["optimized_hlo_ops"] = f"{type(e).__name__}: {e}"[:300]
-    rec["wall_us"] = jax_wall_us(call, args, max(1, k // 2), k)
+    rec["wall_us"] = chain_wall_us(short, run, max(1, k // 2), k)
+    if keep is not None:
+        keep["chain"] = (run, short)
     return rec
+
+
+def interleaved(keep: dict, authors, k: int, launches: int, trials: int) -> dict:
+    """`trials` rounds of: the JAX chain's span (a trace) and wall µs per
+    call, then the authors' CUDA-event µs -- one after the other, so drift
+    of the GPU's clocks or a neighbour's load hits both alike. Medians and
+    every value."""
+    rows: dict[str, list] = {"jax_span_us": [], "jax_wall_us": [], "authors_events_us": []}
+    run, short = keep["chain"]
+    for _ in range(trials):
+        rows["jax_span_us"].append(analyze(trace_events(run)[0], k)["span_us"])
+        rows["jax_wall_us"].append(chain_wall_us(short, run, max(1, k // 2), k))
+        if authors is not None:
+            rows["authors_events_us"].append(torch_device_us(authors, launches))
+    return {key: {"median": statistics.median(v), "all": v} for key, v in rows.items() if v}
 
 
 def static_variant(call):
@@ -188,8 +208,9 @@ def profile_case(case, args) -> dict:
 
     from run import describe_jax
     call, jargs = case.jax(True, 0)
+    keep: dict = {}
     guard("jax_compiled", lambda: describe_jax(call, jargs))
-    guard("jax_chain", lambda: jax_chain_profile(call, jargs, args.k))
+    guard("jax_chain", lambda: jax_chain_profile(call, jargs, args.k, keep))
     guard("jax_loop", lambda: jax_loop(call, jargs, args.k))
     op = xla_op(jargs)
     guard("xla_chain", lambda: jax_chain_profile(op, jargs, args.k))
@@ -208,6 +229,11 @@ def profile_case(case, args) -> dict:
     if args.torch_front:
         guard("cutecall_torch", lambda: torch_profile(
             kernel, targs, case.torch_outputs, args.k, args.launches))
+    if "chain" in keep and args.trials > 0:
+        authors = None if "authors_torch" not in rec else (
+            lambda: case.authors_torch(*targs))
+        guard("interleaved", lambda: interleaved(keep, authors, args.k, args.launches,
+                                                 args.trials))
     return rec
 
 
@@ -241,6 +267,8 @@ def main() -> int:
     ap.add_argument("--size", default="bench", choices=["bench", "test"])
     ap.add_argument("--k", type=int, default=20)
     ap.add_argument("--launches", type=int, default=40)
+    ap.add_argument("--trials", type=int, default=3,
+                    help="interleaved rounds of JAX chain and authors' events")
     ap.add_argument("--budget", type=float, default=200.0, help="seconds; no case starts after")
     ap.add_argument("--static", action="store_true", help="also time the all-static compile")
     ap.add_argument("--torch-front", action="store_true", help="also cutecall's torch front")

@@ -96,20 +96,22 @@ def _get(d, *path):
 
 def summary_row(r: dict) -> str:
     """One markdown table row of a case's record."""
-    authors = _get(r, "authors_torch", "events_us")
-    chain = _get(r, "jax_chain", "span_us")
+    authors = _get(r, "interleaved", "authors_events_us", "median") or \
+        _get(r, "authors_torch", "events_us")
+    chain = _get(r, "interleaved", "jax_span_us", "median") or _get(r, "jax_chain", "span_us")
+    wall = _get(r, "interleaved", "jax_wall_us", "median") or _get(r, "jax_chain", "wall_us")
     speed = None if not (authors and chain) else authors / chain
     cells = [
         r["name"], _f(authors), _f(_get(r, "authors_torch", "span_us")),
         _f(_get(r, "authors_torch", "busy_us")),
         _f(_get(r, "authors_torch", "rotated_us")),
         _f(chain), _f(_get(r, "jax_chain", "busy_us")), _f(_get(r, "jax_chain", "idle_us")),
-        _f(_get(r, "jax_chain", "wall_us")), _f(_get(r, "jax_loop", "busy_us")),
+        _f(wall), _f(_get(r, "jax_loop", "busy_us")),
         _f(_get(r, "jax_static", "busy_us")),
         _f(_get(r, "xla_chain", "busy_us")) + " / " + _f(_get(r, "xla_loop", "busy_us")),
         _f(_get(r, "jax_chain", "launches_per_call"), 2),
         str(len(_get(r, "jax_chain", "copies") or [])),
-        _f(speed, 3)]
+        _f(speed, 3), _f(None if not (authors and wall) else authors / wall, 3)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -118,8 +120,9 @@ HEADER = (
     "authors, fresh outputs "
     "each call µs | JAX chain µs (span) | JAX chain busy | JAX chain idle | JAX wall | "
     "JAX loop busy (outputs freed) | JAX static busy | XLA op busy chain / loop | "
-    "GPU events per JAX call | copy/memset kinds | speed (authors / JAX chain) |\n"
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    "GPU events per JAX call | copy/memset kinds | speed (authors / JAX span) | "
+    "speed (authors / JAX wall) |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def markdown(doc: dict) -> str:
@@ -128,7 +131,10 @@ def markdown(doc: dict) -> str:
     out = ["# JAX front vs the authors' path: where the time goes", "",
            f"- device: {meta.get('device')}; jax {meta.get('jax')}, torch "
            f"{meta.get('torch')}; {meta.get('date')}; k = {meta.get('k')} calls per chain",
-           "- authors torch µs: CUDA events around k launches on the same output "
+           "- authors torch µs, JAX chain span and wall: medians of interleaved "
+           "rounds where the run made them (`interleaved` in the JSON), else one "
+           "reading",
+           "- authors torch µs: CUDA events around the launches on the same output "
            "buffers; 'fresh outputs': the same with k output sets in rotation, as "
            "the JAX chain (every output kept) writes k distinct buffers",
            "- JAX chain: k calls in one jit, every output a result "
