@@ -13,7 +13,8 @@ wins) and summed per step; beside the groups, per step and device:
 
 XLA runs its command buffers as plain thunks while the profiler is on (unless
 ``xla_enable_command_buffers_during_profiling``), so each kernel shows up by
-name.
+name. The host side (:func:`host_events`: the runtime's events and the CUDA
+driver calls, summed by name per step) comes along.
 """
 
 from __future__ import annotations
@@ -80,11 +81,10 @@ def summarize_events(events, steps: int) -> dict:
             "top": [{"name": n, "group": g, "us": round(v * us, 1)} for (n, g), v in top]}
 
 
-def device_events(path: str, plane_prefix: str = "/device:GPU", line_prefix: str = "Stream"):
-    """{plane name: [(name, start_ns, end_ns)]} of the trace file `path`."""
-    from jax.profiler import ProfileData
+def device_events(data, plane_prefix: str = "/device:GPU", line_prefix: str = "Stream"):
+    """{plane name: [(name, start_ns, end_ns)]} of a ProfileData."""
     out = {}
-    for plane in ProfileData.from_file(path).planes:
+    for plane in data.planes:
         if not plane.name.startswith(plane_prefix):
             continue
         ev = [(e.name, e.start_ns, e.end_ns) for ln in plane.lines
@@ -94,17 +94,42 @@ def device_events(path: str, plane_prefix: str = "/device:GPU", line_prefix: str
     return out
 
 
+def host_events(data, steps: int, top: int = 30) -> dict:
+    """The host side of a ProfileData: the runtime's events (XLA, PjRt,
+    command buffers; Python frames left out) and the CUDA driver calls
+    (cu*), each summed by name over all threads, per step, the `top` longest."""
+    sums: dict = {}
+    for plane in data.planes:
+        if plane.name.startswith("/host"):
+            for ln in plane.lines:
+                for e in ln.events:
+                    if not e.name.startswith("$"):
+                        t = sums.setdefault(e.name[:120], [0, 0])
+                        t[0] += 1
+                        t[1] += e.end_ns - e.start_ns
+
+    def rows(items):
+        best = sorted(items, key=lambda kv: -kv[1][1])[:top]
+        return [{"name": k, "count": round(c / steps, 1), "us": round(ns / 1e3 / steps, 1)}
+                for k, (c, ns) in best]
+    return {"runtime": rows(sums.items()),
+            "driver": rows([kv for kv in sums.items() if kv[0].startswith("cu")])}
+
+
 def summarize_trace(folder: str, steps: int, **prefixes) -> dict:
     """{"devices": {plane: summary}, "mean": summary of the device means}
     for the one .xplane.pb under `folder`, `steps` steps traced."""
+    from jax.profiler import ProfileData
     paths = glob.glob(os.path.join(folder, "**", "*.xplane.pb"), recursive=True)
     if not paths:
         return {"error": "no trace written"}
+    data = ProfileData.from_file(paths[0])
     devices = {p: summarize_events(ev, steps)
-               for p, ev in sorted(device_events(paths[0], **prefixes).items())}
+               for p, ev in sorted(device_events(data, **prefixes).items())}
     good = [d for d in devices.values() if "error" not in d]
     if not good:
-        return {"error": f"no device events in {os.path.basename(paths[0])}"}
+        return {"error": f"no device events in {os.path.basename(paths[0])}",
+                "host": host_events(data, steps)}
     keys = ("span_us", "busy_us", "idle_us", "comm_exposed_us", "kernels_per_step")
     mean = {k: round(sum(d[k] for d in good) / len(good), 1) for k in keys}
     mean["busy_max_us"] = max(d["busy_us"] for d in good)
@@ -112,6 +137,7 @@ def summarize_trace(folder: str, steps: int, **prefixes) -> dict:
                          for g in ORDER}
     first = next(iter(devices))
     return {"steps": steps, "mean": mean, "top": devices[first].get("top", []),
+            "host": host_events(data, steps),
             "devices": {p: {k: v for k, v in d.items() if k != "top"}
                         for p, d in devices.items()}}
 

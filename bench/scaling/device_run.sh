@@ -53,7 +53,6 @@ if [ ${#SMOKE[@]} -eq 0 ]; then
   { nvidia-smi -L; nvidia-smi topo -m; } >>"$LOG" 2>&1
 fi
 export PYTHONUNBUFFERED=1
-export CUTECALL_CACHE_DIR="${CUTECALL_CACHE_DIR:-/tmp/cutecall_scaling_cache}"  # shared by the children
 PY="${PYTHON:-python3}"
 say "phases: ${phases[*]} (cap ${CAP} s; CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-})"
 

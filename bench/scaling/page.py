@@ -62,7 +62,7 @@ def table(rows) -> str:
         if "error" in r:
             cells += [f"error: {r['error'][:160]}", "", ""]
         else:
-            cells += [f"{r['us_per_step']:.0f}",
+            cells += [f"{r['us_per_step']:.0f}" + (" †" if r.get("warm_running") else ""),
                       f"{r['speedup']:.2f}×" if "speedup" in r else "", _verdict(r)]
         if chains:
             cells.append(" / ".join(f"{r.get(f'chain_{k}_us_per_step', float('nan')):.0f}"
@@ -78,6 +78,9 @@ def table(rows) -> str:
             ex += ("; " if ex else "") + f"loop {r['executes_per_step_loop']:.1f}"
         cells.append(ex)
         lines.append("| " + " | ".join(cells) + " |")
+    if any(r.get("warm_running") for r in rows):
+        lines.append("\n† timed while QuACK's GEMMs compiled in the background (niced, "
+                     "CPU only: `suite_child.py --warm-quack`).")
     return "\n".join(lines)
 
 
@@ -141,7 +144,8 @@ def render(result: dict, profile: str | None = None) -> str:
 global batch; the steps are in `bench/scaling/steps.py`: FA4 through cutecall
 against the same model on XLA's cuDNN attention (B 16, S 4096, H 16, Hkv 4,
 D 128, E 2048, causal), and QuACK's MLP through cutecall against the same MLP
-on XLA's dot (gelu_tanh_approx, pinned tiles). Speedup: the row's 1-GPU time
+on XLA's dot (tokens {a.get('mlp_tokens', 32768)}, d 4096, hidden 11008,
+gelu_tanh_approx, pinned tiles). Speedup: the row's 1-GPU time
 over its N-GPU time; target 0.95·N.
 
 - Device: {result.get('device')} (`nvidia-smi`: {result.get('nvidia_smi')}).
@@ -153,6 +157,13 @@ over its N-GPU time; target 0.95·N.
   The breakdown is a JAX profiler trace of {a.get('trace_steps', 'a few')} such steps
   (XLA runs its command buffers' thunks one by one while tracing), read with
   `jax.profiler.ProfileData` (`bench/scaling/breakdown.py`).
+- Variants (`bench/scaling/variants.py`): *per-tensor all-reduce + latency-hiding
+  scheduler* = XLA options `xla_gpu_all_reduce_combine_threshold_bytes=1`,
+  `xla_gpu_enable_latency_hiding_scheduler=true` for that compile; *4 layers* = four
+  blocks of (q/k/v projections, attention, out-projection, residual) at the same
+  sizes; *f32 gradient pmean* = each device's float32 gradient averaged with
+  `pmean` (JAX's own psum is at the weights' bfloat16 cast). Collectives/step:
+  count, bytes and dtypes of the all-reduces in the step's optimized HLO.
 
 {summary(result)}
 ## What the profile showed and what changed

@@ -15,8 +15,8 @@ loop of donated steps, in priority order:
      its optimized HLO (count, bytes, dtypes).
 
 Each step runs in its own child process (bench/scaling/suite_child.py; XLA
-options per compile), all sharing one CUTECALL_CACHE_DIR so FA4 and QuACK
-kernels compile once. A child's configuration that would start past the
+options per compile), all sharing the artifact store (CUTECALL_CACHE_DIR,
+default ~/.cache/cutecall) so FA4 and QuACK kernels compile once. A child's configuration that would start past the
 budget is skipped and recorded; a child past it is killed (its finished rows
 stay).
 
@@ -166,7 +166,6 @@ def add_speedups(rows) -> None:
 
 def environment(args) -> dict:
     env = dict(os.environ, PYTHONUNBUFFERED="1", XLA_PYTHON_CLIENT_PREALLOCATE="false")
-    env.setdefault("CUTECALL_CACHE_DIR", "/tmp/cutecall_scaling_cache")
     if args.cpu_smoke:
         env.update(JAX_PLATFORMS="cpu", XLA_FLAGS=(env.get("XLA_FLAGS", "") +
                    " --xla_force_host_platform_device_count=4").strip())
