@@ -16,7 +16,7 @@ out="${OUT:-/tmp/cutecall_out}/newfam"
 site="${CUTECALL_SITE:-/tmp/site}"
 py="${PYTHON:-python3}"
 cap="${NEWFAM_CAP:-240}"
-families="${NEWFAM_FAMILIES:-liger hadamard cutlass_operators cudnn_bsa fa4_varlen allgather}"
+families="${NEWFAM_FAMILIES:-liger hadamard cutlass_operators cudnn_bsa fa4_varlen allgather fa4_block_sparsity}"
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
 t0=$SECONDS

@@ -3,8 +3,8 @@
 
 One family per process (``--family``): Liger's CuTe DSL ops, QuACK's
 Hadamard transform, the CUTLASS Operator API's Hopper GEMM, cuDNN's sm90
-block-sparse attention, FA4's varlen scheduling helpers, QuACK's
-all-gather GEMM kernel (one GPU, every shard arrived). The cases are the
+block-sparse attention, FA4's varlen scheduling helpers and block-sparsity
+kernel, QuACK's all-gather GEMM kernel (one GPU, every shard arrived). The cases are the
 corpus' (tests/external/corpus) at ``--size`` (default "bench"). For each:
 
   check           cutecall's torch front, the authors' torch path and
@@ -54,7 +54,8 @@ from report import nvidia_smi, versions  # noqa: E402
 
 FAMILIES = {"liger": "liger_corpus", "hadamard": "quack_hadamard_corpus",
             "cutlass_operators": "cutlass_operators_corpus", "cudnn_bsa": "cudnn_bsa_corpus",
-            "fa4_varlen": "fa4_varlen_corpus", "allgather": "quack_allgather_corpus"}
+            "fa4_varlen": "fa4_varlen_corpus", "allgather": "quack_allgather_corpus",
+            "fa4_block_sparsity": "fa4_block_sparsity_corpus"}
 PATHS = ("authors_torch", "cutecall_torch", "cutecall_jax")
 PACKAGES = ("nvidia-cutlass-dsl", "quack-kernels", "flash-attn-4", "liger-kernel",
             "nvidia-cutlass-operators", "nvidia-cudnn-frontend", "apache-tvm-ffi",
