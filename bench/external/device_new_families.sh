@@ -5,7 +5,8 @@
 #
 #   CUDA_VISIBLE_DEVICES=0 bash bench/external/device_new_families.sh
 #
-# Writes $OUT/newfam/{<family>.json,<family>.log,newfam.json,newfam.md}.
+# Writes $OUT/newfam/{<family>.json,<family>.log,newfam.json,newfam.md} and
+# pytest.{log,xml} (the GPU tests of this round's fixes, run alongside).
 # Hard wall-time cap: NEWFAM_CAP seconds (default 240) for everything.
 # Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
 # (python3), NEWFAM_FAMILIES (all), NEWFAM_ARGS (extra new_families.py args).
@@ -31,6 +32,15 @@ script="$repo/bench/external/new_families.py"
 # after the budget are skipped, and each case's record is on disk as it ends.
 work=$((cap - 25)) budget=$((cap - 45))
 pids=()
+# The GPU tests of this round's fixes, beside the families (small shapes: a
+# few launches, no lock); NEWFAM_TESTS="" skips them.
+tests="${NEWFAM_TESTS-tests/external/test_gpu_fa4_block_sparsity.py tests/jax/test_outputs_optional_none.py tests/external/test_gpu_quack_allgather.py}"
+if [ -n "$tests" ]; then
+  # shellcheck disable=SC2086  # a list of paths
+  (cd "$repo" && timeout -k 5 "$work" "$py" -m pytest -q -rfs -p no:cacheprovider \
+    --junitxml="$out/pytest.xml" $tests >"$out/pytest.log" 2>&1) &
+  tpid=$!
+fi
 for fam in $families; do
   # shellcheck disable=SC2086  # NEWFAM_ARGS: words
   timeout -k 5 "$work" "$py" "$script" --family "$fam" --out "$out" --lock "$lock" \
@@ -40,6 +50,10 @@ done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 rm -f "$lock"
+if [ -n "$tests" ]; then
+  wait "$tpid" || rc=1
+  echo "== GPU tests ($tests):"; tail -n 5 "$out/pytest.log"
+fi
 echo "== families done after $((SECONDS - t0)) s (rc $rc); per family:"
 for fam in $families; do
   printf -- '-- %s: ' "$fam"; grep -E '^(== |   [0-9N].* s \+ )' "$out/$fam.log" | tr '\n' ' ' | cut -c1-400; echo
