@@ -1,7 +1,8 @@
 """The command line of ``bench/external/new_families.py`` and its report:
-every family's JSON (``DIR/<family>.json``) merged into ``DIR/newfam.json``
-and a markdown table ``DIR/newfam.md`` (device µs per call, the ratio of
-each cutecall front to the authors' torch path, the output checks)."""
+the output checks' verdicts (bit for bit, largest difference), every
+family's JSON (``DIR/<family>.json``) merged into ``DIR/newfam.json`` and a
+markdown table ``DIR/newfam.md`` (device µs per call, the ratio of each
+cutecall front to the authors' torch path, the output checks)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,28 @@ import json
 import os
 
 TARGET = 1.02  # cutecall time / authors' time: at least 0.98x their speed
+
+
+def compare(got, want) -> dict:
+    """{"bitwise": equal as float32 (NaNs in the same places), "max_abs_diff"}."""
+    import numpy as np
+
+    from corpus_checks import as_numpy
+    g, w = as_numpy(got), as_numpy(want)
+    if g.shape != w.shape:
+        return {"bitwise": False, "max_abs_diff": None, "shapes": [g.shape, w.shape]}
+    diff = np.abs(g.astype(np.float64) - w.astype(np.float64))
+    finite = diff[np.isfinite(diff)]
+    return {"bitwise": bool(np.array_equal(g, w, equal_nan=True)),
+            "max_abs_diff": float(finite.max()) if finite.size else 0.0}
+
+
+def summarize(pairs) -> dict:
+    """One verdict over every output: bitwise iff all are, the largest diff."""
+    res = [compare(g, w) for g, w in pairs]
+    diffs = [r["max_abs_diff"] for r in res if r["max_abs_diff"] is not None]
+    return {"bitwise": bool(res) and all(r["bitwise"] for r in res),
+            "max_abs_diff": max(diffs) if diffs else None, "outputs": len(res)}
 
 
 def _median(rec, path, metric="device_us"):
@@ -48,7 +71,9 @@ def table(results) -> str:
         def mark(x):
             return "—" if x is None else f"{x:.3f}" + ("" if x <= TARGET else " ✗")
         check = r.get("check", {})
-        errors = "; ".join(f"{k}: {v[:120]}" for k, v in r.get("errors", {}).items())
+        failed = {**{k: v for k, v in check.items() if k.endswith("_error")},
+                  **r.get("errors", {})}
+        errors = "; ".join(f"{k}: {v[:120]}" for k, v in failed.items())
         lines.append(
             f"| {r['name']} | {_fmt(at)} | {_fmt(ct)} | {_fmt(cj)} "
             f"({_fmt(_median(r, 'cutecall_jax', 'busy_us'))}) | {mark(rt)} | {mark(rj)} | "
@@ -87,7 +112,8 @@ def merge(folder: str) -> int:
         f.write(text)
     os.replace(tmp, os.path.join(folder, "newfam.md"))
     print(text)
-    bad = [r["name"] for r in results if r.get("errors")]
+    bad = [r["name"] for r in results if r.get("errors")
+           or any(k.endswith("_error") for k in r.get("check", {}))]
     return 1 if bad or not results else 0
 
 
