@@ -61,14 +61,19 @@ def cfg(model="one", grads="auto", xla="default", gpus=1, trace=False, keep=Fals
                 keep_trace=keep, est_s=est)
 
 
+# The most seconds a table child may take (a hang must not eat the variants'
+# time): cold FA4 and QuACK compiles included.
+TABLE_MAX_S = {"fa4_cutecall": 180, "fa4_cudnn": 110, "mlp_quack": 130, "mlp_xla": 90}
+
+
 def plan() -> list[dict]:
-    """[{name, impl, configs}] in priority order."""
+    """[{name, impl, configs, max_s}] in priority order."""
     out = []
     for impl in ("fa4_cutecall", "fa4_cudnn"):
-        out.append(dict(name=f"table-{impl}", impl=impl, configs=[
+        out.append(dict(name=f"table-{impl}", impl=impl, max_s=TABLE_MAX_S[impl], configs=[
             cfg(gpus=n, trace=n in (1, 4), keep=n == 4) for n in ORDER]))
     for impl in ("mlp_quack", "mlp_xla"):
-        out.append(dict(name=f"table-{impl}", impl=impl,
+        out.append(dict(name=f"table-{impl}", impl=impl, max_s=TABLE_MAX_S[impl],
                         configs=[cfg(gpus=n) for n in ORDER]))
     for impl in ("fa4_cutecall", "mlp_quack", "fa4_cudnn", "mlp_xla"):
         variants = VARIANTS if impl.startswith("fa4") else (("one", "auto", "overlap"),)
@@ -85,16 +90,24 @@ def stop(signum, frame):
     """SIGTERM (device_run.sh's cap): the children's groups go too (they run
     in sessions of their own, out of reach of `timeout`)."""
     for pid in GROUPS:
-        try:
-            os.killpg(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(pid)
+    # the pipe to tee dies with the shell: what is printed from here on is lost
+    sys.stdout = sys.stderr = open(os.devnull, "w")
     raise SystemExit(f"suite: signal {signum}")
 
 
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:  # gone already
+        pass
+
+
 def run_child(child: dict, args, deadline: float, work: str, warm_pid=None) -> dict:
-    """Runs one child until it ends or `deadline` (+15 s grace); returns
-    {"name", "rc", "seconds"}. Its rows land in work/rows-NAME.jsonl."""
+    """Runs one child until it ends or `deadline` (+15 s grace; its max_s
+    from now, if sooner); returns {"name", "rc", "seconds"}. Its rows land
+    in work/rows-NAME.jsonl."""
+    deadline = min(deadline, time.time() + child.get("max_s", float("inf")))
     spec = dict(child, rows=os.path.join(work, f"rows-{child['name']}.jsonl"),
                 traces=os.path.join(work, "traces"), deadline=deadline,
                 stub=args.cpu_smoke, sizes=SMOKE_SIZES if args.cpu_smoke else
@@ -112,7 +125,7 @@ def run_child(child: dict, args, deadline: float, work: str, warm_pid=None) -> d
         try:
             rc = p.wait(timeout=max(5.0, deadline + 15 - time.time()))
         except subprocess.TimeoutExpired:
-            os.killpg(p.pid, signal.SIGKILL)  # the child's own group (it started ptxas...)
+            kill_group(p.pid)  # the child's own group (it started ptxas...)
             p.wait()
             rc = "killed at the budget"
     GROUPS.remove(p.pid)
@@ -207,11 +220,16 @@ def main() -> int:
     if warm is not None:
         GROUPS.append(warm.pid)
     rows, skipped, metas, runs = [], [], [], []
+    stopped = None
     for c in children:
-        if deadline - time.time() < (5 if args.cpu_smoke else 30):
-            runs.append({"name": c["name"], "rc": "skipped: budget spent"})
+        if stopped or deadline - time.time() < (5 if args.cpu_smoke else 30):
+            runs.append({"name": c["name"], "rc": stopped or "skipped: budget spent"})
         else:
-            runs.append(run_child(c, args, deadline, work, warm and warm.pid))
+            try:
+                runs.append(run_child(c, args, deadline, work, warm and warm.pid))
+            except SystemExit as e:  # the cap's SIGTERM: write what was measured
+                stopped = str(e)
+                runs.append({"name": c["name"], "rc": stopped})
         r, s, m = collect(c, work)
         rows += r
         skipped += s
@@ -221,14 +239,16 @@ def main() -> int:
         for row in r:
             print("   " + page.row_line(row), flush=True)
     if warm is not None and warm.poll() is None:
-        os.killpg(warm.pid, signal.SIGKILL)  # still compiling at the end: not needed now
+        kill_group(warm.pid)  # still compiling at the end: not needed now
         warm.wait()
     add_speedups(rows)
-    write(args, rows, skipped, metas, runs, t0, work)
-    return 0
+    write(args, rows, skipped, metas, runs, t0, work, traces=not stopped)
+    return 0 if not stopped else 1
 
 
-def write(args, rows, skipped, metas, runs, t0, work) -> None:
+def write(args, rows, skipped, metas, runs, t0, work, traces: bool = True) -> None:
+    """scaling.json, scaling.md, logs.tar.gz (the traces only with `traces`:
+    a run stopped by the cap has seconds left)."""
     from report import nvidia_smi, versions, write_json
     meta = next((m for m in metas if m), {})
     breakdowns = [{k: r[k] for k in ("impl", "gpus", "us_per_step", "breakdown") if k in r}
@@ -247,7 +267,8 @@ def write(args, rows, skipped, metas, runs, t0, work) -> None:
     with open(os.path.join(args.out, "scaling.md"), "w") as f:
         f.write(page.render(result))
     with tarfile.open(os.path.join(args.out, "logs.tar.gz"), "w:gz") as t:
-        t.add(work, arcname="work")
+        t.add(work, arcname="work", filter=None if traces else lambda i: None
+              if "/traces/" in i.name else i)
     if os.path.getsize(os.path.join(args.out, "logs.tar.gz")) > 15 << 20:  # traces too big
         with tarfile.open(os.path.join(args.out, "logs.tar.gz"), "w:gz") as t:
             t.add(work, arcname="work", filter=lambda i: None if "/traces/" in i.name else i)
