@@ -165,27 +165,46 @@ def collectives(hlo_text: str) -> dict:
     return {"count": count, "bytes": total, "dtypes": dtypes}
 
 
+def _cells(loop, m) -> str:
+    return ((f"{loop:.0f} | " if loop is not None else " | ")
+            + f"{m['span_us']:.0f} | {m['busy_us']:.0f} ({m['busy_max_us']:.0f}) | "
+            f"{m['idle_us']:.0f} | " + " | ".join(f"{m['groups_us'][g]:.0f}" for g in ORDER)
+            + f" | {m['comm_exposed_us']:.0f} |")
+
+
+def loss_vs_one(one: dict, many: dict, n: int, loop1=None, loopn=None) -> tuple:
+    """(loop delta, summary delta): N GPUs' per-device µs minus 1/N of one
+    GPU's, per column: where the N-GPU step loses against ideal scaling."""
+    keys = ("span_us", "busy_us", "busy_max_us", "idle_us", "comm_exposed_us")
+    d = {k: many[k] - one[k] / n for k in keys}
+    d["groups_us"] = {g: many["groups_us"][g] - one["groups_us"][g] / n for g in ORDER}
+    loop = loopn - loop1 / n if loop1 and loopn else None
+    return loop, d
+
+
 def markdown(entries) -> str:
     """entries: [{"impl", "gpus", "us_per_step", "breakdown"}] -> a table
-    of µs per step per device (the devices' mean)."""
+    of µs per step per device (the devices' mean), with a row per N-GPU
+    entry of what it costs beyond 1/N of the same impl's 1-GPU entry."""
     head = ("| step | GPUs | loop µs/step | traced span | GPU busy (max) | idle | "
             + " | ".join(ORDER) + " | collective exposed |")
     lines = [head, "|" + "---|" * (len(ORDER) + 7)]
-    tops = []
+    tops, ones = [], {r["impl"]: r for r in entries
+                      if r["gpus"] == 1 and "mean" in (r.get("breakdown") or {})}
     for r in entries:
         b = r.get("breakdown") or {}
         if "mean" not in b:
             lines.append(f"| {r['impl']} | {r['gpus']} | | {b.get('error', 'no trace')} |"
                          + " |" * (len(ORDER) + 3))
             continue
-        m = b["mean"]
-        loop = r.get("us_per_step")
-        lines.append(f"| {r['impl']} | {r['gpus']} | {loop:.0f} | " if loop else
-                     f"| {r['impl']} | {r['gpus']} | | ")
-        lines[-1] += (f"{m['span_us']:.0f} | {m['busy_us']:.0f} ({m['busy_max_us']:.0f}) | "
-                      f"{m['idle_us']:.0f} | "
-                      + " | ".join(f"{m['groups_us'][g]:.0f}" for g in ORDER)
-                      + f" | {m['comm_exposed_us']:.0f} |")
+        lines.append(f"| {r['impl']} | {r['gpus']} | " + _cells(r.get("us_per_step"), b["mean"]))
+        # a variant of the same model (+overlap...) against its base's 1-GPU trace
+        one = ones.get(r["impl"]) or ones.get(r["impl"].split("+")[0])
+        if one and r["gpus"] > 1:
+            loop, d = loss_vs_one(one["breakdown"]["mean"], b["mean"], r["gpus"],
+                                  one.get("us_per_step"), r.get("us_per_step"))
+            lines.append(f"| {r['impl']}: {r['gpus']} GPUs − ¼ of 1 GPU |  | ".replace(
+                "¼", f"1/{r['gpus']}") + _cells(loop, d))
         tops.append(f"- {r['impl']}, {r['gpus']} GPU(s), first device's top kernels (µs/step): "
                     + "; ".join(f"`{t['name'][:70]}` {t['group']} {t['us']:.0f}"
                                 for t in b.get("top", [])[:8]))
