@@ -16,9 +16,9 @@ loop of donated steps, in priority order:
 
 Each step runs in its own child process (bench/scaling/suite_child.py; XLA
 options per compile), all sharing the artifact store (CUTECALL_CACHE_DIR,
-default ~/.cache/cutecall) so FA4 and QuACK kernels compile once. A child's configuration that would start past the
-budget is skipped and recorded; a child past it is killed (its finished rows
-stay).
+default ~/.cache/cutecall) so FA4 and QuACK kernels compile once. A child's
+configuration that would start past the budget is skipped and recorded; a
+child past it is killed (its finished rows stay).
 
   python bench/scaling/suite.py --out $OUT/scaling --budget 390
   python bench/scaling/suite.py --dry-run                 # the plan
