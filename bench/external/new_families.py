@@ -132,7 +132,18 @@ def jax_check(case, module, targs, theirs, check) -> tuple:
         check["jax_vs_authors"] = summarize(zip(jout, layout(theirs) if layout else theirs))
     out_bytes = int(sum(x.size * x.dtype.itemsize for x in jout))
     check["jax_output_bytes"] = out_bytes
-    return call, jargs, out_bytes
+    return (*flat_call(call, jargs), out_bytes)
+
+
+def flat_call(call, jargs) -> tuple:
+    """(a function of every array leaf of `jargs`, those leaves): the
+    chain (bench/timing.py's ``jax_chain``) then passes arrays inside
+    containers too (FA4's block-sparsity tuple, the all-gather flags)
+    through its barrier, not as constants that XLA could merge across
+    calls."""
+    from corpus_checks import split_arrays as tree_split
+    leaves, rebuild = tree_split(jargs)
+    return (lambda *a: call(*rebuild(a))), tuple(leaves)
 
 
 def time_paths(timers, args, deadline) -> tuple[dict, dict]:
@@ -257,7 +268,9 @@ def run_family(args) -> int:
 def dry_run(args) -> int:
     """CPU: every case's arguments as the device run builds them, its JAX
     call lowered (compiled for sm_90a) on them, its torch object compiled
-    on meta tensors; no GPU, no timing."""
+    on meta tensors, and the function the timing chains lowered on its
+    array leaves; no GPU, no timing."""
+    import jax
     import torch
     failed = 0
     for family in ([args.family] if args.family else FAMILIES):
@@ -270,12 +283,14 @@ def dry_run(args) -> int:
                 jargs = module.jax_args_from_torch(cpu_args)
                 f, arrays = jit_call(call, jargs)
                 call.lower(*jargs)
+                fn, leaves = flat_call(call, jargs)
+                jax.jit(fn).trace(*leaves).lower(lowering_platforms=("cuda",))
                 k, meta_args = case.torch("meta", 0)
                 k.compile(*meta_args)
                 outs = [t for i in case.torch_outputs for t in tensor_leaves(meta_args[i])]
                 assert outs and all(isinstance(t, torch.Tensor) for t in outs), case.name
                 print(f"ok   {family:18s} {case.name} ({time.perf_counter() - t0:.1f} s, "
-                      f"{len(arrays)} JAX arrays, torch writes {k.output_params})", flush=True)
+                      f"{len(leaves)} JAX arrays, torch writes {k.output_params})", flush=True)
             except Exception as e:
                 failed += 1
                 print(f"FAIL {family:18s} {case.name}: {short_error(e)}", flush=True)
