@@ -173,9 +173,12 @@ def static_variant(call):
         **dict(call.launcher.constexprs))
 
 
-def torch_profile(fn, targs, outputs, k: int, launches: int) -> dict:
-    """CUDA-event µs on one output set and on k in rotation, and the
-    kernels of k calls (torch.profiler)."""
+def torch_profile(fn, targs, outputs, k: int, launches: int,
+                  profiler: bool = False) -> dict:
+    """CUDA-event µs on one output set and on k in rotation, and (profiler)
+    the kernels of k calls under torch.profiler. Kineto keeps CUPTI
+    subscribed afterwards, so every later JAX trace in the process fails
+    (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED): off by default."""
     import torch
     from timing import torch_kernel_table
     fn(*targs)
@@ -190,6 +193,8 @@ def torch_profile(fn, targs, outputs, k: int, launches: int) -> dict:
         sets.append(a)
     cycle = itertools.cycle(sets)
     rec["rotated_us"] = torch_device_us(lambda: fn(*next(cycle)), launches)
+    if not profiler:
+        return rec
     table = torch_kernel_table(lambda: fn(*targs), k)
     rec.update(busy_us=table["busy_us"], span_us=table["span_us"],
                kernels=table["kernels"], copies=[])
@@ -225,10 +230,12 @@ def profile_case(case, args) -> dict:
         return rec
     if case.authors_torch is not None:
         guard("authors_torch", lambda: torch_profile(
-            case.authors_torch, targs, case.torch_outputs, args.k, args.launches))
+            case.authors_torch, targs, case.torch_outputs, args.k, args.launches,
+            args.torch_profiler))
     if args.torch_front:
         guard("cutecall_torch", lambda: torch_profile(
-            kernel, targs, case.torch_outputs, args.k, args.launches))
+            kernel, targs, case.torch_outputs, args.k, args.launches,
+            args.torch_profiler))
     if "chain" in keep and args.trials > 0:
         authors = None if "authors_torch" not in rec else (
             lambda: case.authors_torch(*targs))
@@ -273,6 +280,9 @@ def main() -> int:
     ap.add_argument("--static", action="store_true", help="also time the all-static compile")
     ap.add_argument("--torch-front", action="store_true", help="also cutecall's torch front")
     ap.add_argument("--dry-run", action="store_true", help="CPU: lower and count, no timing")
+    ap.add_argument("--torch-profiler", action="store_true",
+                    help="the authors' kernels under torch.profiler too (one case a "
+                         "process: JAX traces fail after it)")
     args = ap.parse_args()
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_gpu_enable_command_buffer" not in flags:  # as run.py times

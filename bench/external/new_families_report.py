@@ -132,6 +132,8 @@ def main(run_family, dry_run, families) -> int:
                     help="seconds left below which no further trial starts")
     ap.add_argument("--trials", type=int, default=3)
     ap.add_argument("--k2", type=int, default=20, help="JAX calls chained in one jit")
+    ap.add_argument("--chain-gib", type=float, default=12.0,
+                    help="at most this much of kept outputs in one JAX chain")
     ap.add_argument("--launches", type=int, default=30)
     ap.add_argument("--host-launches", type=int, default=50)
     args = ap.parse_args()
