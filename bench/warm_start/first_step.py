@@ -152,7 +152,7 @@ def first_step(m: dict, world: int, smoke: bool) -> dict:
     local = functools.partial(step, d=m["head_dim"], axis="b", plain=smoke)
     f = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P("b"), P("b")),
                               out_specs=P()))
-    lowered = f.trace(*args).lower()
+    lowered = _profiled(lambda: f.trace(*args).lower())
     out["lower_s"], t = time.perf_counter() - t, time.perf_counter()
     compiled = lowered.compile()
     out["compile_s"], t = time.perf_counter() - t, time.perf_counter()
@@ -160,6 +160,26 @@ def first_step(m: dict, world: int, smoke: bool) -> dict:
     out["run_s"] = time.perf_counter() - t
     out["result"] = float(np.asarray(jax.tree.leaves(w2)[0].addressable_data(0)).ravel()[0])
     return out
+
+
+def _profiled(fn):
+    """fn(), under cProfile when FIRST_STEP_PROFILE names a file (rank 0):
+    the 40 costliest calls by cumulative time and the 25 by own time go there, to tell where a
+    warm start's trace and lowering spend their time."""
+    path = os.environ.get("FIRST_STEP_PROFILE")
+    if not path or os.environ.get("RANK", "0") != "0":
+        return fn()
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    result = prof.runcall(fn)
+    text = io.StringIO()
+    pstats.Stats(prof, stream=text).sort_stats("cumulative").print_stats(40)
+    pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+    with open(path, "a") as f:
+        f.write(f"== {' '.join(sys.argv[1:])}\n{text.getvalue()}")
+    return result
 
 
 # -- the starts ---------------------------------------------------------------------
