@@ -159,7 +159,7 @@ def collectives(hlo_text: str) -> dict:
             n = 1
             for d in filter(None, dims.split(",")):
                 n *= int(d)
-            size = n * _BYTES.get(dt, int(dt[1:]) // 8 or 1)
+            size = n * (_BYTES[dt] if dt in _BYTES else int(dt[1:]) // 8 or 1)
             total += size
             dtypes[dt] = dtypes.get(dt, 0) + size
     return {"count": count, "bytes": total, "dtypes": dtypes}
