@@ -169,7 +169,8 @@ class Launcher:
         try:
             check = binding not in self._trusted and bool(_outputs_at(binding))
             # The hook runs while there is something to check or to learn.
-            probe_empty = len(self._empty) < written_params.MAX_EMPTY_PROBES
+            probe_empty = (len(self._empty) < written_params.MAX_EMPTY_PROBES
+                           and _has_absent(binding))
             with written_params.observing(check, check or self.writes is None,
                                           probe_empty) as seen:
                 kernel, spec, extra, level = fallback.climb(
@@ -243,6 +244,14 @@ class Launcher:
             slots=binding.slots, keyword_scalars=binding.keyword_scalars,
             scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
             binding=_binding.describe(self.sig, binding))
+
+
+def _has_absent(binding: Binding) -> bool:
+    """A parameter left None or to its default: only there can another
+    placement put an output that a trace writing nothing would write
+    (QuACK's GEMM called with C None). A kernel given every array that
+    writes nothing is compiled as placed, once."""
+    return any(slot.kind in (SlotKind.NONE, SlotKind.DEFAULT) for slot in binding.slots)
 
 
 def _outputs_at(binding: Binding) -> tuple:
