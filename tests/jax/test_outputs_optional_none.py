@@ -109,6 +109,28 @@ def test_nothing_written_anywhere_keeps_the_rule_after_the_probes(monkeypatch):
     assert len(c.launcher._empty) == written_params.MAX_EMPTY_PROBES
 
 
+def test_placements_that_run_out_compile_the_rule(compiles, monkeypatch):
+    # More probes allowed than there are placements: when the rule's
+    # placement comes round again, probing stops and it compiles as placed
+    # (it used to cycle until "no binding compiled").
+    monkeypatch.setattr(written_params, "param_writes", lambda spec, writes:
+                        written_params.ParamWrites(frozenset(), frozenset(), False))
+    monkeypatch.setattr(written_params, "MAX_EMPTY_PROBES", 10)
+    c = call()
+    assert operands(c.lower(s(), None)) == "mA,mC"
+    assert c.launcher._empty_done and len(c.launcher._empty) == 3
+
+
+def test_a_kernel_given_every_array_is_not_probed(compiles, monkeypatch):
+    # No argument None or left to its default: no other placement could
+    # make a trace that writes nothing write, so none is tried.
+    monkeypatch.setattr(written_params, "param_writes", lambda spec, writes:
+                        written_params.ParamWrites(frozenset(), frozenset(), False))
+    c = call()
+    c.lower(s(), s())
+    assert compiles() == 1 and not c.launcher._empty
+
+
 @pytest.mark.gpu
 def test_gpu_c_none_and_c_given():
     rng = np.random.default_rng(0)

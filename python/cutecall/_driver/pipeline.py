@@ -112,6 +112,7 @@ class Launcher:
         # (written_params.NothingWritten), avoided while fewer than
         # MAX_EMPTY_PROBES; then the rule's placement compiles as it is.
         self._empty: set = set()
+        self._empty_done = False  # probed enough: compile as placed
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -169,8 +170,7 @@ class Launcher:
         try:
             check = binding not in self._trusted and bool(_outputs_at(binding))
             # The hook runs while there is something to check or to learn.
-            probe_empty = (len(self._empty) < written_params.MAX_EMPTY_PROBES
-                           and _has_absent(binding))
+            probe_empty = not self._empty_done and _has_absent(binding)
             with written_params.observing(check, check or self.writes is None,
                                           probe_empty) as seen:
                 kernel, spec, extra, level = fallback.climb(
@@ -190,10 +190,12 @@ class Launcher:
             raise error from e
         except written_params.NothingWritten:  # the front tries the next placement
             outs = _outputs_at(binding)
+            again = outs in self._empty  # the placements ran out: none writes
             self._empty.add(outs)
             self._avoid.add(outs)
-            if len(self._empty) >= written_params.MAX_EMPTY_PROBES:
+            if again or len(self._empty) >= written_params.MAX_EMPTY_PROBES:
                 self._avoid -= self._empty  # written nowhere: the rule's placement
+                self._empty_done = True
             raise
         except written_params.OutputsElsewhere as e:  # the front binds again
             self.writes = e.writes
