@@ -33,11 +33,12 @@ import os
 import warnings
 from urllib.parse import urlsplit
 
+from .remote import REDIS_SCHEMES, file_url_path
+
 __all__ = ["jax_cache_dir", "from_env"]
 
 _ON = ("1", "true", "on", "yes")
 _OFF = ("", "0", "false", "off", "no")
-_NO_FILES = ("redis", "rediss", "unix")
 _warned: set = set()
 
 
@@ -57,7 +58,7 @@ def jax_cache_dir(location: str | None = None) -> str | None:
     location = location.strip()
     parts = urlsplit(location)
     scheme = parts.scheme.lower()
-    if scheme in _NO_FILES:
+    if scheme in REDIS_SCHEMES:
         if location not in _warned:
             _warned.add(location)
             warnings.warn(
@@ -67,10 +68,7 @@ def jax_cache_dir(location: str | None = None) -> str | None:
                 f"shared directory or bucket to share it", RuntimeWarning, stacklevel=3)
         return None
     if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise ValueError(f"cutecall: {location!r}: a file:// URL takes an absolute "
-                             f"path (file:///shared/cache)")
-        return os.path.join(parts.path, "jax")
+        return os.path.join(file_url_path(location, parts, "share_jax_cache(location)"), "jax")
     if len(scheme) > 1:              # gs://, s3://, ...: etils.epath reads them
         return location.rstrip("/") + "/jax"
     return os.path.abspath(os.path.expanduser(location))   # a path (C:\ too)

@@ -63,12 +63,24 @@ def owner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
+REDIS_SCHEMES = ("redis", "rediss", "unix")
+
+
+def file_url_path(url: str, parts, name: str) -> str:
+    """The path of a ``file://`` URL (`parts`: its ``urlsplit``); a host
+    in it is a ValueError naming `name` (the setting or argument)."""
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"cutecall: {name}={url!r}: a file:// URL "
+                         f"takes an absolute path (file:///shared/cache)")
+    return parts.path
+
+
 def open_backend(url: str, timeout_s: float) -> Backend:
     """The backend for `url` (module docstring's table). Raises ValueError
     for a URL it cannot use and ImportError naming the extra to install."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if scheme in ("redis", "rediss", "unix"):
+    if scheme in REDIS_SCHEMES:
         try:
             from .redis_backend import RedisBackend
         except ImportError as e:
@@ -76,11 +88,8 @@ def open_backend(url: str, timeout_s: float) -> Backend:
                               f"pip install 'cutecall[redis]' ({e})") from e
         return RedisBackend(url, timeout_s)
     if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE={url!r}: a file:// URL "
-                             f"takes an absolute path (file:///shared/cache)")
         from .file_backend import FileBackend
-        return FileBackend(url, parts.path)
+        return FileBackend(url, file_url_path(url, parts, "CUTECALL_CACHE_REMOTE"))
     if not scheme:
         raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE={url!r} is not a URL "
                          f"(redis://host:6379/0, file:///shared/path, gs://bucket/path)")
