@@ -156,13 +156,70 @@ def collectives(hlo_text: str) -> dict:
     for m in _COLLECTIVE.finditer(hlo_text):
         count += 1
         for dt, dims in _ARRAY.findall(m.group(1)):  # the result: one array or a tuple
-            n = 1
-            for d in filter(None, dims.split(",")):
-                n *= int(d)
-            size = n * (_BYTES[dt] if dt in _BYTES else int(dt[1:]) // 8 or 1)
+            size = _size(f"{dt}[{dims}]")
             total += size
             dtypes[dt] = dtypes.get(dt, 0) + size
     return {"count": count, "bytes": total, "dtypes": dtypes}
+
+
+_COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{$")
+_INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s([a-z][a-z\-]*)\((.*)$")
+_CALLS = re.compile(r"calls=%?([\w.\-]+)")
+_TARGET = re.compile(r'custom_call_target="([^"]+)"')
+_PLUMBING = {"parameter", "tuple", "get-tuple-element", "bitcast"}
+
+
+def _size(shape: str) -> int:
+    """Bytes of the arrays in an HLO shape string (one array or a tuple)."""
+    total = 0
+    for dt, dims in _ARRAY.findall(shape):
+        n = 1
+        for d in filter(None, dims.split(",")):
+            n *= int(d)
+        total += n * (_BYTES[dt] if dt in _BYTES else int(dt[1:]) // 8 or 1)
+    return total
+
+
+def hlo_ops(hlo_text: str) -> dict:
+    """What an optimized HLO runs outside fusion bodies: {"fusions",
+    "concatenate": [count, bytes], "slice": [count, bytes], "copy": [count,
+    bytes], "custom_calls": {target: count}}. A fusion counts as a
+    concatenate, slice or copy when its body holds nothing else (XLA's
+    ``wrapped_concatenate``, slice fusions: the copies a DotMerger or a
+    layout change adds); bytes are its result's."""
+    bodies, comps, name = {}, {}, None
+    for line in hlo_text.splitlines():
+        m = _COMPUTATION.match(line)
+        if m and "=" not in line.split("(")[0]:
+            name = m.group(2)
+            comps[name] = []
+            continue
+        m = _INSTRUCTION.match(line)
+        if m and name is not None:
+            comps[name].append((m.group(1), m.group(2), m.group(3), m.group(4)))
+    for ops in comps.values():
+        for _, _, op, rest in ops:
+            if op == "fusion" and _CALLS.search(rest):
+                bodies[_CALLS.search(rest).group(1)] = None
+    out = {"fusions": 0, "concatenate": [0, 0], "slice": [0, 0], "copy": [0, 0],
+           "custom_calls": {}}
+    for comp, ops in comps.items():
+        if comp in bodies or comp.startswith(("region", "add", "max", "min")):
+            continue  # fusion bodies and reducers
+        for _, shape, op, rest in ops:
+            kind = op if op in ("concatenate", "slice", "copy") else None
+            if op == "fusion":
+                out["fusions"] += 1
+                body = comps.get(_CALLS.search(rest).group(1) if _CALLS.search(rest) else "", [])
+                inner = {o for _, _, o, _ in body} - _PLUMBING
+                kind = next((k for k in ("concatenate", "slice", "copy") if inner == {k}), None)
+            elif op == "custom-call" and _TARGET.search(rest):
+                t = _TARGET.search(rest).group(1)
+                out["custom_calls"][t] = out["custom_calls"].get(t, 0) + 1
+            if kind:
+                out[kind][0] += 1
+                out[kind][1] += _size(shape)
+    return out
 
 
 def _cells(loop, m) -> str:

@@ -6,6 +6,11 @@
 #   bash bench/scaling/device_run.sh                 # the suite only (default)
 #   bash bench/scaling/device_run.sh suite tests     # and more phases, same cap
 #   bash bench/scaling/device_run.sh --cpu-smoke     # here, no GPU: 4 CPU devices, tiny shapes
+#   CAP=330 SUITE_PLAN=flags bash bench/scaling/device_run.sh   # the follow-up plan
+#
+# SUITE_PLAN (table, flags) and SUITE_ONLY (comma-separated child names) pass
+# to suite.py's --plan and --only (bench/scaling/plans.py; `python3
+# bench/scaling/suite.py --plan flags --dry-run` lists them).
 #
 # Phases, in the order named:
 #   suite     bench/scaling/suite.py: the table (FA4 through cutecall, the same
@@ -62,7 +67,9 @@ for phase in "${phases[@]}"; do
   case "$phase" in
     suite)
       budget="${SUITE_BUDGET:-$(( $(left) - 20 ))}"
-      "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" "${SMOKE[@]}" \
+      sel=(--plan "${SUITE_PLAN:-table}")
+      [ -z "${SUITE_ONLY:-}" ] || sel+=(--only "$SUITE_ONLY")
+      "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" "${sel[@]}" "${SMOKE[@]}" \
         2>&1 | tee -a "$LOG" | grep -E '^(==|   |plan)'
       rc=${PIPESTATUS[0]} ;;
     tests)

@@ -18,7 +18,9 @@ NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
          "mlp_quack": "QuACK MLP (cutecall)", "mlp_xla": "MLP on XLA's dot"}
 SUFFIXES = {"_L4": ", 4 layers", "+bf16grad": ", bf16 gradient pmean",
             "+f32grad": ", f32 gradient pmean",
-            "+overlap": ", per-tensor all-reduce + latency-hiding scheduler"}
+            "+overlap": ", per-tensor all-reduce + latency-hiding scheduler",
+            "+nomerge": ", DotMerger off", "+tuned": ", DotMerger off + overlap + early start",
+            "+nocollcb": ", command buffers without collectives"}
 
 
 def label(impl: str) -> str:
@@ -55,6 +57,9 @@ def table(rows) -> str:
     colls = any("collectives" in r for r in rows)
     if colls:
         head += " collectives/step (optimized HLO) |"
+    ops = any("hlo_ops" in r for r in rows)
+    if ops:
+        head += " concatenate / slice / copy fusions (MB) |"
     head += " cutecall executes/step |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in sorted(rows, key=_key):
@@ -72,6 +77,8 @@ def table(rows) -> str:
             cells.append(("none" if not c["count"] else f"{c['count']}: {c['bytes'] / 1e6:.2f}"
                           " MB " + "+".join(c["dtypes"])) if "count" in c
                          else c.get("error", "")[:60])
+        if ops:
+            cells.append(_ops_cell(r))
         ex = " / ".join(f"{r[k]:.1f}" for k in ("executes_per_step_cold",
                         "executes_per_step_alt", "executes_per_step_warm") if k in r)
         if "executes_per_step_loop" in r:
@@ -82,6 +89,16 @@ def table(rows) -> str:
         lines.append("\n† timed while QuACK's GEMMs compiled in the background (niced, "
                      "CPU only: `suite_child.py --warm-quack`).")
     return "\n".join(lines)
+
+
+def _ops_cell(r) -> str:
+    """The optimized HLO's copying fusions (breakdown.hlo_ops) and dropped options."""
+    o = r.get("hlo_ops") or {}
+    cell = (" / ".join(f"{o[k][0]} ({o[k][1] / 1e6:.1f})" for k in ("concatenate", "slice", "copy"))
+            if "fusions" in o else o.get("error", "")[:60])
+    if r.get("options_dropped"):
+        cell += " (dropped: " + ", ".join(r["options_dropped"]) + ")"
+    return cell
 
 
 def versus(rows) -> str:
@@ -162,8 +179,14 @@ over its N-GPU time; target 0.95·N.
   `xla_gpu_enable_latency_hiding_scheduler=true` for that compile; *4 layers* = four
   blocks of (q/k/v projections, attention, out-projection, residual) at the same
   sizes; *f32 gradient pmean* = each device's float32 gradient averaged with
-  `pmean` (JAX's own psum is at the weights' bfloat16 cast). Collectives/step:
-  count, bytes and dtypes of the all-reduces in the step's optimized HLO.
+  `pmean` (JAX's own psum is at the weights' bfloat16 cast); *DotMerger off* =
+  `xla_gpu_dot_merger_threshold_mb=0`; *+ overlap + early start* = that, the overlap
+  options and `xla_gpu_experimental_collective_start_as_early_as_possible` (dropped,
+  and said so, where the jaxlib lacks it); *command buffers without collectives* =
+  `XLA_FLAGS=--xla_gpu_enable_command_buffer=-COLLECTIVES` (XLA's default types
+  but collectives). Collectives/step: count, bytes and dtypes of the all-reduces in
+  the step's optimized HLO; concatenate / slice / copy fusions: the fusions of that
+  HLO that only copy (count, MB written).
 
 {summary(result)}
 ## What the profile showed and what changed

@@ -1,18 +1,24 @@
 #!/usr/bin/env python3
 """Issue 35's scaling run in one budget: data-parallel training steps at 1,
 2 and 4 GPUs of one process, command buffers on (XLA's default), timed as a
-loop of donated steps, in priority order:
+loop of donated steps, the children of a plan (bench/scaling/plans.py) in
+priority order:
 
-  1. the table: cutecall's FA4 step, the same step on XLA's cuDNN
-     attention, QuACK's MLP through cutecall and the same MLP on XLA's dot
-     (bench/scaling/steps.py), the two attention steps traced at 1 and 4
-     GPUs for a per-kernel breakdown (bench/scaling/breakdown.py);
-  2. variants of the attention steps (bench/scaling/variants.py), cutecall
-     first: per-tensor all-reduces with the latency-hiding scheduler
-     (+overlap), a four-layer model (_L4) without and with it, and the
-     gradient all-reduced in float32 (+f32grad; JAX's own is bfloat16 here),
-     each at 1, 4 and 2 GPUs; the MLP steps +overlap; every row records the step's collectives from
-     its optimized HLO (count, bytes, dtypes).
+  table  (default) the table: cutecall's FA4 step, the same step on XLA's
+         cuDNN attention, QuACK's MLP through cutecall and the same MLP on
+         XLA's dot (bench/scaling/steps.py), each traced at 1 and 4 GPUs for
+         a per-kernel breakdown (bench/scaling/breakdown.py); then variants
+         (bench/scaling/variants.py), cutecall first: per-tensor all-reduces
+         with the latency-hiding scheduler (+overlap), a four-layer model
+         (_L4) without and with it, the gradient all-reduced in float32
+         (+f32grad; JAX's own is bfloat16 here), each at 1, 4 and 2 GPUs
+  flags  the MLP steps traced, then XLA options against the 4-GPU loss:
+         DotMerger off (+nomerge), +tuned, command buffers without
+         collectives (+nocollcb)
+
+Every row records its optimized HLO's collectives (count, bytes, dtypes) and
+its concatenate/slice/copy fusions and custom calls; each 4-GPU row's HLO
+text is kept (work/hlo-IMPL-4.txt in the logs).
 
 Each step runs in its own child process (bench/scaling/suite_child.py; XLA
 options per compile), all sharing the artifact store (CUTECALL_CACHE_DIR,
@@ -22,6 +28,7 @@ child past it is killed (its finished rows stay).
 
   python bench/scaling/suite.py --out $OUT/scaling --budget 390
   python bench/scaling/suite.py --dry-run                 # the plan
+  python bench/scaling/suite.py --plan flags --only table-mlp_xla,flags-fa4_cutecall --dry-run
   python bench/scaling/suite.py --out /tmp/s --cpu-smoke  # 4 CPU devices, tiny shapes
 
 Writes OUT/scaling.json (rows {impl, gpus, processes, us_per_step, speedup},
@@ -47,40 +54,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 import page  # noqa: E402
+import plans  # noqa: E402
 
-ORDER = (1, 4, 2)  # the 1-GPU row first (speedups), then the one the issue is about
 SMOKE_SIZES = {"fa4": dict(batch=4, seqlen=64, heads=4, heads_kv=2, head_dim=16, embed=64),
                "mlp": dict(tokens=256, d=64, hidden=128)}
-VARIANTS = (("one", "auto", "overlap"), ("L4", "auto", "default"), ("L4", "auto", "overlap"),
-            ("one", "f32", "default"))
-
-
-def cfg(model="one", grads="auto", xla="default", gpus=1, trace=False, keep=False):
-    est = 25 if model == "L4" else 12  # s: compile + timing, kernels already compiled
-    return dict(model=model, grads=grads, xla=xla, gpus=gpus, trace=trace,
-                keep_trace=keep, est_s=est)
-
-
-# The most seconds a table child may take (a hang must not eat the variants'
-# time): cold FA4 and QuACK compiles included.
-TABLE_MAX_S = {"fa4_cutecall": 180, "fa4_cudnn": 110, "mlp_quack": 130, "mlp_xla": 90}
-
-
-def plan() -> list[dict]:
-    """[{name, impl, configs, max_s}] in priority order."""
-    out = []
-    for impl in ("fa4_cutecall", "fa4_cudnn"):
-        out.append(dict(name=f"table-{impl}", impl=impl, max_s=TABLE_MAX_S[impl], configs=[
-            cfg(gpus=n, trace=n in (1, 4), keep=n == 4) for n in ORDER]))
-    for impl in ("mlp_quack", "mlp_xla"):
-        out.append(dict(name=f"table-{impl}", impl=impl, max_s=TABLE_MAX_S[impl],
-                        configs=[cfg(gpus=n) for n in ORDER]))
-    for impl in ("fa4_cutecall", "mlp_quack", "fa4_cudnn", "mlp_xla"):
-        variants = VARIANTS if impl.startswith("fa4") else (("one", "auto", "overlap"),)
-        out.append(dict(name=f"variants-{impl}", impl=impl, configs=[
-            cfg(m, g, x, n, trace=n == 4 and impl == "fa4_cutecall" and g == "auto")
-            for m, g, x in variants for n in ORDER]))
-    return out
 
 
 GROUPS: list[int] = []  # process groups this run started and has not reaped
@@ -189,6 +166,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="folder for scaling.json, scaling.md, logs.tar.gz")
     ap.add_argument("--budget", type=float, default=390, help="seconds for everything")
+    ap.add_argument("--plan", default="table", choices=sorted(plans.PLANS),
+                    help="which children (bench/scaling/plans.py)")
     ap.add_argument("--only", help="comma-separated child names (see --dry-run)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=3)
@@ -202,9 +181,14 @@ def main() -> int:
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    children = [c for c in plan() if not args.only or c["name"] in args.only.split(",")]
+    children = [c for c in plans.plan(args.plan)
+                if not args.only or c["name"] in args.only.split(",")]
+    if args.only and len(children) != len(set(args.only.split(","))):
+        ap.error(f"--only {args.only!r}: plan {args.plan!r} has "
+                 + ",".join(c["name"] for c in plans.plan(args.plan)))
     for c in children:
-        print(f"plan: {c['name']}: " + ", ".join(
+        print(f"plan: {c['name']}" + (f" (XLA_FLAGS+={c['xla_flags']})" if c.get("xla_flags")
+                                      else "") + ": " + ", ".join(
             f"{c['impl']}:{x['model']}/{x['grads']}/{x['xla']}@{x['gpus']}"
             + ("+trace" if x["trace"] else "") for x in c["configs"]))
     if args.dry_run:

@@ -73,12 +73,18 @@ def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
                                    sizes=spec["sizes"].get(impl.split("_")[0]))
     step, args = variants.on_devices(cases[key], devices, cfg["grads"])
     t0 = time.perf_counter()
-    run = chains.donated_loop(step, args, variants.XLA[cfg["xla"]])
-    out = {"compile_s": round(time.perf_counter() - t0, 1)}
-    try:
-        out["collectives"] = breakdown.collectives(run.compiled.as_text())
-    except Exception as e:  # noqa: BLE001
-        out["collectives"] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    run, out = compile_loop(step, args, variants.XLA[cfg["xla"]])
+    out["compile_s"] = round(time.perf_counter() - t0, 1)
+    hlo = run.compiled.as_text()
+    for field, parse in (("collectives", breakdown.collectives), ("hlo_ops", breakdown.hlo_ops)):
+        try:
+            out[field] = parse(hlo)
+        except Exception as e:  # noqa: BLE001
+            out[field] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    if cfg.get("dump_hlo"):
+        name = f"hlo-{variants.name(impl, model, cfg['grads'], cfg['xla'])}-{len(devices)}.txt"
+        with open(os.path.join(os.path.dirname(spec["rows"]), name), "w") as f:
+            f.write(hlo)
     executes = (chains.cutecall_executes if impl in CUTECALL_IMPLS and not spec["stub"]
                 else None)
     warm = _alive(spec.get("warm_pid"))
@@ -101,6 +107,25 @@ def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
     return out
 
 
+def compile_loop(step, args, options: dict):
+    """(chains.donated_loop, {}) compiled with `options`; where that fails
+    and `options` hold variants.OPTIONAL ones (a jaxlib without them), the
+    loop compiled without those, and {"options_dropped", "options_error"}."""
+    import chains
+    import variants
+    try:
+        return chains.donated_loop(step, args, options), {}
+    except Exception as e:  # noqa: BLE001
+        dropped = [k for k in options if k in variants.OPTIONAL]
+        if not dropped:
+            raise
+        dropped = [k for k in dropped if k in str(e)] or dropped  # the one named, or all
+        print(f"compile failed with {dropped}: {type(e).__name__}: {e}"[:1000], flush=True)
+        kept = {k: v for k, v in options.items() if k not in dropped}
+        return chains.donated_loop(step, args, kept), {
+            "options_dropped": dropped, "options_error": f"{type(e).__name__}: {e}"[:300]}
+
+
 def warm_quack(sizes: dict) -> int:
     import jax
     import jax.numpy as jnp
@@ -119,9 +144,12 @@ def warm_quack(sizes: dict) -> int:
 
 
 def main(spec_path: str) -> int:
+    spec = json.load(open(spec_path))
+    if spec.get("xla_flags"):  # read once, when jax's backend starts: before the import
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec['xla_flags']}".strip()
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
     import jax
     import variants
-    spec = json.load(open(spec_path))
     rows = spec["rows"]
     devices = jax.devices()
     emit(rows, {"meta": {"device": f"{len(devices)} x {devices[0].device_kind}",
@@ -132,7 +160,10 @@ def main(spec_path: str) -> int:
         n = cfg["gpus"]
         row = {"impl": variants.name(spec["impl"], cfg["model"], cfg["grads"], cfg["xla"]),
                "base": spec["impl"], "model": cfg["model"], "grads": cfg["grads"],
-               "xla": cfg["xla"], "gpus": n, "processes": 1, "command_buffers": "on"}
+               "xla": cfg["xla"], "gpus": n, "processes": 1, "command_buffers": "on",
+               "xla_options": variants.XLA[cfg["xla"]]}
+        if spec.get("xla_flags"):
+            row["xla_flags"] = spec["xla_flags"]
         left = spec["deadline"] - time.time()
         if n > len(devices):
             row["skipped"] = f"{len(devices)} devices visible"

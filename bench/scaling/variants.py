@@ -17,7 +17,13 @@ bench/scaling/steps.py's cases:
             reduction costs (the first probe's step paid one beside JAX's)
   xla       "default", or "overlap": no combining of all-reduces (one per
             gradient tensor) and the latency-hiding scheduler, so a
-            gradient's all-reduce runs while later backward work computes
+            gradient's all-reduce runs while later backward work computes;
+            "nomerge": XLA's DotMerger off (``xla_gpu_dot_merger_threshold_mb``
+            0: dots sharing an operand are not merged into one dot on a
+            concatenate, sliced after); "tuned": nomerge + overlap + each
+            collective started as early as possible (an option dropped where
+            the jaxlib lacks it); "nocollcb": command buffers of XLA's default
+            types but collectives (``XLA_FLAGS``, :data:`XLA_ENV`)
 
 ``stub=True`` (CPU smoke runs) puts XLA's own attention in place of FA4 and
 cuDNN, and XLA's dot in place of QuACK's GEMMs: the same programs' shapes
@@ -28,9 +34,20 @@ from __future__ import annotations
 
 import steps
 
-XLA = {"default": {},
-       "overlap": {"xla_gpu_all_reduce_combine_threshold_bytes": 1,
-                   "xla_gpu_enable_latency_hiding_scheduler": True}}
+OVERLAP = {"xla_gpu_all_reduce_combine_threshold_bytes": 1,
+           "xla_gpu_enable_latency_hiding_scheduler": True}
+NOMERGE = {"xla_gpu_dot_merger_threshold_mb": 0}
+XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE,
+       "tuned": dict(NOMERGE, **OVERLAP,
+                     xla_gpu_experimental_collective_start_as_early_as_possible=True),
+       "nocollcb": {}}  # XLA_ENV's
+# Options a jaxlib may lack: a compile that fails with them is retried
+# without them (suite_child.py records what it dropped and why).
+OPTIONAL = ("xla_gpu_experimental_collective_start_as_early_as_possible",)
+# Variants set through XLA_FLAGS (their child's environment, before jax
+# loads): XLA's flag parser takes "-TYPE" as "the default list without TYPE",
+# compile options do not.
+XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES"}
 LAYERS = {"one": 1, "L4": 4}
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
@@ -39,7 +56,7 @@ def name(impl: str, model: str = "one", grads: str = "auto", xla: str = "default
     """The row's impl name: fa4_cutecall, fa4_cutecall_L4+bf16grad+overlap..."""
     return (impl + ("" if model == "one" else f"_{model}")
             + ("" if grads == "auto" else f"+{grads}grad")
-            + ("+overlap" if xla == "overlap" else ""))
+            + ("" if xla == "default" else f"+{xla}"))
 
 
 def attention_fn(impl: str, stub: bool):

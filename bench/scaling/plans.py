@@ -1,0 +1,94 @@
+"""The scaling suite's plans (bench/scaling/suite.py ``--plan``): which child
+processes run, in priority order, each with its configurations in order.
+
+  table   the issue's table (FA4 through cutecall and on cuDNN, QuACK's MLP
+          and the MLP on XLA's dot, each at 1, 4, 2 GPUs; every step traced
+          at 1 and 4 GPUs), then the variants of bench/scaling/variants.py
+          (+overlap, _L4, +f32grad)
+  flags   where the 4-GPU loss goes and whether an XLA option removes it:
+          1. both MLP steps at 1/4/2 GPUs (XLA's first: QuACK's GEMMs compile
+             in the background meanwhile), traced at 1 and 4;
+          2. both attention steps plain, +nomerge and +tuned at 1/4/2 (the
+             plain rows are this machine's baseline), traced at 1 and 4;
+          3. the MLP steps +nocollcb (an XLA_FLAGS child: command buffers
+             without collectives) and +tuned, cutecall's first
+
+A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
+est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
+appended to the child's XLA_FLAGS before jax loads)}.
+
+  python bench/scaling/suite.py --plan flags --dry-run
+"""
+
+from __future__ import annotations
+
+import variants
+
+ORDER = (1, 4, 2)  # the 1-GPU row first (speedups), then the one the issue is about
+VARIANTS = (("one", "auto", "overlap"), ("L4", "auto", "default"), ("L4", "auto", "overlap"),
+            ("one", "f32", "default"))
+# The most seconds a table child may take (a hang must not eat the next
+# children's time): cold FA4 and QuACK compiles included.
+TABLE_MAX_S = {"fa4_cutecall": 180, "fa4_cudnn": 110, "mlp_quack": 130, "mlp_xla": 90}
+
+
+def cfg(model="one", grads="auto", xla="default", gpus=1, trace=False, keep=False,
+        dump=None) -> dict:
+    """One configuration; `dump` (default: at 4 GPUs) keeps the optimized HLO."""
+    est = 25 if model == "L4" else 12  # s: compile + timing, kernels already compiled
+    return dict(model=model, grads=grads, xla=xla, gpus=gpus, trace=trace, keep_trace=keep,
+                dump_hlo=gpus == 4 if dump is None else dump, est_s=est)
+
+
+def _table(impl: str) -> dict:
+    return dict(name=f"table-{impl}", impl=impl, max_s=TABLE_MAX_S[impl], configs=[
+        cfg(gpus=n, trace=n in (1, 4), keep=n == 4) for n in ORDER])
+
+
+def table() -> list[dict]:
+    """The table, then the variants, cutecall first."""
+    out = [_table(impl) for impl in ("fa4_cutecall", "fa4_cudnn", "mlp_quack", "mlp_xla")]
+    for impl in ("fa4_cutecall", "mlp_quack", "fa4_cudnn", "mlp_xla"):
+        kinds = VARIANTS if impl.startswith("fa4") else (("one", "auto", "overlap"),)
+        out.append(dict(name=f"variants-{impl}", impl=impl, configs=[
+            cfg(m, g, x, n, trace=n == 4 and impl == "fa4_cutecall" and g == "auto")
+            for m, g, x in kinds for n in ORDER]))
+    return out
+
+
+def _xla_child(name: str, impl: str, kinds, max_s: float, trace4: bool = True) -> dict:
+    """A child of `impl` with the XLA variants `kinds` at each GPU count
+    (1-GPU rows first, then 4, then 2); the 4-GPU rows traced with `trace4`."""
+    env = {variants.XLA_ENV[k] for k in kinds if k in variants.XLA_ENV}
+    if len(env) > 1:
+        raise ValueError(f"one child has one XLA_FLAGS: {kinds}")
+    child = dict(name=name, impl=impl, max_s=max_s, configs=[
+        cfg(xla=k, gpus=n, trace=trace4 and n == 4 or (n == 1 and k == "default"),
+            keep=n == 4)
+        for n in ORDER for k in kinds])
+    if env:
+        child["xla_flags"] = env.pop()
+    return child
+
+
+def flags() -> list[dict]:
+    """Issue 35's follow-up: the MLP breakdown, the dot merger and
+    command-buffer options (see the module's docstring)."""
+    out = [_table("mlp_xla"), _table("mlp_quack")]
+    for impl in ("fa4_cutecall", "fa4_cudnn"):
+        out.append(_xla_child(f"flags-{impl}", impl, ("default", "nomerge", "tuned"),
+                              TABLE_MAX_S[impl]))
+    for impl in ("mlp_quack", "mlp_xla"):
+        out.append(_xla_child(f"nocollcb-{impl}", impl, ("nocollcb",), 75, trace4=False))
+        out.append(_xla_child(f"tuned-{impl}", impl, ("tuned",), 75))
+    return out
+
+
+PLANS = {"table": table, "flags": flags}
+
+
+def plan(name: str = "table") -> list[dict]:
+    """[{name, impl, configs, max_s, xla_flags}] of plan `name`, in priority order."""
+    if name not in PLANS:
+        raise ValueError(f"plan must be one of {sorted(PLANS)}, got {name!r}")
+    return PLANS[name]()
