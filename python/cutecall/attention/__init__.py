@@ -26,9 +26,11 @@ How it is built (the template for wrapping any CuTe DSL library; see
    ``cutecall.differentiable`` (preprocess, main backward, postprocess),
    with forward mode from :mod:`~cutecall.attention.jvp`.
 
-Also here: :mod:`~cutecall.attention.reference` (float32 references and
-FA4-form mods, for tests) and :mod:`~cutecall.attention.training` (a
-data-parallel training step). The old paths ``cutecall.examples.
+Also here: :func:`block_sparse_attention` (cuDNN frontend's sm90
+block-sparse attention, differentiable: :mod:`~cutecall.attention.block_sparse`),
+:mod:`~cutecall.attention.reference` (float32 references and FA4-form
+mods, for tests) and :mod:`~cutecall.attention.training` (a data-parallel
+training step). The old paths ``cutecall.examples.
 flash_attention*`` and ``attention_training`` warn and forward here.
 
 Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL; runs on
@@ -41,10 +43,11 @@ import functools
 import math
 
 from . import jvp as fj, kernels as fk
+from .block_sparse import block_sparse_attention
 from .checks import NAME, check
 from .config import Config, aux_data, backward_unsupported
 
-__all__ = ["attention", "Config"]
+__all__ = ["attention", "Config", "block_sparse_attention"]
 
 
 def attention(q, k, v, *, causal: bool = False, window_size=(None, None),

@@ -48,7 +48,6 @@ KERNELS = ("bsa_fwd_sm90",)
 SHAPES = {"test": {"bsa_fwd_sm90": (1, 2, 512, 128, 2)},
           "bench": {"bsa_fwd_sm90": (2, 16, 4096, 128, 8)}}
 BLOCK = 128
-KERNEL = "cudnn.block_sparse_attention.csrc.fwd.sm90_blk128.bsa_fwd_sm90"
 INTERFACE = "cudnn.block_sparse_attention._interface"
 QKO, VI, LSE = (2, 3, 1, 0), (3, 2, 1, 0), (2, 1, 0)  # cuDNN's permutes
 
@@ -60,14 +59,6 @@ def cases(size: str) -> list[Case]:
     return [case(*SHAPES[size]["bsa_fwd_sm90"])]
 
 
-def _kernel(d: int, count: int):
-    """cuDNN's kernel object for head dim `d`, fixed `count`, no GQA, one
-    split, no kv tail (its stages rule: 1 when count <= 1)."""
-    import importlib
-    cls = importlib.import_module(KERNEL).BlockSparseAttnForwardSm90Blk128
-    return cls(d, d, 1, False, 0, 1, 1 if count <= 1 else 2, False, False)
-
-
 @functools.lru_cache(maxsize=None)
 def _calls(d: int, count: int, b: int, h: int, s: int):
     import jax
@@ -76,7 +67,8 @@ def _calls(d: int, count: int, b: int, h: int, s: int):
     import cutecall
     import cutecall.torch
     from cutecall import TensorSpec
-    obj = _kernel(d, count)
+    from cutecall.attention.block_sparse import forward_kernel
+    obj = forward_kernel(d, count)
     qko, vi, lse = TensorSpec(mode=QKO), TensorSpec(mode=VI), TensorSpec(mode=LSE)
     out = (jax.ShapeDtypeStruct((b, h, s, d), jnp.bfloat16),
            jax.ShapeDtypeStruct((b, h, s), jnp.float32))
@@ -207,21 +199,10 @@ def as_jax_layout(outputs):
     return [o_t.permute(3, 2, 0, 1), lse_t.permute(*LSE)]
 
 
-def backward_kernel(d: int, groups: int):
-    """cuDNN's sm90 block-sparse backward kernel object, as
-    ``_bsa_attn_bwd_sm90_blk128`` builds it (bf16, no scale sign, K/V
-    written directly when one bucket holds every query block, no kv tail)."""
-    import importlib
-
-    import cutlass
-    mod_ = importlib.import_module(
-        "cudnn.block_sparse_attention.csrc.bwd.sm90_blk128.bsa_bwd_sm90")
-    return mod_.BlockSparseAttnBackwardSm90Blk128(cutlass.BFloat16, d, d, False, groups == 1,
-                                                  False)
-
-
 def backward_args(b, h, s, d, count, device, bucket: int = 256):
-    """The backward's call as ``_bsa_attn_bwd_sm90_blk128`` makes it:
+    """The backward's call, for the kernel object
+    ``cutecall.attention.block_sparse.backward_kernel(d, groups)``, as
+    ``_bsa_attn_bwd_sm90_blk128`` makes it:
     ``((sq, sk, d, (h, b)), do, o, q, k, v, lse, dq, dk, dv, offsets,
     edges, None, workspace, scale)``, BHSD tensors (the kernel views them
     itself). On a device the CSR and the workspace come from cuDNN's own
@@ -242,8 +223,8 @@ def backward_args(b, h, s, d, count, device, bucket: int = 256):
     if r.meta:
         offsets = r.empty((b, h, groups, nq + 1), torch.int32)
         edges = r.empty((b, h, nq * count), torch.int32)
-        rounded, drounded = -(-s // 128) * 128, -(-d // 32) * 32
-        workspace = r.empty((b, h, 2 * rounded + 3 * rounded * drounded), torch.float32)
+        from cutecall.attention.block_sparse import workspace_size
+        workspace = r.empty((b, h, workspace_size(s, s, d)), torch.float32)
     else:
         csr = importlib.import_module("cudnn.block_sparse_attention.csrc.bwd.bucketed_k2q_csr")
         interface = importlib.import_module(INTERFACE)
