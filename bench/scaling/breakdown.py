@@ -165,6 +165,7 @@ def collectives(hlo_text: str) -> dict:
 _COMPUTATION = re.compile(r"^(ENTRY\s+)?%?([\w.\-]+)\s.*\{$")
 _INSTRUCTION = re.compile(r"^\s+(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*?)\s([a-z][a-z\-]*)\((.*)$")
 _CALLS = re.compile(r"calls=%?([\w.\-]+)")
+_TO_APPLY = re.compile(r"to_apply=%?([\w.\-]+)")
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _PLUMBING = {"parameter", "tuple", "get-tuple-element", "bitcast"}
 
@@ -197,15 +198,17 @@ def hlo_ops(hlo_text: str) -> dict:
         m = _INSTRUCTION.match(line)
         if m and name is not None:
             comps[name].append((m.group(1), m.group(2), m.group(3), m.group(4)))
-    for ops in comps.values():
+    for ops in comps.values():  # fusion bodies and reducers (a call's computation runs)
         for _, _, op, rest in ops:
-            if op == "fusion" and _CALLS.search(rest):
-                bodies[_CALLS.search(rest).group(1)] = None
+            m = _CALLS.search(rest) if op == "fusion" else (
+                _TO_APPLY.search(rest) if op != "call" else None)
+            if m:
+                bodies[m.group(1)] = None
     out = {"fusions": 0, "concatenate": [0, 0], "slice": [0, 0], "copy": [0, 0],
            "custom_calls": {}}
     for comp, ops in comps.items():
-        if comp in bodies or comp.startswith(("region", "add", "max", "min")):
-            continue  # fusion bodies and reducers
+        if comp in bodies:
+            continue
         for _, shape, op, rest in ops:
             kind = op if op in ("concatenate", "slice", "copy") else None
             if op == "fusion":

@@ -16,9 +16,10 @@
 #   suite     bench/scaling/suite.py: the table (FA4 through cutecall, the same
 #             step on cuDNN, QuACK's MLP, the MLP on XLA's dot at 1/2/4 GPUs,
 #             command buffers on, loop of donated steps), the traced per-kernel
-#             breakdown of both attention steps at 1 and 4 GPUs, then the
-#             variants (+overlap, _L4, +f32grad), cutecall first, until the
-#             budget: CAP - 30 s, or SUITE_BUDGET
+#             breakdown of each step at 1 and 4 GPUs, then the variants
+#             (+overlap, _L4, +f32grad), cutecall first (SUITE_PLAN=flags: the
+#             MLP steps, then +nomerge/+tuned/+nocollcb), until the budget:
+#             CAP - 30 s, or SUITE_BUDGET
 #   tests     pytest -m gpu tests/distributed (jax.distributed, torchrun)
 #   procs     bench/scaling/multiproc.py: FA4 steps, one process per GPU (rows added)
 #   profile   bench/scaling/cb_profile.py: command-buffer variants, VLOG, HLO
@@ -26,7 +27,7 @@
 # A phase that would start with under 40 s left is skipped.
 #
 # Writes $OUT/scaling/: scaling.json, scaling.md, logs.tar.gz (the children's
-# logs, the 4-GPU traces), device_run.log (+ pytest.log, profile.*,
+# logs, the 4-GPU traces and optimized HLO texts), device_run.log (+ pytest.log, profile.*,
 # overhead.json for those phases). CUDA_VISIBLE_DEVICES defaults to 0,1,2,3.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
