@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# The torch front's gap on issue 37's two large GEMMs (QuACK's all-gather
+# GEMM, the CUTLASS Operator API's sm90 GEMM): bench/external/gemm_gap.py,
+# one process per family on ONE GPU (compiles at once, timing in turns
+# under a lock), every path from the same GPU state (rotated order, rest,
+# cold and hot), torch.profiler's kernels, and an nvidia-smi clock/power
+# log of the whole run. Run after `bash tools/gpu/gpu setup`:
+#
+#   CUDA_VISIBLE_DEVICES=0 bash bench/external/device_gemm_gap.sh
+#
+# Writes $OUT/gemm_gap/{gap_<family>.json,<family>.log,clocks.csv}.
+# Hard wall-time cap: GAP_CAP seconds (default 200) for everything.
+# Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
+# (python3), GAP_FAMILIES (allgather cutlass_operators), GAP_ARGS (extra
+# gemm_gap.py args).
+set -uo pipefail
+
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+out="${OUT:-/tmp/cutecall_out}/gemm_gap"
+site="${CUTECALL_SITE:-/tmp/site}"
+py="${PYTHON:-python3}"
+cap="${GAP_CAP:-200}"
+families="${GAP_FAMILIES:-allgather cutlass_operators}"
+export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
+t0=$SECONDS
+
+[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
+# shellcheck disable=SC1091
+. "$site/env.sh"
+mkdir -p "$out"
+lock="$(mktemp /tmp/gemm_gap.lock.XXXXXX)"
+# The SM clock, power and temperature every 100 ms while the run lasts.
+gpu_index="${CUDA_VISIBLE_DEVICES%%,*}"
+timeout "$cap" nvidia-smi -i "$gpu_index" --format=csv -lms 100 \
+  --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu >"$out/clocks.csv" 2>&1 &
+smi=$!
+work=$((cap - 10))
+pids=()
+for fam in $families; do
+  # shellcheck disable=SC2086  # GAP_ARGS: words
+  timeout -k 5 "$work" "$py" "$repo/bench/external/gemm_gap.py" --family "$fam" \
+    --out "$out" --lock "$lock" ${GAP_ARGS:-} >"$out/$fam.log" 2>&1 &
+  pids+=($!)
+done
+rc=0
+for p in "${pids[@]}"; do wait "$p" || rc=1; done
+kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
+rm -f "$lock"
+for fam in $families; do
+  echo "-- $fam:"; grep -E '^(==|   )' "$out/$fam.log" | cut -c1-300
+  grep -q Traceback "$out/$fam.log" && grep -E '^[A-Za-z_.]+(Error|Exception)' "$out/$fam.log" | tail -n 3
+done
+echo "== clocks: $(($(wc -l <"$out/clocks.csv") - 1)) samples; SM MHz min/max:" \
+  "$(awk -F', ' 'NR>1 && $2+0>0 {v=$2+0; if(!n||v<lo)lo=v; if(v>hi)hi=v; n++} END{print lo"/"hi}' "$out/clocks.csv")"
+echo "== gemm_gap: $((SECONDS - t0)) s, rc $rc; files in $out"
+exit $rc
