@@ -19,7 +19,9 @@ corpus' (tests/external/corpus) at ``--size`` (default "bench"). For each:
                   calls chained in one jit keeping every output, device time
                   per call from a JAX profiler trace (bench/timing.py)
 
-Trials are interleaved; medians are reported. Compiles and the check run
+Trials are interleaved, each starting at another path, each path after
+``--rest`` idle seconds (the GPU's state the same for all); medians are
+reported. Compiles and the check run
 first, outside ``--lock`` (a file: several families' processes compile at
 once on one GPU and take turns to time). Each case's record is written as
 it finishes (``DIR/<family>.json``, replaced whole), so a run cut off by
@@ -151,12 +153,20 @@ def time_paths(timers, args, deadline) -> tuple[dict, dict]:
     from timing import jax_trace_us, torch_device_us, torch_host_us
     samples = {p: {"device_us": [], "busy_us": [], "host_us": []} for p in timers}
     errors = {}
+    paths = list(timers)
     for trial in range(args.trials):
         if trial and deadline.left() < args.margin:
             break
-        for path, t in timers.items():
+        # Each trial starts at another path, and each path after a rest: a
+        # path timed right after another's launch loop runs on a GPU that
+        # loop heated (suspected in the large GEMMs' torch-front gap; see
+        # gemm_gap.py).
+        for path in paths[trial % len(paths):] + paths[:trial % len(paths)]:
+            t = timers[path]
             if path in errors:
                 continue
+            torch_sync()
+            time.sleep(args.rest)
             try:
                 if t[0] == "jax":
                     span, busy = jax_trace_us(t[1], t[2], chain_length(t[3], args))
@@ -171,6 +181,12 @@ def time_paths(timers, args, deadline) -> tuple[dict, dict]:
     stats = {p: {m: {"median": statistics.median(v), "min": min(v), "all": v}
                  for m, v in s.items() if v} for p, s in samples.items()}
     return stats, errors
+
+
+def torch_sync() -> None:
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
 
 
 def chain_length(out_bytes: int, args) -> int:

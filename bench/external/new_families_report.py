@@ -131,6 +131,8 @@ def main(run_family, dry_run, families) -> int:
     ap.add_argument("--margin", type=float, default=15.0,
                     help="seconds left below which no further trial starts")
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--rest", type=float, default=0.3,
+                    help="idle seconds before each path's timing")
     ap.add_argument("--k2", type=int, default=20, help="JAX calls chained in one jit")
     ap.add_argument("--chain-gib", type=float, default=12.0,
                     help="at most this much of kept outputs in one JAX chain")
