@@ -184,10 +184,11 @@ def _size(shape: str) -> int:
 def hlo_ops(hlo_text: str) -> dict:
     """What an optimized HLO runs outside fusion bodies: {"fusions",
     "concatenate": [count, bytes], "slice": [count, bytes], "copy": [count,
-    bytes], "custom_calls": {target: count}}. A fusion counts as a
-    concatenate, slice or copy when its body holds nothing else (XLA's
-    ``wrapped_concatenate``, slice fusions: the copies a DotMerger or a
-    layout change adds); bytes are its result's."""
+    bytes], "custom_calls": {target: count}, "names": the first 12
+    concatenates' and slices'}. A fusion counts as a concatenate, slice or
+    copy when its body holds nothing else (XLA's ``wrapped_concatenate``,
+    slice fusions: the copies a DotMerger or a layout change adds); bytes
+    are its result's."""
     bodies, comps, name = {}, {}, None
     for line in hlo_text.splitlines():
         m = _COMPUTATION.match(line)
@@ -205,11 +206,11 @@ def hlo_ops(hlo_text: str) -> dict:
             if m:
                 bodies[m.group(1)] = None
     out = {"fusions": 0, "concatenate": [0, 0], "slice": [0, 0], "copy": [0, 0],
-           "custom_calls": {}}
+           "custom_calls": {}, "names": []}
     for comp, ops in comps.items():
         if comp in bodies:
             continue
-        for _, shape, op, rest in ops:
+        for inst, shape, op, rest in ops:
             kind = op if op in ("concatenate", "slice", "copy") else None
             if op == "fusion":
                 out["fusions"] += 1
@@ -222,6 +223,8 @@ def hlo_ops(hlo_text: str) -> dict:
             if kind:
                 out[kind][0] += 1
                 out[kind][1] += _size(shape)
+                if kind != "copy" and len(out["names"]) < 12:
+                    out["names"].append(inst)
     return out
 
 
