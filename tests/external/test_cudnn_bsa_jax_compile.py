@@ -107,8 +107,10 @@ IDX = jax.ShapeDtypeStruct((1, 2, 4, 2), jnp.int32)
     ((Q, Q, Q, IDX), {"layout": "sbhd"}, r"layout must be one of .*got 'sbhd'"),
     ((Q, Q, Q, IDX), {"bucket_size_blocks": 0}, r"bucket_size_blocks must be .*got 0"),
     ((Q.update(shape=(1, 2, 512)),) * 3 + (IDX,), {}, r"q must be rank 4, got shape \(1, 2, 512\)"),
+    ((Q, Q, Q, IDX), {"sparse_block_size": 64}, r"sparse_block_size must be 128 .*got 64"),
 ], ids=["dtype", "k_dtype", "head_dim", "v_shape", "seqlen", "idx_dtype", "idx_blocks",
-        "idx_capacity", "count_high", "count_zero", "scale", "layout", "bucket", "rank"])
+        "idx_capacity", "count_high", "count_zero", "scale", "layout", "bucket", "rank",
+        "block_size"])
 def test_bad_arguments_name_argument_and_value(args, kwargs, match, compiles):
     with pytest.raises((TypeError, ValueError), match=match):
         jax.eval_shape(lambda *a: block_sparse_attention(*a, **kwargs), *args)

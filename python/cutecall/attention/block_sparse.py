@@ -81,7 +81,7 @@ class _Config:
 
 
 def block_sparse_attention(q, k, v, indices, count=None, *, scale=None, layout="bhsd",
-                           bucket_size_blocks=None):
+                           bucket_size_blocks=None, sparse_block_size=BLOCK):
     """Block-sparse softmax attention with cuDNN's sm90 kernels,
     differentiable in q, k and v (``jax.grad``, ``jax.vjp``; under ``jit``).
 
@@ -116,12 +116,35 @@ def block_sparse_attention(q, k, v, indices, count=None, *, scale=None, layout="
       bucket_size_blocks: query blocks per CSR bucket in the backward
         (default 256, cuDNN's). When ``Sq / 128`` exceeds it, dK/dV
         accumulate in a zeroed float32 workspace.
+      sparse_block_size: 128, the only block size of cuDNN's sm90 kernels
+        here (accepted as cuDNN's JAX API takes it).
+
+    Arrays placed on a GPU must be on an sm90 one (H100/H200).
 
     Returns:
       o, q's shape and dtype.
     """
+    if sparse_block_size != BLOCK:
+        raise ValueError(f"{NAME}: sparse_block_size must be {BLOCK} (cuDNN's sm90 blk128 "
+                         f"kernels), got {sparse_block_size!r}")
     c, scale = _check(q, k, v, indices, count, scale, layout, bucket_size_blocks)
+    _check_devices(q=q, k=k, v=v, indices=indices)
     return _attention(c, scale, q, k, v, indices)
+
+
+def _check_devices(**arrays):
+    """Placed arrays (not tracers) on a GPU must be on one of compute
+    capability 9.x (cuDNN's sm90 kernels use Hopper's wgmma and TMA)."""
+    import jax
+    for name, x in arrays.items():
+        if isinstance(x, jax.core.Tracer) or not isinstance(x, jax.Array):
+            continue
+        for dev in x.devices():
+            cap = str(getattr(dev, "compute_capability", ""))
+            if dev.platform == "gpu" and not cap.startswith("9."):
+                raise ValueError(f"{NAME}: {name} must be on an sm90 GPU (H100/H200: "
+                                 f"cuDNN's sm90 kernels), got {dev} of compute "
+                                 f"capability {cap}")
 
 
 def _check(q, k, v, indices, count, scale, layout, bucket):
