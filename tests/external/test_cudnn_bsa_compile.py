@@ -63,7 +63,7 @@ def test_backward_torch_binds_its_tuple_shape_and_written_grads(fresh_key_space)
     # Int32]] as (sq, sk, d, (h, b)): runtime scalars, one kernel for both
     # sequence lengths. It writes dQ, dK, dV and its workspace.
     import cutecall.torch
-    from cutecall.attention.block_sparse import backward_kernel
+    from cutecall.attention.block_sparse_kernels import backward_kernel
     b, h, s, d, count = bsa.SHAPES["test"]["bsa_fwd_sm90"]
     args, groups = bsa.backward_args(b, h, s, d, count, "meta")
     k = cutecall.torch.kernel(backward_kernel(d, groups), outputs=4)

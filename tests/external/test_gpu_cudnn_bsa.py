@@ -43,7 +43,7 @@ def test_bsa_backward_torch_matches_cudnn():
     import importlib
 
     import cutecall.torch
-    from cutecall.attention.block_sparse import backward_kernel
+    from cutecall.attention.block_sparse_kernels import backward_kernel
     from corpus_checks import assert_close
     b, h, s, d, count = bsa.SHAPES["test"]["bsa_fwd_sm90"]
     args, groups = bsa.backward_args(b, h, s, d, count, "cuda")
@@ -112,9 +112,10 @@ def _jax_and_cudnn(b, h, s, count, layout, dtype, bucket):
         return (attend(q, k, v).astype(jnp.float32) * jdo.astype(jnp.float32)).sum()
     o = jax.jit(attend)(jq, jk, jv)
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(jq, jk, jv)
-    from cutecall.attention.block_sparse import _check, _forward
+    from cutecall.attention.block_sparse import _check
+    from cutecall.attention.block_sparse_kernels import forward
     c, _ = _check(jq, jk, jv, jidx, count, scale, layout, bucket)
-    _, lse = _forward(c)(jq, jk, jv, jidx, scale)
+    _, lse = forward(c)(jq, jk, jv, jidx, scale)
     return (o, lse) + tuple(grads), theirs
 
 

@@ -67,7 +67,7 @@ def _calls(d: int, count: int, b: int, h: int, s: int):
     import cutecall
     import cutecall.torch
     from cutecall import TensorSpec
-    from cutecall.attention.block_sparse import forward_kernel
+    from cutecall.attention.block_sparse_kernels import forward_kernel
     obj = forward_kernel(d, count)
     qko, vi, lse = TensorSpec(mode=QKO), TensorSpec(mode=VI), TensorSpec(mode=LSE)
     out = (jax.ShapeDtypeStruct((b, h, s, d), jnp.bfloat16),
@@ -201,7 +201,7 @@ def as_jax_layout(outputs):
 
 def backward_args(b, h, s, d, count, device, bucket: int = 256):
     """The backward's call, for the kernel object
-    ``cutecall.attention.block_sparse.backward_kernel(d, groups)``, as
+    ``cutecall.attention.block_sparse_kernels.backward_kernel(d, groups)``, as
     ``_bsa_attn_bwd_sm90_blk128`` makes it:
     ``((sq, sk, d, (h, b)), do, o, q, k, v, lse, dq, dk, dv, offsets,
     edges, None, workspace, scale)``, BHSD tensors (the kernel views them
@@ -223,7 +223,7 @@ def backward_args(b, h, s, d, count, device, bucket: int = 256):
     if r.meta:
         offsets = r.empty((b, h, groups, nq + 1), torch.int32)
         edges = r.empty((b, h, nq * count), torch.int32)
-        from cutecall.attention.block_sparse import workspace_size
+        from cutecall.attention.block_sparse_kernels import workspace_size
         workspace = r.empty((b, h, workspace_size(s, s, d)), torch.float32)
     else:
         csr = importlib.import_module("cudnn.block_sparse_attention.csrc.bwd.bucketed_k2q_csr")
