@@ -8,11 +8,15 @@
 #
 #   CUDA_VISIBLE_DEVICES=0 bash bench/external/device_gemm_gap.sh
 #
-# Writes $OUT/gemm_gap/{gap_<family>.json,<family>.log,clocks.csv}.
+#   GAP_MULTI_GPUS=2,3 ... (also: QuACK's all-gather GEMM across GPUs 2 and 3)
+#
+# Writes $OUT/gemm_gap/{gap_<family>.json,<family>.log,clocks.csv} and, with
+# GAP_MULTI_GPUS, allgather_multi.{json,log}.
 # Hard wall-time cap: GAP_CAP seconds (default 200) for everything.
 # Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
 # (python3), GAP_FAMILIES (allgather cutlass_operators), GAP_ARGS (extra
-# gemm_gap.py args).
+# gemm_gap.py args), GAP_MULTI_GPUS (none), GAP_MULTI_ARGS (extra
+# allgather_multi.py args).
 set -uo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -43,12 +47,30 @@ for fam in $families; do
     --out "$out" --lock "$lock" ${GAP_ARGS:-} >"$out/$fam.log" 2>&1 &
   pids+=($!)
 done
+# QuACK's all-gather GEMM across GPUs (opt-in: GAP_MULTI_GPUS, e.g. "2,3"
+# or "0,1,2,3"), one torchrun process per GPU, beside the timing above.
+multi="${GAP_MULTI_GPUS:-}"
+if [ -n "$multi" ]; then
+  nproc=$(($(tr -cd ',' <<<"$multi" | wc -c) + 1))
+  # shellcheck disable=SC2086  # GAP_MULTI_ARGS: words
+  (cd "$repo" && CUDA_VISIBLE_DEVICES="$multi" NCCL_NVLS_ENABLE=0 \
+    TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+    timeout -k 5 "$work" "$py" -m torch.distributed.run --standalone \
+    --nproc-per-node "$nproc" bench/external/allgather_multi.py --out "$out" \
+    ${GAP_MULTI_ARGS:-} >"$out/allgather_multi.log" 2>&1) &
+  mpid=$!
+fi
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
+if [ -n "$multi" ]; then
+  wait "$mpid" || rc=1
+  echo "-- allgather across GPUs $multi:"; grep -E '^rank ' "$out/allgather_multi.log" | cut -c1-400
+  grep -E '^[A-Za-z_.]+(Error|Exception)' "$out/allgather_multi.log" | sort | uniq -c | tail -n 3
+fi
 kill "$smi" 2>/dev/null; wait "$smi" 2>/dev/null
 rm -f "$lock"
 for fam in $families; do
-  echo "-- $fam:"; grep -E '^(==|   )' "$out/$fam.log" | cut -c1-300
+  echo "-- $fam:"; grep -E '^(== |   [a-z])' "$out/$fam.log" | cut -c1-300
   grep -q Traceback "$out/$fam.log" && grep -E '^[A-Za-z_.]+(Error|Exception)' "$out/$fam.log" | tail -n 3
 done
 echo "== clocks: $(($(wc -l <"$out/clocks.csv") - 1)) samples; SM MHz min/max:" \
