@@ -70,7 +70,7 @@ for phase in "${phases[@]}"; do
       budget="${SUITE_BUDGET:-$(( $(left) - 20 ))}"
       sel=(--plan "${SUITE_PLAN:-table}")
       [ -z "${SUITE_ONLY:-}" ] || sel+=(--only "$SUITE_ONLY")
-      "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" "${sel[@]}" "${SMOKE[@]}" \
+      "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" --max-gpus "${SUITE_MAX_GPUS:-4}" "${sel[@]}" "${SMOKE[@]}" \
         2>&1 | tee -a "$LOG" | grep -E '^(==|   |plan)'
       rc=${PIPESTATUS[0]} ;;
     tests)

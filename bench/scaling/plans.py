@@ -87,8 +87,21 @@ def flags() -> list[dict]:
 PLANS = {"table": table, "flags": flags}
 
 
-def plan(name: str = "table") -> list[dict]:
-    """[{name, impl, configs, max_s, xla_flags}] of plan `name`, in priority order."""
+def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:
+    """[{name, impl, configs, max_s, xla_flags}] of plan `name`, in priority
+    order. On a host of `max_gpus` < 4 GPUs the configurations above it are
+    dropped, and what the 4-GPU rows trace and dump moves to `max_gpus`."""
     if name not in PLANS:
         raise ValueError(f"plan must be one of {sorted(PLANS)}, got {name!r}")
-    return PLANS[name]()
+    children = PLANS[name]()
+    if max_gpus >= 4:
+        return children
+    for child in children:
+        top = {c["xla"]: c for c in child["configs"] if c["gpus"] == 4}
+        kept = [c for c in child["configs"] if c["gpus"] <= max_gpus]
+        for c in kept:
+            if c["gpus"] == max_gpus and c["xla"] in top:
+                c.update(trace=top[c["xla"]]["trace"], keep_trace=top[c["xla"]]["keep_trace"],
+                         dump_hlo=True)
+        child["configs"] = kept
+    return [c for c in children if c["configs"]]

@@ -178,10 +178,12 @@ def main() -> int:
                     help="no background compile of the QuACK GEMMs")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="4 CPU devices, tiny shapes, XLA attention and dot for every impl")
+    ap.add_argument("--max-gpus", type=int, default=4,
+                    help="the host's GPUs: rows above it are dropped (2: a 2-GPU host)")
     ap.add_argument("--dry-run", action="store_true")
     args = ap.parse_args()
     t0 = time.time()
-    children = [c for c in plans.plan(args.plan)
+    children = [c for c in plans.plan(args.plan, args.max_gpus)
                 if not args.only or c["name"] in args.only.split(",")]
     if args.only and len(children) != len(set(args.only.split(","))):
         ap.error(f"--only {args.only!r}: plan {args.plan!r} has "
