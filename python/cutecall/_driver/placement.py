@@ -30,6 +30,10 @@ from .signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
 
 # A call argument's kind, for placing outputs.
 ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
+# A container of arrays and scalars (QuACK's EpilogueArguments, a plain
+# tuple): never a parameter annotated ``cute.Tensor`` (one annotated as a
+# NamedTuple of tensors, FA4's BlockSparseTensors, takes it).
+CONTAINER = "container"
 # Placements tried before giving up (C(20, 10) would be 184,756).
 _MAX_PLACEMENTS = 20000
 
@@ -43,6 +47,8 @@ def arg_kind(x) -> str:
     if is_scalar_value(x) or tuple(getattr(x, "shape", (1,))) == () or \
             (type(x).__module__.startswith("cutlass") and type(x).__name__ in SCALAR_TYPES):
         return SCALAR_ARG
+    if isinstance(x, (tuple, list, dict)) and not hasattr(x, "shape"):
+        return CONTAINER
     return ARRAY
 
 
@@ -51,6 +57,8 @@ def _fits(p: Param, kind: str) -> bool:
         return p.kind == SCALAR or (p.kind == TENSOR and not p.annotated)
     if kind == ARRAY:
         return p.kind != SCALAR
+    if kind == CONTAINER:
+        return p.kind != SCALAR and (not p.annotated or p.container is not None)
     return True  # None: an absent Optional of any kind
 
 
