@@ -168,7 +168,7 @@ class Launcher:
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
         try:
-            check = binding not in self._trusted and bool(_outputs_at(binding))
+            check = bool(_outputs_at(binding)) and binding not in self._trusted
             # The hook runs while there is something to check or to learn.
             probe_empty = not self._empty_done and _has_absent(binding)
             with written_params.observing(check, check or self.writes is None,
