@@ -49,6 +49,7 @@ module                    job
 ``written_params``        outputs found by what the kernel writes: the compile's
                           trace hook, the check, the front's retry
 ``mlir_writes``           which operands a traced MLIR module writes
+``mlir_text``             the ops of an MLIR module printed in generic form
 ``learn_outputs``         a launch object's outputs, learned from those writes
 ``compile_error``         ``CompileError``: the DSL's failure, root cause first;
                           which frames are the user's (``user_stacklevel``)
