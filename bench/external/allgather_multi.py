@@ -97,6 +97,8 @@ def run(args) -> dict:
             rec["errors"][p] = f"{type(e).__name__}: {e}"[:2000]
             traceback.print_exc()
         dist.barrier()
+    import cutecall
+    rec["cutecall_compiles_after_check"] = cutecall.compile_stats()["compiles"]
     if not rec["errors"]:
         rec["bitwise_equal"] = bool(torch.equal(outs["authors_torch"], outs["cutecall_torch"]))
         samples = {p: [] for p in bodies}
@@ -109,6 +111,7 @@ def run(args) -> dict:
                 dist.barrier()
                 samples[p].append(timed(runner, a_shard, bodies[p], outs[p], args.iters))
         rec["us"] = {p: {"median": statistics.median(v), "all": v} for p, v in samples.items()}
+        rec["cutecall_compiles_after_timing"] = cutecall.compile_stats()["compiles"]
     torch.cuda.synchronize()
     dist.barrier()
     return rec
