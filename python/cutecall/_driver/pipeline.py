@@ -58,13 +58,17 @@ class Launcher:
     ``fallback.explicit_hint``). `keeps_static_masks`: the front's C++
     launcher keys its calls by static masks (torch), so after a fallback
     climb the front keeps the masks (:attr:`Specialization.masks`) and
-    describes them; otherwise the launcher remembers the rung (JAX)."""
+    describes them; otherwise the launcher remembers the rung (JAX).
+    `learns_writes`: what a compile's trace writes is read (and kept) even
+    with no outputs to check, for binds that place outputs by it; False for
+    a front that never asks (Helion's launcher, torch with named outputs):
+    a compile then reads the module only to check placed outputs."""
 
     def __init__(self, fn: Callable, *, name: str | None = None,
                  constexprs: Mapping[str, Any] | None = None,
                  compile_options: str | None = None, compile_key: Any = None,
                  static_fallback: bool | None = None, hint: str = "cutlass_call",
-                 keeps_static_masks: bool = False):
+                 keeps_static_masks: bool = False, learns_writes: bool = True):
         if not callable(fn):
             raise TypeError(f"cutecall: launcher must be callable (a @cute.jit "
                             f"function or kernel object), got "
@@ -97,6 +101,7 @@ class Launcher:
         self.static_fallback = fallback.check_option(static_fallback)
         self.hint = hint
         self.keeps_static_masks = keeps_static_masks
+        self.learns_writes = learns_writes
         # What the static fallback compiled in last, by operand name (fronts
         # that do not keep masks themselves): later calls start there.
         self.static_dims: dict[str, int] = {}
@@ -171,8 +176,8 @@ class Launcher:
             check = bool(_outputs_at(binding)) and binding not in self._trusted
             # The hook runs while there is something to check or to learn.
             probe_empty = not self._empty_done and _has_absent(binding)
-            with written_params.observing(check, check or self.writes is None,
-                                          probe_empty) as seen:
+            learn = self.writes is None and self.learns_writes
+            with written_params.observing(check, check or learn, probe_empty) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
                     self.static_fallback,  # probes too: a kernel may need static dims

@@ -225,7 +225,7 @@ class _HelionLaunch:
             launcher = Launcher(
                 _make_launch(self.kernel, schema, self.block, self.cluster),
                 name=self.name, compile_options=self.options, hint="helion",
-                keeps_static_masks=True)
+                keeps_static_masks=True, learns_writes=False)  # no outputs to place
             self._launchers[schema] = launcher
         positions = tuple(range(_GRID)) + tuple(
             _GRID + i for i, e in enumerate(schema) if e[0] != "scalar_constexpr")

@@ -63,7 +63,9 @@ class Kernel:
         self.launcher = Launcher(launcher, name=name, constexprs=constexprs,
                                  compile_options=compile_options,
                                  static_fallback=static_fallback, hint="torch",
-                                 keeps_static_masks=True)
+                                 keeps_static_masks=True,
+                                 # outputs by number are learned from the writes
+                                 learns_writes=output_names is None and outputs > 0)
         self.fn, self.sig, self.name = launcher, self.launcher.sig, self.launcher.name
         self.num_outputs = outputs
         self.allocate = allocate
