@@ -32,15 +32,22 @@ class Op:
         self.tail = None         # the text after the operands, until typed
 
     def typed(self) -> "Op":
-        """Reads the operand and result types from the op's trailing
-        signature, once: most ops never carry memory, so most never need
-        them (the parse is the analysis's costly part)."""
+        """Reads the result types from the op's trailing signature, once:
+        most ops never carry memory, so most never need them (reading every
+        signature was most of the analysis's time)."""
         if self.tail is not None:
             self.operand_types, types = _signature(self.tail)
             self.results = [(k, t) for (k, _), t in
                             zip(self.results, types + [""] * len(self.results))]
             self.tail = None
         return self
+
+    def input_types(self) -> list:
+        """The operand types (read once, when asked)."""
+        self.typed()
+        if isinstance(self.operand_types, str):
+            self.operand_types = _split(self.operand_types)
+        return self.operand_types
 
 
 # Ops whose regions are a function's body: a scope of names of their own.
@@ -76,13 +83,13 @@ def _split(text: str, sep: str = ",") -> list[str]:
     return parts
 
 
-def _signature(text: str) -> tuple[list, list]:
-    """(operand types, result types) of an op line's trailing
-    ``: (ins) -> outs``."""
+def _signature(text: str) -> tuple[str, list]:
+    """(operand types, not yet split; result types) of an op line's
+    trailing ``: (ins) -> outs``."""
     parts = _split(text, ":")
     sig = parts[-1] if len(parts) > 1 else ""
     if "->" not in sig:
-        return [], []
+        return "", []
     ins, _, outs = sig.partition("->") if not sig.startswith("(") else \
         _close(sig)
     ins = ins.strip()
@@ -91,19 +98,22 @@ def _signature(text: str) -> tuple[list, list]:
     outs = outs.strip()
     if outs.startswith("(") and outs.endswith(")"):
         outs = outs[1:-1]
-    return _split(ins), _split(outs)
+    return ins, _split(outs)
 
 
 def _close(sig: str) -> tuple[str, str, str]:
     """``(a, b) -> c`` split after the parenthesis that closes the first."""
     depth = 0
-    for i, ch in enumerate(sig):
-        depth += ch == "("
-        depth -= ch == ")"
+    for m in _PARENS.finditer(sig):
+        depth += 1 if m.group() == "(" else -1
         if depth == 0:
+            i = m.start()
             rest = sig[i + 1:].strip()
             return sig[:i + 1], "->", rest[2:] if rest.startswith("->") else rest
     return sig, "->", ""
+
+
+_PARENS = re.compile(r"[()]")
 
 
 def _results(spec: str, scope: int) -> list:

@@ -197,7 +197,7 @@ class _Flow:
             self.writes |= self.union(_segment(op, 1))
         elif name == "cute.copy_atom_call" or name.endswith(".copy") and len(operands) >= 3:
             self.writes |= self.union(_segment(op, 2))  # (atom, src, dst, ...)
-            atom = op.typed().operand_types[0] if op.typed().operand_types else ""
+            atom = op.input_types()[0] if op.input_types() else ""
             atom = self.aliases.get(atom, atom)
             if re.search(r"tma_(store|reduce)|dsmem_store", atom):
                 self.writes |= self.get(operands[0])
