@@ -118,6 +118,12 @@ class Launcher:
         # MAX_EMPTY_PROBES; then the rule's placement compiles as it is.
         self._empty: set = set()
         self._empty_done = False  # probed enough: compile as placed
+        # Placements whose trace read their outputs only while it wrote
+        # other parameters (written_params.OutputsElsewhere) and no written
+        # parameter fit the call: avoided; when they run out, the rule's
+        # placement compiles unchecked (the evidence missed a write).
+        self._read_only: set = set()
+        self._read_only_done = False
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -141,7 +147,11 @@ class Launcher:
             self.sig, args, kwargs or {}, num_outputs, order,
             {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
             written, frozenset(self._avoid))
-        if output_names is not None or written:
+        # Named outputs, or outputs all where a trace saw writes, are not
+        # checked again; a placement made without that evidence (none of
+        # the written parameters fits the call) is.
+        if output_names is not None or (written and all(
+                self.sig.params[i].name in written for i in _outputs_at(binding))):
             self._trusted.add(binding)
         return binding, leaves
 
@@ -173,7 +183,8 @@ class Launcher:
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
         try:
-            check = bool(_outputs_at(binding)) and binding not in self._trusted
+            check = bool(_outputs_at(binding)) and binding not in self._trusted \
+                and not self._read_only_done
             # The hook runs while there is something to check or to learn.
             probe_empty = not self._empty_done and _has_absent(binding)
             learn = self.writes is None and self.learns_writes
@@ -204,6 +215,7 @@ class Launcher:
             raise
         except written_params.OutputsElsewhere as e:  # the front binds again
             self.writes = e.writes
+            self._passed_over(_outputs_at(binding))
             raise
         if seen.writes is not None:
             self.writes = seen.writes
@@ -214,6 +226,20 @@ class Launcher:
             kernel = dataclasses.replace(kernel, name=self.name)
         masks = tuple(op.static | m for op, m in zip(operands, extra))
         return Specialization(kernel, spec, masks, level, seen.writes)
+
+    def _passed_over(self, outs: tuple) -> None:
+        """A trace read the parameters at `outs` only, while writing others:
+        the outputs never go there again (where no written parameter fits
+        the call, ``bind`` tries the next placement). When the placements
+        come round again or too many were read only, the evidence missed a
+        write: the rule's placement compiles next, unchecked."""
+        if outs in self._read_only or \
+                len(self._read_only) >= written_params.MAX_READ_ONLY_PROBES:
+            self._avoid -= self._read_only
+            self._read_only_done = True
+        else:
+            self._read_only.add(outs)
+            self._avoid.add(outs)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
              device_arch: str | None = None, output_tree: Node | None = None,

@@ -12,7 +12,10 @@ right after the trace -- the costly part never runs -- with
 ``Launcher.bind`` then places the outputs among the written parameters
 (``placement.place_written``). A rule placement that does not even compile
 (an input traced where the kernel writes) is passed over for the next ones
-(:class:`PlacementFailed`, at most :data:`MAX_PROBES`). torch's launch
+(:class:`PlacementFailed`, at most :data:`MAX_PROBES`), as is one whose
+trace only reads its outputs when no written parameter fits the call (at
+most :data:`MAX_READ_ONLY_PROBES`: an output is never bound to a parameter
+the kernel only reads). torch's launch
 objects move ``outputs=n`` to the written parameters after their first
 compile (``learn_outputs``, which traces a kernel a cache held), so that
 the custom op marks exactly those as mutated. No framework; the CuTe DSL
@@ -195,6 +198,10 @@ MAX_PROBES = 8
 # Placements a front tries while each one's trace writes nothing (the rule's
 # counts): after that the rule's placement is compiled as it is.
 MAX_EMPTY_PROBES = 3
+# Placements passed over because their trace read the outputs only while
+# writing other parameters (QuACK's symmetric GEMM from JAX: D at mC, which
+# it reads); then the rule's placement compiles unchecked.
+MAX_READ_ONLY_PROBES = 4
 
 
 def retrying(attempt: Callable[[], Any]) -> Any:

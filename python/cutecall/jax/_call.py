@@ -152,10 +152,27 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        binding, values = self.launcher.bind(
-            args, kwargs, num_outputs=outs[2] - len(outs[3]),
-            order=self.operand_order, output_names=self.output_params,
-            scalar_value=_jax_args.scalar_value, is_array=_jax_args.is_array)
+        def bind(unpassed):
+            return self.launcher.bind(
+                args, kwargs, num_outputs=outs[2] - len(unpassed),
+                order=self.operand_order, output_names=self.output_params,
+                scalar_value=_jax_args.scalar_value, is_array=_jax_args.is_array)
+        try:
+            binding, values = bind(outs[3])
+        except TypeError:
+            if not outs[3] or self.output_params is not None:
+                raise
+            # An output aliased whole to an input may have a parameter of
+            # its own too, which the call leaves empty (QuACK's symmetric
+            # GEMM writes D through mD and through epilogue_args.mAuxOut):
+            # pass every output; the first error when that fits neither.
+            try:
+                binding, values = bind(frozenset())
+            except TypeError:
+                pass
+            else:
+                return binding, tuple(values), outs[:3] + (frozenset(),)
+            raise
         return binding, tuple(values), outs
 
     def __call__(self, *args, **kwargs):
