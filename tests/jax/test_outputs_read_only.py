@@ -19,7 +19,6 @@ from typing import NamedTuple, Optional
 import cuda.bindings.driver as cuda
 import jax
 import jax.numpy as jnp
-import pytest
 
 import cutlass
 import cutlass.cute as cute
