@@ -56,3 +56,19 @@ def test_symmetric_output_found_at_md_without_names(fresh_key_space):
     again = unnamed.lower(*args).as_text()  # learned: no probe, no compile
     assert _operands(again) == _operands(text)
     assert cutecall.compile_stats()["entries"] - before == 1
+
+
+@pytest.mark.gpu
+def test_gpu_unnamed_equals_named_bit_for_bit():
+    import numpy as np
+    unnamed = cutecall.cutlass_call(
+        qc.kernel_object("gemm_symmetric"), output_shape_dtype=lambda a, b, c, e, s, v:
+        like(e.mAuxOut), input_output_aliases={(3, "mAuxOut"): 0},
+        input_spec={"epilogue_args.mAuxOut": cutecall.TensorSpec(mode=(1, 0))})
+    shape = corpus.SHAPES["test"]["gemm_symmetric"]
+    _, args = corpus.case("gemm_symmetric", *shape).jax(True, 0)
+    d = np.asarray(unnamed(*args).astype("float32"))
+    named, args = corpus.case("gemm_symmetric", *shape).jax(True, 0)  # fresh buffers
+    want = np.asarray(named(*args).astype("float32"))
+    np.testing.assert_array_equal(d, want)
+    assert np.isfinite(want).all() and np.abs(want).max() > 0
