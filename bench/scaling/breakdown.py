@@ -155,7 +155,10 @@ def collectives(hlo_text: str) -> dict:
     count, total, dtypes = 0, 0, {}
     for m in _COLLECTIVE.finditer(hlo_text):
         count += 1
-        for dt, dims in _ARRAY.findall(m.group(1)):  # the result: one array or a tuple
+        arrays = _ARRAY.findall(m.group(1))  # the result: one array or a tuple
+        if m.group(2).endswith("-start"):  # ((operands), results): the results only
+            arrays = arrays[len(arrays) // 2:]
+        for dt, dims in arrays:
             size = _size(f"{dt}[{dims}]")
             total += size
             dtypes[dt] = dtypes.get(dt, 0) + size
