@@ -10,17 +10,9 @@
 # Writes $OUT/bsa_grad/{bsa_grad.json,bsa_grad.log} and prints the table.
 # Hard wall-time cap: BSA_CAP seconds (default 120). Environment: OUT
 # (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON (python3).
-set -uo pipefail
+# shellcheck source=bench/external/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh" bsa_grad 120 "${BSA_CAP:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-out="${OUT:-/tmp/cutecall_out}/bsa_grad"
-site="${CUTECALL_SITE:-/tmp/site}"
-py="${PYTHON:-python3}"
-cap="${BSA_CAP:-120}"
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-t0=$SECONDS
-mkdir -p "$out"
 
 if [ "${1:-}" = "--dry-run" ]; then
   JAX_PLATFORMS=cpu timeout -k 5 "$cap" "$py" "$repo/bench/external/bsa_grad.py" \
@@ -30,9 +22,7 @@ if [ "${1:-}" = "--dry-run" ]; then
   exit "$rc"
 fi
 
-[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
-# shellcheck disable=SC1091
-. "$site/env.sh"
+use_site
 timeout -k 5 "$cap" "$py" "$repo/bench/external/bsa_grad.py" --out "$out" \
   >"$out/bsa_grad.log" 2>&1
 rc=$?

@@ -17,22 +17,12 @@
 # (python3), GAP_FAMILIES (allgather cutlass_operators), GAP_ARGS (extra
 # gemm_gap.py args), GAP_MULTI_GPUS (none), GAP_MULTI_ARGS (extra
 # allgather_multi.py args).
-set -uo pipefail
+# shellcheck source=bench/external/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh" gemm_gap 200 "${GAP_CAP:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-out="${OUT:-/tmp/cutecall_out}/gemm_gap"
-site="${CUTECALL_SITE:-/tmp/site}"
-py="${PYTHON:-python3}"
-cap="${GAP_CAP:-200}"
 families="${GAP_FAMILIES:-allgather cutlass_operators}"
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-t0=$SECONDS
 
-[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
-# shellcheck disable=SC1091
-. "$site/env.sh"
-mkdir -p "$out"
+use_site
 lock="$(mktemp /tmp/gemm_gap.lock.XXXXXX)"
 # The SM clock, power and temperature every 100 ms while the run lasts.
 gpu_index="${CUDA_VISIBLE_DEVICES%%,*}"

@@ -10,22 +10,12 @@
 # Hard wall-time cap: NEWFAM_CAP seconds (default 240) for everything.
 # Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
 # (python3), NEWFAM_FAMILIES (all), NEWFAM_ARGS (extra new_families.py args).
-set -uo pipefail
+# shellcheck source=bench/external/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh" newfam 240 "${NEWFAM_CAP:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-out="${OUT:-/tmp/cutecall_out}/newfam"
-site="${CUTECALL_SITE:-/tmp/site}"
-py="${PYTHON:-python3}"
-cap="${NEWFAM_CAP:-240}"
 families="${NEWFAM_FAMILIES:-liger hadamard cutlass_operators cudnn_bsa fa4_varlen allgather fa4_block_sparsity}"
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-t0=$SECONDS
 
-[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
-# shellcheck disable=SC1091
-. "$site/env.sh"
-mkdir -p "$out"
+use_site
 lock="$(mktemp /tmp/newfam.lock.XXXXXX)"
 script="$repo/bench/external/new_families.py"
 # Each family: the cap less 25 s for the merge; cases that would start

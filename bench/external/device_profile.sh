@@ -12,21 +12,11 @@
 # Environment: OUT (/tmp/cutecall_out), CUTECALL_SITE (/tmp/site), PYTHON
 # (python3), JAXPROF_ARGS (extra jax_profile.py args, e.g. "--static
 # --torch-front" or "--cases fa4.fwd_combine").
-set -uo pipefail
+# shellcheck source=bench/external/device_env.sh
+. "$(dirname "${BASH_SOURCE[0]}")/device_env.sh" jaxprof 240 "${JAXPROF_CAP:-}"
 
-repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-out="${OUT:-/tmp/cutecall_out}/jaxprof"
-site="${CUTECALL_SITE:-/tmp/site}"
-py="${PYTHON:-python3}"
-cap="${JAXPROF_CAP:-240}"
-export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0}"
-export XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONUNBUFFERED=1
-t0=$SECONDS
 
-[ -f "$site/env.sh" ] || { echo "no $site/env.sh: run 'bash tools/gpu/gpu setup' first" >&2; exit 2; }
-# shellcheck disable=SC1091
-. "$site/env.sh"
-mkdir -p "$out"
+use_site
 # shellcheck disable=SC2086  # JAXPROF_ARGS: words
 timeout -k 5 "$((cap - 10))" "$py" "$repo/bench/external/jax_profile.py" --out "$out" \
   --budget "$((cap - 60))" ${JAXPROF_ARGS:-} >"$out/jaxprof.log" 2>&1
