@@ -20,7 +20,8 @@ SUFFIXES = {"_L4": ", 4 layers", "+bf16grad": ", bf16 gradient pmean",
             "+f32grad": ", f32 gradient pmean",
             "+overlap": ", per-tensor all-reduce + latency-hiding scheduler",
             "+nomerge": ", DotMerger off", "+tuned": ", DotMerger off + overlap + early start",
-            "+nocollcb": ", command buffers without collectives"}
+            "+nocollcb": ", command buffers without collectives",
+            "+cboff": ", command buffers off", "+cbprof": ", traced with command buffers on"}
 
 
 def label(impl: str) -> str:

@@ -84,7 +84,23 @@ def flags() -> list[dict]:
     return out
 
 
-PLANS = {"table": table, "flags": flags}
+def mlpcb() -> list[dict]:
+    """Where the QuACK MLP step's loop loses against its trace (the 2-GPU
+    flags run: 761 µs): both MLP steps with command buffers off (the loop as
+    the profiler sees it), then traced with command buffers on; the plain
+    steps first, this machine's baseline."""
+    out = [_table("mlp_xla"), _table("mlp_quack")]
+    for kind, trace4 in (("cboff", False), ("cbprof", True)):
+        for impl in ("mlp_quack", "mlp_xla"):
+            child = _xla_child(f"{kind}-{impl}", impl, (kind,), 75, trace4=trace4)
+            if kind == "cbprof":  # the traced rows are the point: trace every count
+                for c in child["configs"]:
+                    c["trace"] = True
+            out.append(child)
+    return out
+
+
+PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

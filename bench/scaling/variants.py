@@ -40,14 +40,18 @@ NOMERGE = {"xla_gpu_dot_merger_threshold_mb": 0}
 XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE,
        "tuned": dict(NOMERGE, **OVERLAP,
                      xla_gpu_experimental_collective_start_as_early_as_possible=True),
-       "nocollcb": {}}  # XLA_ENV's
+       "nocollcb": {}, "cboff": {}, "cbprof": {}}  # XLA_ENV's
 # Options a jaxlib may lack: a compile that fails with them is retried
 # without them (suite_child.py records what it dropped and why).
 OPTIONAL = ("xla_gpu_experimental_collective_start_as_early_as_possible",)
 # Variants set through XLA_FLAGS (their child's environment, before jax
 # loads): XLA's flag parser takes "-TYPE" as "the default list without TYPE",
 # compile options do not.
-XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES"}
+XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES",
+           # no command buffers at all: the loop as the profiler sees it
+           "cboff": "--xla_gpu_enable_command_buffer=",
+           # command buffers kept while tracing: the trace as the loop runs
+           "cbprof": "--xla_enable_command_buffers_during_profiling=true"}
 LAYERS = {"one": 1, "L4": 4}
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
