@@ -135,4 +135,4 @@ def test_retrying_stops_after_the_probes():
         raise written_params.PlacementFailed("k", (0,), ValueError("first"))
     with pytest.raises(ValueError, match="first"):
         written_params.retrying(attempt)
-    assert len(calls) == written_params.MAX_PROBES + 2
+    assert len(calls) == written_params.MAX_ROUNDS

@@ -41,6 +41,13 @@ from .log import logger
 from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents
 
 ENV = "CUTECALL_STATIC_FALLBACK"
+# A store of one element type into a tensor of another: no static extent
+# changes an element type, so no further form is tried (an output bound
+# where the kernel reads an int32 index: cuDNN's block-sparse attention).
+_ELEMENT_TYPE = re.compile(r"(?i)type mismatch, store .+ to ")
+# The DSL asking for a value known at trace time: the searched forms are
+# tried even for a placement probe (Liger's JSD reads const_expr(N % tile)).
+_NEEDS_STATIC = re.compile(r"const_expr\(\)` requires a value known|dynamic layout")
 _SHAPE_READ = re.compile(r"\b([A-Za-z_][\w.]*?)\.shape\s*(?:\[\s*(-?\d+)\s*\])?")
 
 
@@ -150,7 +157,7 @@ def explicit_hint(style: str, masks: Sequence[int], operands: Sequence) -> str:
 
 def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
           options: str, arch: str, fallback: bool | None,
-          explicit: Callable[[tuple], str]) -> tuple:
+          explicit: Callable[[tuple], str], searched: bool = True) -> tuple:
     """Compiles the first form of a call the DSL accepts: ``build(start)``
     (`start`: per operand the masks to compile in beyond the front's own --
     none, or what worked last time), then guided and searched forms (module
@@ -164,8 +171,15 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
     form's ``CompileError`` is raised instead. Rejected keys are remembered
     for the process and recorded in the artifact store: each fails once per
     user and version, not per call or process.
+
+    `searched=False` stops after the guided forms unless the DSL asked for
+    a value known at trace time: a placement probe (``pipeline``), whose
+    outputs in the wrong place fail whatever extents are static; every form
+    is climbed only when no probe compiled. A store of the wrong element
+    type stops any climb: no static extent fixes it.
     """
-    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback))
+    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback),
+               searched)
     seen = set()
     for tried, masks in enumerate(c.forms()):
         spec = build(masks)
@@ -183,8 +197,9 @@ class _Climb:
     """One climb's state: the first and the latest rejection, and why."""
 
     def __init__(self, build, operands, start: tuple, name: str, options: str,
-                 arch: str, allowed: bool):
+                 arch: str, allowed: bool, searched: bool = True):
         self.build, self.start, self.allowed = build, start, allowed
+        self.searched = searched
         self.name, self.options, self.arch = name, options, arch
         self.names = [op.name for op in operands]
         self.shapes = [tuple(op.shape) for op in operands]
@@ -205,6 +220,11 @@ class _Climb:
         current = self.start
         while True:
             error, self.last = self.last, None
+            cause = (getattr(error, "root_cause", None) or "") if error else ""
+            if _ELEMENT_TYPE.search(cause):
+                return
+            if not self.searched and not _NEEDS_STATIC.search(cause):
+                searched = iter(())
             step = tuple(a | b for a, b in
                          zip(current, guided(error, self.names, self.ranks))) \
                 if error is not None else current

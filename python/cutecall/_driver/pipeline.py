@@ -124,6 +124,14 @@ class Launcher:
         # placement compiles unchecked (the evidence missed a write).
         self._read_only: set = set()
         self._read_only_done = False
+        # Placements that did not compile since the last kernel that did:
+        # while the rule's has failed, the next ones are probed with their
+        # dynamic and guided forms only (``fallback.climb(searched=False)``;
+        # cuDNN's sm90 block-sparse attention: 6 failed placements were 48
+        # traces). When none compiles, every placement is climbed again
+        # with every form (`_climb_all`): forms rejected once cost nothing.
+        self._failed: set = set()
+        self._climb_all = False
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -188,21 +196,18 @@ class Launcher:
             # The hook runs while there is something to check or to learn.
             probe_empty = not self._empty_done and _has_absent(binding)
             learn = self.writes is None and self.learns_writes
+            # A probe after the rule's placement failed: no searched forms yet.
+            searched = self._climb_all or not self._failed or binding in self._trusted
             with written_params.observing(check, check or learn, probe_empty) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
                     self.static_fallback,  # probes too: a kernel may need static dims
                     lambda masks: fallback.explicit_hint(
                         self.hint, [op.static | m for op, m in zip(operands, masks)],
-                        operands))
+                        operands), searched)
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
-            outs = _outputs_at(binding)
-            if outs and binding not in self._trusted:
-                if len(self._avoid) < written_params.MAX_PROBES:
-                    self._avoid.add(outs)  # the front tries another placement
-                    raise written_params.PlacementFailed(self.name, outs, error) from e
-                self._avoid.clear()  # none compiled: the rule's again next time
+            self._placement_failed(binding, error, e, searched)
             raise error from e
         except written_params.NothingWritten:  # the front tries the next placement
             outs = _outputs_at(binding)
@@ -217,6 +222,8 @@ class Launcher:
             self.writes = e.writes
             self._passed_over(_outputs_at(binding))
             raise
+        self._failed.clear()
+        self._climb_all = False
         if seen.writes is not None:
             self.writes = seen.writes
         self.history.record(operands)
@@ -226,6 +233,27 @@ class Launcher:
             kernel = dataclasses.replace(kernel, name=self.name)
         masks = tuple(op.static | m for op, m in zip(operands, extra))
         return Specialization(kernel, spec, masks, level, seen.writes)
+
+    def _placement_failed(self, binding: Binding, error: CompileError,
+                          cause: CompileError, searched: bool) -> None:
+        """A binding the rule placed did not compile: the front tries the
+        next placement (:class:`written_params.PlacementFailed`), at most
+        ``MAX_PROBES``; when those ran out with some climbed in part, once
+        more from the rule's, every form (``_climb_all``). Returns when the
+        call's own error is due."""
+        outs = _outputs_at(binding)
+        if not outs or binding in self._trusted:
+            return
+        if len(self._avoid) < written_params.MAX_PROBES:
+            self._avoid.add(outs)  # the front tries another placement
+            self._failed.add(outs)
+            raise written_params.PlacementFailed(self.name, outs, error) from cause
+        self._avoid.clear()  # none compiled: the rule's again next time
+        self._failed.clear()
+        if not searched and not self._climb_all:
+            self._climb_all = True
+            raise written_params.PlacementFailed(self.name, outs, error) from cause
+        self._climb_all = False
 
     def _passed_over(self, outs: tuple) -> None:
         """A trace read the parameters at `outs` only, while writing others:

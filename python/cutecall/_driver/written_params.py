@@ -202,6 +202,9 @@ MAX_EMPTY_PROBES = 3
 # writing other parameters (QuACK's symmetric GEMM from JAX: D at mC, which
 # it reads); then the rule's placement compiles unchecked.
 MAX_READ_ONLY_PROBES = 4
+# Binds a front tries for one call: the probes twice (their dynamic and
+# guided forms, then every form: ``pipeline.Launcher``), and a few more.
+MAX_ROUNDS = 2 * MAX_PROBES + 4
 
 
 def retrying(attempt: Callable[[], Any]) -> Any:
@@ -209,12 +212,13 @@ def retrying(attempt: Callable[[], Any]) -> Any:
     finds the outputs elsewhere (:class:`OutputsElsewhere`: the launcher has
     learned where the kernel writes, and binds there) or fails with them
     where the rule put them (:class:`PlacementFailed`: the launcher tries
-    the next placement, at most :data:`MAX_PROBES`), or writes nothing
+    the next placement, at most :data:`MAX_PROBES`, twice: see
+    :data:`MAX_ROUNDS`), or writes nothing
     there (:class:`NothingWritten`: the next placement, at most
     :data:`MAX_EMPTY_PROBES`, not counted among the others). When no
     placement compiles, the rule's error is raised."""
     first, tried, kernel, rounds, empty = None, 0, "", 0, 0
-    while rounds < MAX_PROBES + 2:
+    while rounds < MAX_ROUNDS:
         try:
             return attempt()
         except NothingWritten:
