@@ -1,0 +1,97 @@
+"""How many forms a placement probe compiles (issue 37): a placement tried
+after the rule's failed climbs its dynamic and guided forms only, unless
+the DSL asks for a value known at trace time; a store of the wrong element
+type ends any climb; when no probe compiled, every placement is climbed
+again with every form. No DSL: the compile is replaced by one that fails
+with a chosen cause and counts its calls."""
+
+from __future__ import annotations
+
+import itertools
+import types
+
+import pytest
+
+from cutecall._driver import fallback, pipeline, written_params
+from cutecall._driver.binding import Binding, Slot, SlotKind
+from cutecall._driver.compile_error import CompileError
+from cutecall._driver.store import memory
+
+OPERANDS = [types.SimpleNamespace(name=n, shape=(1000, 64)) for n in ("x", "out")]
+FORMS = 1 + len(fallback.search([op.shape for op in OPERANDS]))
+_unique = itertools.count()
+
+
+def _climb(monkeypatch, cause: str, searched: bool) -> int:
+    tried = []
+    run = next(_unique)  # keys of their own: no rejection remembered from another test
+
+    def failing(spec, name, options, arch):
+        tried.append(spec.key)
+        raise CompileError("no", kernel=name, arch=arch, root_cause=cause)
+    monkeypatch.setattr(memory, "get_locked", failing)
+    build = lambda masks: types.SimpleNamespace(key=f"probe-{run}-{masks}")  # noqa: E731
+    with pytest.raises(CompileError):
+        fallback.climb(build, OPERANDS, (0, 0), "k", "", "sm_90a", True,
+                       lambda masks: "", searched)
+    return len(set(tried))
+
+
+def test_the_rules_placement_climbs_every_form(monkeypatch, fresh_key_space):
+    assert FORMS > 2
+    assert _climb(monkeypatch, "Operation creation failed", True) == FORMS
+
+
+def test_a_probe_compiles_its_dynamic_form_only(monkeypatch, fresh_key_space):
+    assert _climb(monkeypatch, "Operation creation failed", False) == 1
+
+
+def test_a_probe_the_dsl_asks_to_make_static_climbs(monkeypatch, fresh_key_space):
+    cause = ("`const_expr()` requires a value known at code-read time, but you "
+             "gave it a Runtime value (Staged value). (at jsd.py:327)")
+    assert _climb(monkeypatch, cause, False) == FORMS
+
+
+def test_a_store_of_the_wrong_element_type_ends_the_climb(monkeypatch, fresh_key_space):
+    cause = "ValueError: type mismatch, store f32 to Int32 (at bsa_fwd_sm90.py:315)"
+    assert _climb(monkeypatch, cause, True) == 1
+
+
+def _kernel(stream, a, b, c, d, e, f, g, h, i, j):
+    pass
+
+
+def _binding(outs) -> Binding:
+    slots = [Slot(SlotKind.STREAM)] + [Slot(SlotKind.INPUT, 0)] * 10
+    for k, i in enumerate(outs):
+        slots[i] = Slot(SlotKind.OUTPUT, k)
+    return Binding(tuple(slots), (), (), ())
+
+
+def test_probes_then_every_form_of_every_placement_then_the_error():
+    launcher = pipeline.Launcher(_kernel)
+    error = CompileError("no")
+    placements = iter(itertools.combinations(range(1, 11), 2))
+    searched_flags = []
+
+    def fail(searched) -> bool:
+        """One placement failing: whether the front tries another."""
+        searched_flags.append(searched)
+        try:
+            launcher._placement_failed(_binding(next(placements)), error, error, searched)
+        except written_params.PlacementFailed:
+            return True
+        return False
+
+    def searched_now() -> bool:  # as Launcher.specialize decides
+        return launcher._climb_all or not launcher._failed
+
+    rounds = 0
+    while fail(searched_now()):
+        rounds += 1
+    n = written_params.MAX_PROBES
+    # The rule's with every form, the probes with their dynamic forms, then
+    # all again with every form; the call's error after that.
+    assert searched_flags == [True] + [False] * n + [True] * (n + 1)
+    assert rounds == 2 * n + 1 < written_params.MAX_ROUNDS
+    assert not launcher._climb_all and not launcher._failed and not launcher._avoid
