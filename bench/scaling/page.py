@@ -21,7 +21,8 @@ SUFFIXES = {"_L4": ", 4 layers", "+bf16grad": ", bf16 gradient pmean",
             "+overlap": ", per-tensor all-reduce + latency-hiding scheduler",
             "+nomerge": ", DotMerger off", "+tuned": ", DotMerger off + overlap + early start",
             "+nocollcb": ", command buffers without collectives",
-            "+cboff": ", command buffers off", "+cbprof": ", traced with command buffers on"}
+            "+cboff": ", command buffers off", "+cbprof": ", traced with command buffers on",
+            "+nocustomcb": ", command buffers without custom calls"}
 
 
 def label(impl: str) -> str:

@@ -100,7 +100,18 @@ def mlpcb() -> list[dict]:
     return out
 
 
-PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb}
+def mlpcc() -> list[dict]:
+    """Whether keeping cutecall's calls out of XLA's command buffers
+    (``-CUSTOM_CALL``) gives the QuACK MLP step what command buffers off do,
+    beside the plain step and command buffers off, in one run."""
+    return [_table("mlp_quack"),
+            _xla_child("cboff-mlp_quack", "mlp_quack", ("cboff",), 75, trace4=False),
+            _xla_child("nocustomcb-mlp_quack", "mlp_quack", ("nocustomcb",), 75, trace4=False),
+            _xla_child("nocustomcb-fa4_cutecall", "fa4_cutecall", ("nocustomcb",), 110,
+                       trace4=False)]
+
+
+PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

@@ -40,7 +40,7 @@ NOMERGE = {"xla_gpu_dot_merger_threshold_mb": 0}
 XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE,
        "tuned": dict(NOMERGE, **OVERLAP,
                      xla_gpu_experimental_collective_start_as_early_as_possible=True),
-       "nocollcb": {}, "cboff": {}, "cbprof": {}}  # XLA_ENV's
+       "nocollcb": {}, "cboff": {}, "cbprof": {}, "nocustomcb": {}}  # XLA_ENV's
 # Options a jaxlib may lack: a compile that fails with them is retried
 # without them (suite_child.py records what it dropped and why).
 OPTIONAL = ("xla_gpu_experimental_collective_start_as_early_as_possible",)
@@ -51,7 +51,9 @@ XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES",
            # no command buffers at all: the loop as the profiler sees it
            "cboff": "--xla_gpu_enable_command_buffer=",
            # command buffers kept while tracing: the trace as the loop runs
-           "cbprof": "--xla_enable_command_buffers_during_profiling=true"}
+           "cbprof": "--xla_enable_command_buffers_during_profiling=true",
+           # command buffers without custom calls: cutecall's run as thunks
+           "nocustomcb": "--xla_gpu_enable_command_buffer=-CUSTOM_CALL"}
 LAYERS = {"one": 1, "L4": 4}
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
