@@ -87,6 +87,8 @@ def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
         input_spec=(TensorSpec(dims=("m", "k"), divisibility=(1, 8)),
                     TensorSpec(dims=("n", "k"), divisibility=(8, 8))),
         output_spec=TensorSpec(dims=("m", "n"), divisibility=(1, 8)),
+        # Outside XLA's command buffers: see GRAPHS in cutecall.quack.mlp_kernels.
+        allow_cuda_graph=False,
         name=f"quack_gemm_{tile.tile_m}x{tile.tile_n}_c{tile.cluster_m}x{tile.cluster_n}"
              f"_{'pp' if tile.pingpong else 'coop'}_{dtype}")
 

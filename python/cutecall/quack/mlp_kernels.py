@@ -162,6 +162,17 @@ def call(gemm: str, tile: Tile, dtype: str, activation: str | None = None):
     return _call(gemm, tile, dtype, None if gemm in PLAIN else activation)
 
 
+# QuACK's GEMMs run outside XLA's command buffers (``allow_cuda_graph=False``:
+# XLA runs each as a plain thunk). A GEMM of hundreds of µs gains nothing
+# from graph capture, and in a 2-GPU data-parallel MLP step
+# (bench/results/scaling.md, 2026-11-27, 2 x H200) the step with them
+# captured took 11969 µs against 11507 with custom calls kept out of the
+# command buffers (XLA_FLAGS --xla_gpu_enable_command_buffer=-CUSTOM_CALL;
+# the step's only custom calls are these) and 11519 with command buffers
+# off; on one GPU the three were equal (21583-21704 µs).
+GRAPHS = False
+
+
 @functools.lru_cache(maxsize=None)
 def _call(gemm: str, tile: Tile, dtype: str, activation: str | None):
     import cutecall
@@ -184,7 +195,8 @@ def _call(gemm: str, tile: Tile, dtype: str, activation: str | None):
         output_shape_dtype=lambda *args: tuple(arguments(*args)[i] for i in writes),
         output_params=OUTPUTS[gemm],
         input_spec=_specs((a_dims, b_dims, ("m", "n"))[:arrays], gemm == "wgrad", b_t),
-        output_spec=_specs((("m", "n"),) * len(writes)), name=name)
+        output_spec=_specs((("m", "n"),) * len(writes)), name=name,
+        allow_cuda_graph=GRAPHS)
 
     def apply(*operands):
         full = arguments(*operands)
