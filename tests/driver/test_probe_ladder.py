@@ -78,13 +78,14 @@ def test_probes_then_every_form_of_every_placement_then_the_error():
         """One placement failing: whether the front tries another."""
         searched_flags.append(searched)
         try:
-            launcher._placement_failed(_binding(next(placements)), error, error, searched)
+            launcher.probes.did_not_compile("k", _binding(next(placements)), error, error,
+                                            searched)
         except written_params.PlacementFailed:
             return True
         return False
 
     def searched_now() -> bool:  # as Launcher.specialize decides
-        return launcher._climb_all or not launcher._failed
+        return launcher.probes.climb_all or not launcher.probes.failed
 
     rounds = 0
     while fail(searched_now()):
@@ -94,4 +95,5 @@ def test_probes_then_every_form_of_every_placement_then_the_error():
     # all again with every form; the call's error after that.
     assert searched_flags == [True] + [False] * n + [True] * (n + 1)
     assert rounds == 2 * n + 1 < written_params.MAX_ROUNDS
-    assert not launcher._climb_all and not launcher._failed and not launcher._avoid
+    probes = launcher.probes
+    assert not probes.climb_all and not probes.failed and not probes.avoid

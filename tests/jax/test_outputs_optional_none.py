@@ -106,7 +106,7 @@ def test_nothing_written_anywhere_keeps_the_rule_after_the_probes(monkeypatch):
     monkeypatch.setattr(written_params, "param_writes", blind)
     c = call()
     assert operands(c.lower(s(), None)) == "mA,mC"
-    assert len(c.launcher._empty) == written_params.MAX_EMPTY_PROBES
+    assert len(c.launcher.probes.empty) == written_params.MAX_EMPTY_PROBES
 
 
 def test_placements_that_run_out_compile_the_rule(compiles, monkeypatch):
@@ -118,7 +118,7 @@ def test_placements_that_run_out_compile_the_rule(compiles, monkeypatch):
     monkeypatch.setattr(written_params, "MAX_EMPTY_PROBES", 10)
     c = call()
     assert operands(c.lower(s(), None)) == "mA,mC"
-    assert c.launcher._empty_done and len(c.launcher._empty) == 3
+    assert c.launcher.probes.empty_done and len(c.launcher.probes.empty) == 3
 
 
 def test_a_kernel_given_every_array_is_not_probed(compiles, monkeypatch):
@@ -128,7 +128,7 @@ def test_a_kernel_given_every_array_is_not_probed(compiles, monkeypatch):
                         written_params.ParamWrites(frozenset(), frozenset(), False))
     c = call()
     c.lower(s(), s())
-    assert compiles() == 1 and not c.launcher._empty
+    assert compiles() == 1 and not c.launcher.probes.empty
 
 
 @pytest.mark.gpu

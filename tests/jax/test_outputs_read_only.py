@@ -79,7 +79,7 @@ def test_an_aliased_output_binds_where_written_not_where_read(compiles):
     c = call()
     assert operands(c.lower(s(), None, Epi(s()))) == "mA,epi.out,mD"
     assert compiles() == 1
-    assert c.launcher._read_only == {(2,)}  # mC: read, passed over
+    assert c.launcher.probes.read_only_seen == {(2,)}  # mC: read, passed over
     named = call(output_params=("mD",))
     assert operands(named.lower(s(), None, Epi(s()))) == "mA,epi.out,mD"
     assert compiles() == 1  # the same kernel
@@ -93,4 +93,4 @@ def test_read_only_probes_end_with_the_rule(compiles, monkeypatch):
                         written_params.ParamWrites(frozenset({"epi"}), frozenset(), False))
     c = call()
     assert operands(c.lower(s(), None, Epi(s()))) == "mA,epi.out,mC"
-    assert c.launcher._read_only_done and compiles() == 1
+    assert c.launcher.probes.read_only_done and compiles() == 1

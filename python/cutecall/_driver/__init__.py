@@ -48,6 +48,8 @@ module                    job
 ``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
 ``written_params``        outputs found by what the kernel writes: the compile's
                           trace hook, the check, the front's retry
+``placement_probes``      the output placements a launcher tried and what each
+                          taught it (what to check, what to avoid next)
 ``mlir_writes``           which operands a traced MLIR module writes
 ``mlir_text``             the ops of an MLIR module printed in generic form
 ``learn_outputs``         a launch object's outputs, learned from those writes

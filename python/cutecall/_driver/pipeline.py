@@ -24,6 +24,7 @@ from typing import Any, Callable, Mapping, Sequence
 from . import binding as _binding, fallback, fingerprint as _fingerprint
 from . import diagnosis, launcher_kind, signature as _signature, target, written_params
 from .binding import Binding, SlotKind
+from .placement_probes import PlacementProbes, outputs_at
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
@@ -106,32 +107,9 @@ class Launcher:
         # that do not keep masks themselves): later calls start there.
         self.static_dims: dict[str, int] = {}
         # What a trace saw the kernel write (written_params.ParamWrites), and
-        # the bindings whose outputs are named or placed by it (not checked).
+        # the output placements tried so far and what each taught.
         self.writes = None
-        self._trusted: set = set()
-        # Output placements (parameter positions) whose kernel did not
-        # compile: the next binding tries another (with the static
-        # fallback: Liger's JSD needs N static wherever its outputs sit).
-        self._avoid: set = set()
-        # Placements whose trace wrote no tensor at all
-        # (written_params.NothingWritten), avoided while fewer than
-        # MAX_EMPTY_PROBES; then the rule's placement compiles as it is.
-        self._empty: set = set()
-        self._empty_done = False  # probed enough: compile as placed
-        # Placements whose trace read their outputs only while it wrote
-        # other parameters (written_params.OutputsElsewhere) and no written
-        # parameter fit the call: avoided; when they run out, the rule's
-        # placement compiles unchecked (the evidence missed a write).
-        self._read_only: set = set()
-        self._read_only_done = False
-        # Placements that did not compile since the last kernel that did:
-        # while the rule's has failed, the next ones are probed with their
-        # dynamic and guided forms only (``fallback.climb(searched=False)``;
-        # cuDNN's sm90 block-sparse attention: 6 failed placements were 48
-        # traces). When none compiles, every placement is climbed again
-        # with every form (`_climb_all`): forms rejected once cost nothing.
-        self._failed: set = set()
-        self._climb_all = False
+        self.probes = PlacementProbes()
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -154,13 +132,13 @@ class Launcher:
         binding, leaves = _binding.bind(
             self.sig, args, kwargs or {}, num_outputs, order,
             {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
-            written, frozenset(self._avoid))
+            written, frozenset(self.probes.avoid))
         # Named outputs, or outputs all where a trace saw writes, are not
         # checked again; a placement made without that evidence (none of
         # the written parameters fits the call) is.
         if output_names is not None or (written and all(
-                self.sig.params[i].name in written for i in _outputs_at(binding))):
-            self._trusted.add(binding)
+                self.sig.params[i].name in written for i in outputs_at(binding))):
+            self.probes.trust(binding)
         return binding, leaves
 
     def parameter_names(self, binding: Binding) -> dict:
@@ -190,15 +168,12 @@ class Launcher:
 
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
-        try:
-            check = bool(_outputs_at(binding)) and binding not in self._trusted \
-                and not self._read_only_done
-            # The hook runs while there is something to check or to learn.
-            probe_empty = not self._empty_done and _has_absent(binding)
-            learn = self.writes is None and self.learns_writes
-            # A probe after the rule's placement failed: no searched forms yet.
-            searched = self._climb_all or not self._failed or binding in self._trusted
-            with written_params.observing(check, check or learn, probe_empty) as seen:
+        probes = self.probes
+        check, searched = probes.check(binding), probes.searched(binding)
+        learn = self.writes is None and self.learns_writes
+        try:  # the hook runs while there is something to check or to learn
+            with written_params.observing(check, check or learn,
+                                          probes.probe_empty(binding)) as seen:
                 kernel, spec, extra, level = fallback.climb(
                     build, operands, start, self.name, options, arch,
                     self.static_fallback,  # probes too: a kernel may need static dims
@@ -207,23 +182,16 @@ class Launcher:
                         operands), searched)
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
-            self._placement_failed(binding, error, e, searched)
+            probes.did_not_compile(self.name, binding, error, e, searched)
             raise error from e
         except written_params.NothingWritten:  # the front tries the next placement
-            outs = _outputs_at(binding)
-            again = outs in self._empty  # the placements ran out: none writes
-            self._empty.add(outs)
-            self._avoid.add(outs)
-            if again or len(self._empty) >= written_params.MAX_EMPTY_PROBES:
-                self._avoid -= self._empty  # written nowhere: the rule's placement
-                self._empty_done = True
+            probes.wrote_nothing(binding)
             raise
         except written_params.OutputsElsewhere as e:  # the front binds again
             self.writes = e.writes
-            self._passed_over(_outputs_at(binding))
+            probes.read_only(binding)
             raise
-        self._failed.clear()
-        self._climb_all = False
+        probes.compiled()
         if seen.writes is not None:
             self.writes = seen.writes
         self.history.record(operands)
@@ -233,41 +201,6 @@ class Launcher:
             kernel = dataclasses.replace(kernel, name=self.name)
         masks = tuple(op.static | m for op, m in zip(operands, extra))
         return Specialization(kernel, spec, masks, level, seen.writes)
-
-    def _placement_failed(self, binding: Binding, error: CompileError,
-                          cause: CompileError, searched: bool) -> None:
-        """A binding the rule placed did not compile: the front tries the
-        next placement (:class:`written_params.PlacementFailed`), at most
-        ``MAX_PROBES``; when those ran out with some climbed in part, once
-        more from the rule's, every form (``_climb_all``). Returns when the
-        call's own error is due."""
-        outs = _outputs_at(binding)
-        if not outs or binding in self._trusted:
-            return
-        if len(self._avoid) < written_params.MAX_PROBES:
-            self._avoid.add(outs)  # the front tries another placement
-            self._failed.add(outs)
-            raise written_params.PlacementFailed(self.name, outs, error) from cause
-        self._avoid.clear()  # none compiled: the rule's again next time
-        self._failed.clear()
-        if not searched and not self._climb_all:
-            self._climb_all = True
-            raise written_params.PlacementFailed(self.name, outs, error) from cause
-        self._climb_all = False
-
-    def _passed_over(self, outs: tuple) -> None:
-        """A trace read the parameters at `outs` only, while writing others:
-        the outputs never go there again (where no written parameter fits
-        the call, ``bind`` tries the next placement). When the placements
-        come round again or too many were read only, the evidence missed a
-        write: the rule's placement compiles next, unchecked."""
-        if outs in self._read_only or \
-                len(self._read_only) >= written_params.MAX_READ_ONLY_PROBES:
-            self._avoid -= self._read_only
-            self._read_only_done = True
-        else:
-            self._read_only.add(outs)
-            self._avoid.add(outs)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
              device_arch: str | None = None, output_tree: Node | None = None,
@@ -306,16 +239,3 @@ class Launcher:
             scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
             binding=_binding.describe(self.sig, binding))
 
-
-def _has_absent(binding: Binding) -> bool:
-    """A parameter left None or to its default: only there can another
-    placement put an output that a trace writing nothing would write
-    (QuACK's GEMM called with C None). A kernel given every array that
-    writes nothing is compiled as placed, once."""
-    return any(slot.kind in (SlotKind.NONE, SlotKind.DEFAULT) for slot in binding.slots)
-
-
-def _outputs_at(binding: Binding) -> tuple:
-    """The parameter positions of a binding's outputs, in output order."""
-    return tuple(i for _, i in sorted((slot.index, i) for i, slot in enumerate(binding.slots)
-                                      if slot.kind == SlotKind.OUTPUT))
