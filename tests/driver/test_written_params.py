@@ -193,3 +193,33 @@ def test_copy_atom_call_and_src_dst_copies_write_their_destination():
       "lir.copy"(%a2, %a0) : ({MEM}, {MEM}) -> ()'''
     # copy_atom_call writes a1 (operand 0; a0 is its predicate); lir.copy a0.
     assert writes(module(body)).written == {0, 1}
+
+
+def symmetric(stream, mA, mB, mD, mC, epilogue_args, scheduler_args=None):
+    pass
+
+
+def test_a_parameter_written_only_through_a_leaf_is_a_container():
+    from types import SimpleNamespace
+    from cutecall._driver.written_params import param_writes
+    operands = [SimpleNamespace(name=n) for n in
+                ("mA", "mB", "mD", "epilogue_args.mAuxOut", "epilogue_args.mBias")]
+    spec = SimpleNamespace(param_names=["mA", "mB", "mD", "epilogue_args"], operands=operands)
+    found = param_writes(spec, mlir_writes.Writes(frozenset({2, 3})))
+    assert found.written == {"mD", "epilogue_args"}
+    assert found.in_leaves == {"epilogue_args"}
+    assert param_writes(spec, mlir_writes.Writes(frozenset({2}))).in_leaves == set()
+
+
+def test_a_tensor_output_goes_to_a_whole_written_tensor_before_a_container():
+    # QuACK's symmetric GEMM writes mD and epilogue_args.mAuxOut (D^T): the
+    # convention alone ranks epilogue_args (fewer parameters after it) first.
+    sig = sig_of(symmetric)
+    written = frozenset({"mD", "epilogue_args"})
+    assert placement.written_params(sig, [1, 2, 3, 4, 5, 6], 1, "sym", written) == \
+        ["epilogue_args"]
+    assert placement.written_params(sig, [1, 2, 3, 4, 5, 6], 1, "sym", written,
+                                    frozenset({"epilogue_args"})) == ["mD"]
+    # Both outputs asked for: both written parameters, the container too.
+    assert placement.written_params(sig, [1, 2, 3, 4, 5, 6], 2, "sym", written,
+                                    frozenset({"epilogue_args"})) == ["mD", "epilogue_args"]

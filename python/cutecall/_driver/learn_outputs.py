@@ -79,7 +79,8 @@ def learned_outputs(launcher, result, params, num_outputs: int) -> list[str] | N
     if writes is None or writes.unattributed or not writes.candidates or \
             not launcher.sig.inspected:
         return None
-    asked = (result.spec.key, tuple(p.name for p in params), num_outputs, writes.candidates)
+    asked = (result.spec.key, tuple(p.name for p in params), num_outputs,
+             writes.candidates, writes.in_leaves)
     if asked in _PLACED:
         _PLACED.move_to_end(asked)
         found = _PLACED[asked]
@@ -87,7 +88,8 @@ def learned_outputs(launcher, result, params, num_outputs: int) -> list[str] | N
     index = {p.name: i for i, p in enumerate(launcher.sig.params)}
     try:
         found = placement.written_params(launcher.sig, [index[p.name] for p in params],
-                                         num_outputs, launcher.name, writes.candidates)
+                                         num_outputs, launcher.name, writes.candidates,
+                                         writes.in_leaves)
     except (TypeError, ValueError):
         found = None
     _bounded_put(_PLACED, asked, None if found is None else tuple(found))

@@ -247,17 +247,19 @@ def named_outputs(sig, open_params, names, num_outputs) -> tuple[int, ...]:
 
 def written_params(sig: LauncherSignature, open_params: Sequence[int],
                    num_outputs: int, name: str,
-                   written: frozenset | None = None) -> list[str]:
+                   written: frozenset | None = None,
+                   in_leaves: frozenset = frozenset()) -> list[str]:
     """The `num_outputs` parameters a launch object's kernel writes, placed
     by the rule for a call that passes a value of its annotated kind to
     every other parameter without a default (torch's ``kernel(outputs=n)``),
     among the parameters a trace saw written when `written` names them
-    (:func:`place_written`)."""
+    (:func:`place_written`; `in_leaves`: those written only through a leaf
+    of a container, ranked last)."""
     params = sig.params
     required = [i for i in open_params if not params[i].has_default]
     if written:
         found = place_written(sig, open_params, None, num_outputs, "inputs_first",
-                              written)
+                              written, in_leaves=in_leaves)
         if found is not None:
             return [params[i].name for i in found]
     found = list(placements(sig, required, None, num_outputs, "inputs_first"))
@@ -272,19 +274,29 @@ def written_params(sig: LauncherSignature, open_params: Sequence[int],
 
 def place_written(sig: LauncherSignature, open_params: Sequence[int],
                   kinds: Sequence[str] | None, num_outputs: int, order: str,
-                  written: frozenset, values: Sequence[Any] = ()) -> tuple[int, ...] | None:
+                  written: frozenset, values: Sequence[Any] = (),
+                  in_leaves: frozenset = frozenset()) -> tuple[int, ...] | None:
     """The outputs' positions among the parameters the kernel writes
     (`written`: parameter names, ``written_params``): the rule's placement
     when its outputs are all written, else the best placement the call fits
-    whose outputs are (ranked as :func:`place_outputs` ranks). ``None`` when
-    none is (the evidence says nothing: the rule decides). `kinds`: as for
-    :func:`placements`. Raises ``TypeError`` when two fit equally well."""
+    whose outputs are (ranked as :func:`place_outputs` ranks, after the
+    number of outputs among `in_leaves`). ``None`` when none is (the
+    evidence says nothing: the rule decides). `kinds`: as for
+    :func:`placements`. Raises ``TypeError`` when two fit equally well.
+
+    `in_leaves`: written parameters the trace saw written only through a
+    leaf (``epilogue_args.mAuxOut``): containers. An output is a tensor, so
+    a placement with fewer of them ranks first: QuACK's symmetric GEMM
+    writes ``mD`` and ``epilogue_args.mAuxOut`` (D^T, a view of D), and its
+    one output is ``mD``, though the convention (inputs, outputs, then the
+    rest) would rank ``epilogue_args``, later in the signature, first."""
     params = sig.params
     if kinds is not None:
         rule = by_position(sig, open_params, kinds, num_outputs, order)
         if rule is not None and all(params[i].name in written for i in rule):
             return rule
-    found = [(s, outs) for s, outs in placements(sig, open_params, kinds, num_outputs, order)
+    found = [((sum(params[i].name in in_leaves for i in outs),) + s, outs)
+             for s, outs in placements(sig, open_params, kinds, num_outputs, order)
              if all(params[i].name in written for i in outs)]
     if not found:
         return None

@@ -37,11 +37,15 @@ from .mlir_writes import Writes, analyze
 @dataclasses.dataclass(frozen=True)
 class ParamWrites:
     """What a trace writes, by launcher parameter: ``written`` and ``maybe``
-    (names), ``unattributed`` as in :class:`Writes`."""
+    (names), ``unattributed`` as in :class:`Writes`; ``in_leaves``: those of
+    them written only through a leaf (``epilogue_args.mAuxOut``), never
+    whole -- containers, where a tensor output goes last
+    (``placement.place_written``)."""
 
     written: frozenset
     maybe: frozenset
     unattributed: bool
+    in_leaves: frozenset = frozenset()
 
     @property
     def candidates(self) -> frozenset:
@@ -97,7 +101,10 @@ def param_writes(spec, writes: Writes) -> ParamWrites | None:
     def of(indices) -> frozenset:
         return frozenset(p for i in indices if i < len(spec.operands)
                          for p in [param(spec.operands[i].name)] if p)
-    return ParamWrites(of(writes.written), of(writes.maybe), writes.unattributed)
+    every = writes.written | writes.maybe
+    whole = frozenset(spec.operands[i].name for i in every if i < len(spec.operands))
+    return ParamWrites(of(writes.written), of(writes.maybe), writes.unattributed,
+                       of(every) - whole)
 
 
 def output_params(spec) -> list[str]:
