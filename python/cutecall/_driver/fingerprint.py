@@ -29,12 +29,15 @@ _MAX_DEPTH = 16
 _NONE = ["NoneType", None]  # the fingerprint of None
 
 
-# A kernel object's fingerprint when a front end first bound it, and the
-# attributes it had then. Tracing adds attributes (FA4's __call__ stores copy
-# atoms and layouts; QuACK's sets cluster_n): those are derived state, so a
-# later binding of the same object reuses the first fingerprint while the
-# first attributes are unchanged. Weak: the entry dies with the object.
-_first_seen: "weakref.WeakKeyDictionary[Any, tuple[frozenset, Any]]" = \
+# A kernel object's fingerprint when a front end first bound it, the
+# attributes it had then, and the states of those attributes that keep it.
+# Tracing adds attributes (FA4's __call__ stores copy atoms and layouts;
+# QuACK's sets cluster_n) and fills some it had (QuACK's sets
+# b_smem_layout_staged, epi_tile, ...): derived state. So a later binding of
+# the same object reuses the first fingerprint while the first attributes
+# hold their first values or the values a compile of it left
+# (:func:`remember_compiled_state`). Weak: the entry dies with the object.
+_first_seen: "weakref.WeakKeyDictionary[Any, tuple[frozenset, Any, set]]" = \
     weakref.WeakKeyDictionary()
 _first_seen_lock = threading.Lock()
 
@@ -52,15 +55,47 @@ def launcher_fingerprint(fn) -> Any:
     except TypeError:  # not hashable or not weak-referenceable
         return fingerprint(fn, "launcher")
     if first is not None:
-        names, fp = first
-        if _object_fingerprint(fn, {k: v for k, v in state.items() if k in names},
-                               "launcher", 0, frozenset()) == fp:
+        names, fp, states = first
+        if _first_state(fn, state, names) in states:
             return fp
     fp = fingerprint(fn, "launcher")
     with contextlib.suppress(TypeError):
         with _first_seen_lock:
-            _first_seen[fn] = (frozenset(state), fp)
+            _first_seen[fn] = (frozenset(state), fp, {_digest(fp)})
     return fp
+
+
+def remember_compiled_state(fn, fp) -> None:
+    """After a compile of kernel object `fn` bound with fingerprint `fp`:
+    the values its first attributes have now (what the trace filled in)
+    keep `fp`, so a front that binds the object again after the compile
+    finds the same kernel. A no-op for functions and for an object whose
+    state cannot be fingerprinted (that costs a compile, nothing worse)."""
+    state = _state(fn) if not inspect.isroutine(fn) else None
+    if state is None:
+        return
+    try:
+        with _first_seen_lock:
+            first = _first_seen.get(fn)
+        if first is None or first[1] != fp:
+            return
+        now = _first_state(fn, state, first[0])
+    except Exception:  # noqa: BLE001 - derived state that does not hash
+        return
+    with _first_seen_lock:
+        first[2].add(now)
+
+
+def _first_state(fn, state: dict, names: frozenset) -> str:
+    """The digest of the fingerprint of `fn`'s attributes `names` as they
+    are now."""
+    return _digest(_object_fingerprint(fn, {k: v for k, v in state.items() if k in names},
+                                       "launcher", 0, frozenset()))
+
+
+def _digest(fp) -> str:
+    """A fingerprint (nested lists) as a hashable digest."""
+    return hashlib.sha256(repr(fp).encode()).hexdigest()
 
 
 def fingerprint(value, what: str) -> Any:

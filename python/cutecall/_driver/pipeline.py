@@ -30,6 +30,7 @@ from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
 from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
 from .pytree import Node
+from .store import memory
 
 HINT_STYLES = ("cutlass_call", "torch", "helion")
 
@@ -171,6 +172,7 @@ class Launcher:
         probes = self.probes
         check, searched = probes.check(binding), probes.searched(binding)
         learn = self.writes is None and self.learns_writes
+        compiles = memory.compile_stats()["compiles"]
         try:  # the hook runs while there is something to check or to learn
             with written_params.observing(check, check or learn,
                                           probes.probe_empty(binding)) as seen:
@@ -192,6 +194,8 @@ class Launcher:
             probes.read_only(binding)
             raise
         probes.compiled()
+        if memory.compile_stats()["compiles"] != compiles:  # a trace may have filled
+            _fingerprint.remember_compiled_state(self.fn, self.fingerprint)  # attributes
         if seen.writes is not None:
             self.writes = seen.writes
         self.history.record(operands)
