@@ -71,6 +71,17 @@ def matmul(a, b, tile: Tile = Tile(128, 192, 2, 1, pingpong=True)):
     return call(tile, str(a.dtype))(a, b)
 
 
+# QuACK's GEMMs run outside XLA's command buffers (``allow_cuda_graph=False``:
+# XLA runs each as a plain thunk). A GEMM of hundreds of µs gains nothing
+# from graph capture, and in a 2-GPU data-parallel MLP step
+# (bench/results/scaling.md, 2026-11-27, 2 x H200) the step with them
+# captured took 11969 µs against 11507 with custom calls kept out of the
+# command buffers (XLA_FLAGS --xla_gpu_enable_command_buffer=-CUSTOM_CALL;
+# the step's only custom calls are these) and 11519 with command buffers
+# off; on one GPU the three were equal (21583-21704 µs).
+GRAPHS = False
+
+
 @functools.lru_cache(maxsize=None)
 def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
     """The ``cutlass_call`` running `tile` for `dtype` operands."""
@@ -87,8 +98,7 @@ def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
         input_spec=(TensorSpec(dims=("m", "k"), divisibility=(1, 8)),
                     TensorSpec(dims=("n", "k"), divisibility=(8, 8))),
         output_spec=TensorSpec(dims=("m", "n"), divisibility=(1, 8)),
-        # Outside XLA's command buffers: see GRAPHS in cutecall.quack.mlp_kernels.
-        allow_cuda_graph=False,
+        allow_cuda_graph=GRAPHS,
         name=f"quack_gemm_{tile.tile_m}x{tile.tile_n}_c{tile.cluster_m}x{tile.cluster_n}"
              f"_{'pp' if tile.pingpong else 'coop'}_{dtype}")
 

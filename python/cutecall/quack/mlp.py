@@ -34,7 +34,7 @@ dw1    ``dw1 = dpreact.T @ x``                        ``gemm(dpreact.T, x)``
 The GEMMs run outside XLA's command buffers (``allow_cuda_graph=False``):
 a GEMM of hundreds of microseconds gains nothing from graph capture, and in
 a 2-GPU data-parallel step the captured GEMMs cost ~460 µs a step
-(``mlp_kernels.GRAPHS`` has the numbers).
+(``cutecall.quack.gemm.GRAPHS`` has the numbers).
 
 The backward keeps QuACK's residuals, (x, w1, w2, preact): the dact GEMM
 recomputes postact in its epilogue instead of keeping it. Without ``grad``

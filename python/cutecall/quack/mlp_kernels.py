@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import functools
 
-from cutecall.quack.gemm import HOPPER_SMS, Tile
+from cutecall.quack.gemm import GRAPHS, HOPPER_SMS, Tile
 
 __all__ = ["GEMMS", "PLAIN", "LAYOUTS", "PARAMS", "OUTPUTS", "call", "launch_args",
            "authors_args", "authors_torch", "gemm_config", "max_active_clusters"]
@@ -160,17 +160,6 @@ def call(gemm: str, tile: Tile, dtype: str, activation: str | None = None):
     if gemm not in LAYOUTS:
         raise ValueError(f"cutecall.quack.mlp_kernels.call: gemm must be one of {GEMMS}, got {gemm!r}")
     return _call(gemm, tile, dtype, None if gemm in PLAIN else activation)
-
-
-# QuACK's GEMMs run outside XLA's command buffers (``allow_cuda_graph=False``:
-# XLA runs each as a plain thunk). A GEMM of hundreds of µs gains nothing
-# from graph capture, and in a 2-GPU data-parallel MLP step
-# (bench/results/scaling.md, 2026-11-27, 2 x H200) the step with them
-# captured took 11969 µs against 11507 with custom calls kept out of the
-# command buffers (XLA_FLAGS --xla_gpu_enable_command_buffer=-CUSTOM_CALL;
-# the step's only custom calls are these) and 11519 with command buffers
-# off; on one GPU the three were equal (21583-21704 µs).
-GRAPHS = False
 
 
 @functools.lru_cache(maxsize=None)
