@@ -12,6 +12,9 @@ processes run, in priority order, each with its configurations in order.
              plain rows are this machine's baseline), traced at 1 and 4;
           3. the MLP steps +nocollcb (an XLA_FLAGS child: command buffers
              without collectives) and +tuned, cutecall's first
+  mlpcb   both MLP steps with command buffers off, then traced with them on
+  mlpcc   the QuACK MLP step plain, command buffers off, -CUSTOM_CALL
+  final   the table, FA4 with -CUSTOM_CALL, then every step +tuned
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -111,7 +114,21 @@ def mlpcc() -> list[dict]:
                        trace4=False)]
 
 
-PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc}
+def final() -> list[dict]:
+    """The issue's table after the command-buffer change (cutecall.quack's
+    GEMMs outside XLA's command buffers): the four table steps, then FA4
+    with cutecall's calls kept out of the command buffers (-CUSTOM_CALL),
+    then both attention steps and both MLP steps with per-tensor all-reduces
+    and the latency-hiding scheduler (+tuned), cutecall's first."""
+    out = [_table(impl) for impl in ("fa4_cutecall", "fa4_cudnn", "mlp_quack", "mlp_xla")]
+    out.append(_xla_child("nocustomcb-fa4_cutecall", "fa4_cutecall", ("nocustomcb",), 75,
+                          trace4=True))
+    for impl in ("fa4_cutecall", "mlp_quack", "fa4_cudnn", "mlp_xla"):
+        out.append(_xla_child(f"tuned-{impl}", impl, ("tuned",), 75))
+    return out
+
+
+PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:
