@@ -189,6 +189,35 @@ def differences(programs, j, t, o_t, lse_t) -> dict:
             "dq_scale": float(torch.abs(dq_t.float()).max())}
 
 
+def profile(b, h, s, d, count, folder: str) -> dict:
+    """Each JAX path's K2-call chain under the JAX profiler: per call, the
+    GPU's busy and idle time and its kernels by name (bench/scaling/
+    breakdown.py reads the trace). What a path's wall time holds beyond its
+    kernels shows up as idle time or as kernels the other paths lack."""
+    import jax
+    sys.path.insert(0, os.path.join(BENCH, "scaling"))
+    import breakdown
+    _, j = inputs(b, h, s, d, count)
+    programs = jax_programs(b, h, s, d, count)
+    j["o"], j["lse"] = jax.jit(programs["lse"][0])(j["q"], j["k"], j["v"], j["i"])
+    out = {}
+    for path in PATHS:
+        call, names = programs[path]
+        chain = jax_chain(call, [j[n] for n in names.split()], K2)
+        chain(), chain()  # compile, warm up
+        where = os.path.join(folder, "trace-" + path.replace("+", "_"))
+        with jax.profiler.trace(where):
+            chain()
+        got = breakdown.summarize_trace(where, K2)
+        mean = got.get("mean", {})
+        out[path] = {k: mean.get(k) for k in ("span_us", "busy_us", "idle_us",
+                                              "kernels_per_step")}
+        out[path]["top"] = got.get("top", [])[:8]
+        out[path]["host"] = got.get("host", {}).get("driver", [])[:6]
+        harness.log(f"profile {path}: {out[path]}")
+    return out
+
+
 def table(result: dict) -> str:
     rows = ["| path | cuDNN torch (us) | cutecall JAX (us) | JAX / torch |",
             "|---|---|---|---|"]
@@ -203,6 +232,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/cutecall_out") + "/bsa_grad")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="bench", choices=sorted(bc.SHAPES))
+    ap.add_argument("--profile", action="store_true",
+                    help="after the timing, each JAX chain under the JAX profiler")
     ap.add_argument("--dry-run", action="store_true",
                     help="CPU: lower every JAX program for sm_90a, check cuDNN's entry points")
     a = ap.parse_args(argv)
@@ -217,6 +248,8 @@ def main(argv=None) -> int:
         record.update(measure(b, h, s, d, count, a.rounds))
         print(table(record))
         print("check:", record["check"])
+        if a.profile:
+            record["profile"] = profile(b, h, s, d, count, a.out)
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, "bsa_grad.json.tmp"), "w") as f:
         json.dump(record, f, indent=1)

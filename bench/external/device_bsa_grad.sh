@@ -23,7 +23,8 @@ if [ "${1:-}" = "--dry-run" ]; then
 fi
 
 use_site
-timeout -k 5 "$cap" "$py" "$repo/bench/external/bsa_grad.py" --out "$out" \
+# shellcheck disable=SC2086  # BSA_ARGS: extra options, e.g. --profile
+timeout -k 5 "$cap" "$py" "$repo/bench/external/bsa_grad.py" --out "$out" ${BSA_ARGS:-} \
   >"$out/bsa_grad.log" 2>&1
 rc=$?
 grep -v -E 'Warning|warn\(' "$out/bsa_grad.log" | tail -n 14

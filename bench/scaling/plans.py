@@ -15,6 +15,7 @@ processes run, in priority order, each with its configurations in order.
   mlpcb   both MLP steps with command buffers off, then traced with them on
   mlpcc   the QuACK MLP step plain, command buffers off, -CUSTOM_CALL
   final   the table, FA4 with -CUSTOM_CALL, then every step +tuned
+  chunks  the MLP steps in hidden chunks (+dp), both attention steps +dp
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -128,7 +129,29 @@ def final() -> list[dict]:
     return out
 
 
-PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final}
+def _model_child(name: str, impl: str, models, xla: str, max_s: float) -> dict:
+    """A child of `impl` with each of `models` under XLA variant `xla` at
+    1/4/2 GPUs, the 4-GPU rows traced."""
+    return dict(name=name, impl=impl, max_s=max_s, configs=[
+        cfg(model=m, xla=xla, gpus=n, trace=n == 4, keep=n == 4) for m in models for n in ORDER])
+
+
+def chunks() -> list[dict]:
+    """Whether the MLP steps reach 0.95·N once their gradient all-reduce can
+    overlap compute: the plain QuACK step (this machine's baseline), the
+    hidden dimension in 4 and 2 chunks (variants.CHUNKS) with all-reduces
+    kept apart and the latency-hiding scheduler (+dp), the same on XLA's
+    dot; then both attention steps +dp (the options sharded_step uses)."""
+    return [_table("mlp_quack"),
+            _model_child("dp-mlp_quack", "mlp_quack", ("C4", "C2"), "dp", 120),
+            _model_child("dp-mlp_xla", "mlp_xla", ("C4",), "dp", 75),
+            _model_child("default-mlp_quack", "mlp_quack", ("C4",), "default", 75),
+            _model_child("dp-fa4_cutecall", "fa4_cutecall", ("one",), "dp", 110),
+            _model_child("dp-fa4_cudnn", "fa4_cudnn", ("one",), "dp", 75)]
+
+
+PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
+         "chunks": chunks}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

@@ -103,14 +103,22 @@ def pinned_tiles():
             "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
 
 
-def _mlp_loss(impl):
-    def loss(w, x, y):
-        import jax.numpy as jnp
+def mlp_fn(impl):
+    """(x, w1, w2) -> the MLP's output on `impl`'s GEMMs."""
+    def mlp(x, w1, w2):
         from cutecall.quack import mlp as qm
         if impl == "mlp_quack":
-            out = qm.mlp(x, w["w1"], w["w2"], ACTIVATION, tile=pinned_tiles())
-        else:
-            out = qm.xla_mlp(x, w["w1"], w["w2"], ACTIVATION)
+            return qm.mlp(x, w1, w2, ACTIVATION, tile=pinned_tiles())
+        return qm.xla_mlp(x, w1, w2, ACTIVATION)
+    return mlp
+
+
+def _mlp_loss(impl):
+    mlp = mlp_fn(impl)
+
+    def loss(w, x, y):
+        import jax.numpy as jnp
+        out = mlp(x, w["w1"], w["w2"])
         return jnp.mean((out.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
     return loss
 

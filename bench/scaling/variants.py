@@ -2,6 +2,11 @@
 bench/scaling/steps.py's cases:
 
   model     "one": the issue's one-layer step (steps.py, unchanged);
+            "C2", "C4" (MLP steps): the hidden dimension in 2 or 4 chunks,
+            each its own weights and its own MLP call, the outputs summed:
+            the same function, with a gradient all-reduce per chunk that
+            can run while the next chunk's backward GEMMs compute (DDP's
+            gradient buckets; with +tuned/+dp, which keep all-reduces apart);
             "L4": four blocks of (q/k/v projections, causal attention,
             out-projection, residual) on x (B, S, E), squared loss against
             y (B, S, E): a model whose layer i's gradient all-reduce can
@@ -18,6 +23,8 @@ bench/scaling/steps.py's cases:
   xla       "default", or "overlap": no combining of all-reduces (one per
             gradient tensor) and the latency-hiding scheduler, so a
             gradient's all-reduce runs while later backward work computes;
+            "dp": nomerge + overlap (long-standing options only: what
+            ``cutecall.attention.training.sharded_step`` compiles with);
             "nomerge": XLA's DotMerger off (``xla_gpu_dot_merger_threshold_mb``
             0: dots sharing an operand are not merged into one dot on a
             concatenate, sliced after); "tuned": nomerge + overlap + each
@@ -37,7 +44,7 @@ import steps
 OVERLAP = {"xla_gpu_all_reduce_combine_threshold_bytes": 1,
            "xla_gpu_enable_latency_hiding_scheduler": True}
 NOMERGE = {"xla_gpu_dot_merger_threshold_mb": 0}
-XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE,
+XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE, "dp": dict(NOMERGE, **OVERLAP),
        "tuned": dict(NOMERGE, **OVERLAP,
                      xla_gpu_experimental_collective_start_as_early_as_possible=True),
        "nocollcb": {}, "cboff": {}, "cbprof": {}, "nocustomcb": {}}  # XLA_ENV's
@@ -55,6 +62,7 @@ XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES",
            # command buffers without custom calls: cutecall's run as thunks
            "nocustomcb": "--xla_gpu_enable_command_buffer=-CUSTOM_CALL"}
 LAYERS = {"one": 1, "L4": 4}
+CHUNKS = {"C2": 2, "C4": 4}
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 
@@ -83,10 +91,16 @@ def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None =
     if model == "one" and not stub:
         return steps.case(impl, sizes)
     if impl.startswith("mlp"):
-        if model != "one":
+        if model != "one" and model not in CHUNKS:
             raise ValueError(f"model {model!r} is for the attention steps, not {impl}")
-        c = steps.case("mlp_xla", sizes)  # stub: XLA's dot for both
-        return steps.Case(impl, c.sizes, c.problem, c.loss)
+        gemms = "mlp_xla" if stub else impl  # stub: XLA's dot for both
+        c = steps.case(gemms, sizes)
+        if model == "one":
+            return steps.Case(impl, c.sizes, c.problem, c.loss)
+        return steps.Case(impl, c.sizes, _chunked_problem(c.problem, CHUNKS[model]),
+                          _chunked_loss(steps.mlp_fn(gemms)))
+    if model in CHUNKS:
+        raise ValueError(f"model {model!r} is for the MLP steps, not {impl}")
     sizes = dict(steps.ATTENTION, **(sizes or {}))
     attn = attention_fn(impl, stub)
     if model == "one":
@@ -104,6 +118,29 @@ def _one_loss(attn):
             return (x @ w[n].astype(x.dtype)).reshape(x.shape[:2] + (-1, d))
         o = attn(proj("q"), proj("k"), proj("v"))
         return jnp.mean((o.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
+    return loss
+
+
+def _chunked_problem(problem, k):
+    """The MLP's (w, x, y) with w1 (hidden, d) and w2 (d, hidden) cut into
+    `k` chunks of the hidden dimension: [{"w1", "w2"}] * k."""
+    def chunked(key):
+        import jax.numpy as jnp
+        w, x, y = problem(key)
+        w1s = jnp.split(w["w1"], k, axis=0)
+        w2s = jnp.split(w["w2"], k, axis=1)
+        return [{"w1": a, "w2": b} for a, b in zip(w1s, w2s)], x, y
+    return chunked
+
+
+def _chunked_loss(mlp):
+    """The MLP loss on chunked weights: the sum over chunks of mlp(x, w1_i,
+    w2_i), which equals mlp(x, w1, w2) (the activation is elementwise over
+    the hidden dimension), as one MLP call per chunk."""
+    def loss(w, x, y):
+        import jax.numpy as jnp
+        out = sum(mlp(x, c["w1"], c["w2"]).astype(jnp.float32) for c in w)
+        return jnp.mean((out - y.astype(jnp.float32)) ** 2)
     return loss
 
 
