@@ -40,11 +40,12 @@ and collectives, nothing the CPU cannot run.
 from __future__ import annotations
 
 import steps
+from cutecall.attention.training import DATA_PARALLEL_OPTIONS
 
 OVERLAP = {"xla_gpu_all_reduce_combine_threshold_bytes": 1,
            "xla_gpu_enable_latency_hiding_scheduler": True}
 NOMERGE = {"xla_gpu_dot_merger_threshold_mb": 0}
-XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE, "dp": dict(NOMERGE, **OVERLAP),
+XLA = {"default": {}, "overlap": OVERLAP, "nomerge": NOMERGE, "dp": dict(DATA_PARALLEL_OPTIONS),
        "tuned": dict(NOMERGE, **OVERLAP,
                      xla_gpu_experimental_collective_start_as_early_as_possible=True),
        "nocollcb": {}, "cboff": {}, "cbprof": {}, "nocustomcb": {}}  # XLA_ENV's
