@@ -16,6 +16,7 @@ processes run, in priority order, each with its configurations in order.
   mlpcc   the QuACK MLP step plain, command buffers off, -CUSTOM_CALL
   final   the table, FA4 with -CUSTOM_CALL, then every step +tuned
   chunks  the MLP steps in hidden chunks (+dp), both attention steps +dp
+  reserve QuACK's MLP with its weight-gradient GEMMs leaving SMs to NCCL
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -150,8 +151,17 @@ def chunks() -> list[dict]:
             _model_child("dp-fa4_cudnn", "fa4_cudnn", ("one",), "dp", 75)]
 
 
+def reserve() -> list[dict]:
+    """Whether QuACK's MLP loses its overlap to its static persistent GEMMs:
+    the plain step (the baseline), then its weight-gradient GEMMs leaving 16
+    and 32 SMs to NCCL (variants.RESERVED), each its own child."""
+    return [_table("mlp_quack"),
+            _model_child("R16-mlp_quack", "mlp_quack", ("R16",), "default", 75),
+            _model_child("R32-mlp_quack", "mlp_quack", ("R32",), "default", 75)]
+
+
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
-         "chunks": chunks}
+         "chunks": chunks, "reserve": reserve}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

@@ -7,6 +7,11 @@ bench/scaling/steps.py's cases:
             the same function, with a gradient all-reduce per chunk that
             can run while the next chunk's backward GEMMs compute (DDP's
             gradient buckets; with +tuned/+dp, which keep all-reduces apart);
+            "R16", "R32" (QuACK's MLP): its weight-gradient GEMMs launch a
+            persistent grid of 132 - 16 (32) SMs, leaving SMs to the NCCL
+            kernel they may overlap (a static persistent CTA that finds no
+            SM starts its tiles only when one frees: a GEMM beside a long
+            all-reduce ends an all-reduce later); process-wide in its child;
             "L4": four blocks of (q/k/v projections, causal attention,
             out-projection, residual) on x (B, S, E), squared loss against
             y (B, S, E): a model whose layer i's gradient all-reduce can
@@ -64,6 +69,7 @@ XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES",
            "nocustomcb": "--xla_gpu_enable_command_buffer=-CUSTOM_CALL"}
 LAYERS = {"one": 1, "L4": 4}
 CHUNKS = {"C2": 2, "C4": 4}
+RESERVED = {"R16": 16, "R32": 32}
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 
@@ -89,6 +95,12 @@ def attention_fn(impl: str, stub: bool):
 
 def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None = None):
     """steps.Case for `impl` and `model` (stubbed for the CPU)."""
+    if model in RESERVED:
+        if impl != "mlp_quack":
+            raise ValueError(f"model {model!r} is for mlp_quack, not {impl}")
+        if not stub:
+            _reserve_wgrad_sms(RESERVED[model])
+        model = "one"
     if model == "one" and not stub:
         return steps.case(impl, sizes)
     if impl.startswith("mlp"):
@@ -120,6 +132,25 @@ def _one_loss(attn):
         o = attn(proj("q"), proj("k"), proj("v"))
         return jnp.mean((o.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
     return loss
+
+
+def _reserve_wgrad_sms(sms: int):
+    """QuACK's weight-gradient GEMMs (``mlp_kernels`` "wgrad") launch with
+    `sms` fewer SMs in their persistent grid (a runtime Int32: the same
+    compiled kernel), for the rest of this process."""
+    import cutlass
+    from cutecall.quack import mlp_kernels as mk
+    plain = getattr(mk.launch_args, "plain", mk.launch_args)
+
+    def launch_args(gemm, tile, dtype, activation, *arrays):
+        out = plain(gemm, tile, dtype, activation, *arrays)
+        if gemm != "wgrad":
+            return out
+        size = tile.cluster_m * tile.cluster_n
+        clusters = (mk.max_active_clusters(size) * size - sms) // size
+        return out[:5] + (out[5]._replace(max_active_clusters=cutlass.Int32(clusters)),) + out[6:]
+    launch_args.plain = plain
+    mk.launch_args = launch_args
 
 
 def _chunked_problem(problem, k):
