@@ -17,6 +17,7 @@ processes run, in priority order, each with its configurations in order.
   final   the table, FA4 with -CUSTOM_CALL, then every step +tuned
   chunks  the MLP steps in hidden chunks (+dp), both attention steps +dp
   reserve QuACK's MLP with its weight-gradient GEMMs leaving SMs to NCCL
+  product the table at XLA's defaults, then every step +dp (sharded_step's options)
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -151,6 +152,15 @@ def chunks() -> list[dict]:
             _model_child("dp-fa4_cudnn", "fa4_cudnn", ("one",), "dp", 75)]
 
 
+def product() -> list[dict]:
+    """The table at XLA's defaults, then every step compiled with the
+    options ``cutecall.attention.training.sharded_step`` uses (+dp), in one
+    run."""
+    out = [_table(impl) for impl in ("fa4_cutecall", "fa4_cudnn", "mlp_quack", "mlp_xla")]
+    return out + [_xla_child(f"dp-{impl}", impl, ("dp",), 75)
+                  for impl in ("fa4_cutecall", "fa4_cudnn", "mlp_quack", "mlp_xla")]
+
+
 def reserve() -> list[dict]:
     """Whether QuACK's MLP loses its overlap to its static persistent GEMMs:
     the plain step (the baseline), then its weight-gradient GEMMs leaving 16
@@ -161,7 +171,7 @@ def reserve() -> list[dict]:
 
 
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
-         "chunks": chunks, "reserve": reserve}
+         "chunks": chunks, "reserve": reserve, "product": product}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:
