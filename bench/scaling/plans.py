@@ -162,12 +162,17 @@ def product() -> list[dict]:
 
 
 def reserve() -> list[dict]:
-    """Whether QuACK's MLP loses its overlap to its static persistent GEMMs:
-    the plain step (the baseline), then its weight-gradient GEMMs leaving 16
-    and 32 SMs to NCCL (variants.RESERVED), each its own child."""
+    """Whether QuACK's MLP loses its overlap to its persistent GEMMs holding
+    every SM (NCCL's kernel cannot start beside them): the plain step (the
+    baseline), then its weight-gradient GEMMs leaving 16 SMs with NCCL held
+    to 16 channels (``NCCL_MAX_NCHANNELS``), leaving 32 SMs, NCCL at 16
+    channels alone, and 16 SMs alone (variants.RESERVED), each its own child."""
+    nccl16 = dict(env={"NCCL_MAX_NCHANNELS": "16"}, tag="+nccl16")
     return [_table("mlp_quack"),
-            _model_child("R16-mlp_quack", "mlp_quack", ("R16",), "default", 75),
-            _model_child("R32-mlp_quack", "mlp_quack", ("R32",), "default", 75)]
+            dict(_model_child("R16n-mlp_quack", "mlp_quack", ("R16",), "default", 75), **nccl16),
+            _model_child("R32-mlp_quack", "mlp_quack", ("R32",), "default", 75),
+            dict(_model_child("n16-mlp_quack", "mlp_quack", ("one",), "default", 75), **nccl16),
+            _model_child("R16-mlp_quack", "mlp_quack", ("R16",), "default", 75)]
 
 
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,

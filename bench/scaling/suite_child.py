@@ -147,6 +147,7 @@ def main(spec_path: str) -> int:
     spec = json.load(open(spec_path))
     if spec.get("xla_flags"):  # read once, when jax's backend starts: before the import
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {spec['xla_flags']}".strip()
+    os.environ.update(spec.get("env", {}))  # e.g. NCCL's, read when NCCL starts
     print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}", flush=True)
     import jax
     import variants
@@ -164,6 +165,9 @@ def main(spec_path: str) -> int:
                "xla_options": variants.XLA[cfg["xla"]]}
         if spec.get("xla_flags"):
             row["xla_flags"] = spec["xla_flags"]
+        if spec.get("env"):
+            row["impl"] += spec.get("tag", "")
+            row["env"] = spec["env"]
         left = spec["deadline"] - time.time()
         if n > len(devices):
             row["skipped"] = f"{len(devices)} devices visible"
