@@ -132,3 +132,25 @@ def test_data_parallel_training_step_lowers_per_shard():
         results["allreduce"] = "all_reduce" in text or "all-reduce" in text
     """, n=2)
     assert results == {"per_shard_q": True, "fwd": True, "bwd": True, "allreduce": True}, results
+
+
+def test_sharded_step_compiles_with_the_data_parallel_options(monkeypatch):
+    """``sharded_step`` hands ``DATA_PARALLEL_OPTIONS`` to ``jax.jit`` (None:
+    XLA's defaults), and this jaxlib knows every option in it (an unknown
+    one fails the compile with "No such compile option")."""
+    from cutecall.attention import training as at
+    assert jax.jit(lambda x: x * 2, compiler_options=at.DATA_PARALLEL_OPTIONS)(
+        jnp.ones(4)).tolist() == [2.0] * 4
+    seen = []
+    real = jax.jit
+
+    def recording(fn, **kwargs):
+        seen.append(kwargs.get("compiler_options"))
+        return real(fn, **kwargs)
+    monkeypatch.setattr(jax, "jit", recording)
+    mesh = jax.make_mesh((1,), ("b",))
+    at.sharded_step(mesh)
+    at.sharded_step(mesh, compiler_options=None)
+    at.sharded_step(mesh, compiler_options={"xla_gpu_enable_latency_hiding_scheduler": False})
+    assert seen == [at.DATA_PARALLEL_OPTIONS, None,
+                    {"xla_gpu_enable_latency_hiding_scheduler": False}]
