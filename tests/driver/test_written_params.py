@@ -223,3 +223,22 @@ def test_a_tensor_output_goes_to_a_whole_written_tensor_before_a_container():
     # Both outputs asked for: both written parameters, the container too.
     assert placement.written_params(sig, [1, 2, 3, 4, 5, 6], 2, "sym", written,
                                     frozenset({"epilogue_args"})) == ["mD", "epilogue_args"]
+
+
+def test_the_rule_gives_way_when_its_output_is_written_only_through_a_leaf():
+    # The JAX front's binding (kinds from the call's values): the rule puts
+    # the one output at epilogue_args, which the trace saw written only
+    # through epilogue_args.mAuxOut; mD, written whole, is the output.
+    import numpy as np
+    from cutecall._driver import binding
+    sig = sig_of(symmetric)
+    kinds = [placement.ARRAY, placement.ARRAY, placement.NONE_ARG, placement.CONTAINER]
+    written = frozenset({"mD", "epilogue_args"})
+    assert placement.place_written(sig, [1, 2, 3, 4, 5, 6], kinds, 1, "inputs_first",
+                                   written) == (5,)
+    assert placement.place_written(sig, [1, 2, 3, 4, 5, 6], kinds, 1, "inputs_first",
+                                   written, in_leaves=frozenset({"epilogue_args"})) == (3,)
+    a = np.zeros((4, 4), np.float32)
+    assert binding.output_positions(sig, [1, 2, 3, 4, 5, 6], [a, a, None, (a,)], 1,
+                                    "inputs_first", None, written, frozenset(),
+                                    frozenset({"epilogue_args"})) == (3,)

@@ -106,13 +106,15 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
          scalar_value: Callable[[Any, str], Any] = concrete_scalar,
          is_array: Callable[[Any], bool] = default_is_array,
          written: frozenset | None = None,
-         avoid: frozenset = frozenset()) -> tuple[Binding, list]:
+         avoid: frozenset = frozenset(),
+         in_leaves: frozenset = frozenset()) -> tuple[Binding, list]:
     """Binds a call's arguments; returns the binding and the values of the
     array leaves (in ``Binding.leaves`` order). `output_names` names the
     output parameters (in output order) instead of placing them; else
     `written` (the parameters a trace saw the kernel write,
-    ``written_params``) places them among those, and placements in `avoid`
-    are passed over (:func:`output_positions`).
+    ``written_params``; `in_leaves`: those written only through a leaf of a
+    container) places them among those, and placements in `avoid` are
+    passed over (:func:`output_positions`).
     `scalar_value(x, what)` is the front's reading of a runtime scalar
     argument as a host value (it raises, naming `what`, for values that
     have none, e.g. traced ones); `is_array` says what its arrays are.
@@ -128,7 +130,7 @@ def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
                    if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
                    and p.name not in constexpr_names]
     out_pos = output_positions(sig, open_params, args, num_outputs, order,
-                               output_names, written, avoid)
+                               output_names, written, avoid, in_leaves)
     in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
     slots: list = [STREAM_SLOT if p.kind == STREAM else None for p in sig.params]
@@ -240,7 +242,8 @@ def output_positions(sig: LauncherSignature, open_params: Sequence[int],
                      args: Sequence[Any], num_outputs: int, order: str,
                      output_names: Sequence[str] | None = None,
                      written: frozenset | None = None,
-                     avoid: frozenset = frozenset()) -> tuple[int, ...]:
+                     avoid: frozenset = frozenset(),
+                     in_leaves: frozenset = frozenset()) -> tuple[int, ...]:
     """Where the outputs sit among the open parameters: where `output_names`
     says; else among the parameters the kernel writes (`written`) when the
     call fits them (``placement.place_written``); else by the rule
@@ -251,7 +254,7 @@ def output_positions(sig: LauncherSignature, open_params: Sequence[int],
     kinds = [arg_kind(a) for a in args]
     if written and num_outputs:
         found = place_written(sig, open_params, kinds, num_outputs, order,
-                              written, args)
+                              written, args, in_leaves)
         if found is not None:
             return found
     rule = place_outputs(sig, open_params, kinds, num_outputs, order, args)

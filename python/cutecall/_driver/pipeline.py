@@ -130,10 +130,11 @@ class Launcher:
         saw the kernel write (:attr:`writes`), when it has; a compile of a
         binding placed by the rule alone checks that (``written_params``)."""
         written = self.writes.candidates if self.writes is not None else None
+        in_leaves = self.writes.in_leaves if self.writes is not None else frozenset()
         binding, leaves = _binding.bind(
             self.sig, args, kwargs or {}, num_outputs, order,
             {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
-            written, frozenset(self.probes.avoid))
+            written, frozenset(self.probes.avoid), in_leaves)
         # Named outputs, or outputs all where a trace saw writes, are not
         # checked again; a placement made without that evidence (none of
         # the written parameters fits the call) is.

@@ -283,6 +283,8 @@ def place_written(sig: LauncherSignature, open_params: Sequence[int],
     number of outputs among `in_leaves`). ``None`` when none is (the
     evidence says nothing: the rule decides). `kinds`: as for
     :func:`placements`. Raises ``TypeError`` when two fit equally well.
+    The rule's placement stands only when none of its outputs is in
+    `in_leaves`.
 
     `in_leaves`: written parameters the trace saw written only through a
     leaf (``epilogue_args.mAuxOut``): containers. An output is a tensor, so
@@ -293,7 +295,8 @@ def place_written(sig: LauncherSignature, open_params: Sequence[int],
     params = sig.params
     if kinds is not None:
         rule = by_position(sig, open_params, kinds, num_outputs, order)
-        if rule is not None and all(params[i].name in written for i in rule):
+        if rule is not None and all(params[i].name in written for i in rule) and \
+                not any(params[i].name in in_leaves for i in rule):
             return rule
     found = [((sum(params[i].name in in_leaves for i in outs),) + s, outs)
              for s, outs in placements(sig, open_params, kinds, num_outputs, order)
