@@ -18,6 +18,7 @@ processes run, in priority order, each with its configurations in order.
   chunks  the MLP steps in hidden chunks (+dp), both attention steps +dp
   reserve QuACK's MLP with its weight-gradient GEMMs leaving SMs to NCCL
   product the table at XLA's defaults, then every step +dp (sharded_step's options)
+  persistence QuACK's MLP with non-persistent weight-gradient GEMMs (NPW)
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -175,8 +176,18 @@ def reserve() -> list[dict]:
             _model_child("R16-mlp_quack", "mlp_quack", ("R16",), "default", 75)]
 
 
+def persistence() -> list[dict]:
+    """QuACK's MLP with its weight-gradient GEMMs one CTA per tile (NPW),
+    beside the plain step and XLA's dot MLP, at XLA's defaults and +dp."""
+    return [_table("mlp_quack"),
+            _model_child("NPW-mlp_quack", "mlp_quack", ("NPW",), "default", 90),
+            _model_child("NPWdp-mlp_quack", "mlp_quack", ("NPW",), "dp", 75),
+            _table("mlp_xla")]
+
+
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
-         "chunks": chunks, "reserve": reserve, "product": product}
+         "chunks": chunks, "reserve": reserve, "product": product,
+         "persistence": persistence}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

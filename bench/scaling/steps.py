@@ -51,7 +51,7 @@ def case(impl: str, sizes: dict | None = None) -> Case:
         sizes = dict(ATTENTION, **(sizes or {}))
         return Case(impl, sizes, _attention_problem(sizes), _attention_loss(impl))
     sizes = dict(MLP, **(sizes or {}))
-    return Case(impl, sizes, _mlp_problem(sizes), _mlp_loss(impl))
+    return Case(impl, sizes, _mlp_problem(sizes), mlp_loss(impl))
 
 
 def _attention_problem(sizes):
@@ -93,28 +93,32 @@ def _mlp_problem(sizes):
     return problem
 
 
-def pinned_tiles():
+def pinned_tiles(wgrad_persistent: bool = True):
     """The tiles bench/results/quack_mlp.json's tuner chose at 8192x4096x11008
-    (H100), per site: no autotuning inside a timed run."""
+    (H100), per site: no autotuning inside a timed run. `wgrad_persistent`
+    False: the weight-gradient GEMMs (dW1, dW2) one CTA per tile."""
     from cutecall.quack.gemm import Tile
     pp = dict(pingpong=True)
+    wgrad = Tile(128, 256, 2, 1, persistent=wgrad_persistent)
     return {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
-            "dact": Tile(128, 192, 2, 1, **pp), "dw2": Tile(128, 256, 2, 1),
-            "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
+            "dact": Tile(128, 192, 2, 1, **pp), "dw2": wgrad,
+            "dx": Tile(256, 128, 1, 2), "dw1": wgrad}
 
 
-def mlp_fn(impl):
-    """(x, w1, w2) -> the MLP's output on `impl`'s GEMMs."""
+def mlp_fn(impl, tiles=None):
+    """(x, w1, w2) -> the MLP's output on `impl`'s GEMMs (QuACK's at `tiles`,
+    default :func:`pinned_tiles`)."""
     def mlp(x, w1, w2):
         from cutecall.quack import mlp as qm
         if impl == "mlp_quack":
-            return qm.mlp(x, w1, w2, ACTIVATION, tile=pinned_tiles())
+            return qm.mlp(x, w1, w2, ACTIVATION, tile=tiles or pinned_tiles())
         return qm.xla_mlp(x, w1, w2, ACTIVATION)
     return mlp
 
 
-def _mlp_loss(impl):
-    mlp = mlp_fn(impl)
+def mlp_loss(impl, tiles=None):
+    """(w, x, y) -> the squared loss of the MLP of :func:`mlp_fn`."""
+    mlp = mlp_fn(impl, tiles)
 
     def loss(w, x, y):
         import jax.numpy as jnp

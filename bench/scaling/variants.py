@@ -7,6 +7,8 @@ bench/scaling/steps.py's cases:
             the same function, with a gradient all-reduce per chunk that
             can run while the next chunk's backward GEMMs compute (DDP's
             gradient buckets; with +tuned/+dp, which keep all-reduces apart);
+            "NPW" (QuACK's MLP): its weight-gradient GEMMs non-persistent
+            (one CTA per tile, as cuBLAS's: NCCL finds SMs as CTAs leave);
             "R16", "R32" (QuACK's MLP): its weight-gradient GEMMs launch a
             persistent grid of 132 - 16 (32) SMs, leaving SMs to the NCCL
             kernel they may overlap (a static persistent CTA that finds no
@@ -95,6 +97,13 @@ def attention_fn(impl: str, stub: bool):
 
 def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None = None):
     """steps.Case for `impl` and `model` (stubbed for the CPU)."""
+    if model == "NPW":
+        if impl != "mlp_quack" or stub:
+            model = "one"  # the stub's XLA dot has no persistence
+        else:
+            c = steps.case(impl, sizes)
+            return steps.Case(impl, c.sizes, c.problem,
+                              steps.mlp_loss(impl, steps.pinned_tiles(wgrad_persistent=False)))
     if model in RESERVED:
         if impl != "mlp_quack":
             raise ValueError(f"model {model!r} is for mlp_quack, not {impl}")

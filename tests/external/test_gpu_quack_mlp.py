@@ -125,6 +125,20 @@ def test_float16_operands():
         assert_close(a, b, name)
 
 
+def test_non_persistent_weight_gradients_are_the_persistent_ones_bit_for_bit():
+    """``Tile(persistent=False)`` for dW1 and dW2 (one CTA per tile) computes
+    every tile as the persistent kernel does: the same bits."""
+    x, w1, w2, dout = data(*SHAPES[1])
+    tile = Tile(256, 128, 1, 2)
+    flat = {**dict.fromkeys(("fc1", "fc2", "dact", "dx"), tile),
+            "dw1": Tile(256, 128, 1, 2, persistent=False),
+            "dw2": Tile(256, 128, 1, 2, persistent=False)}
+    ours = forward_backward(lambda *a: quack_mlp.mlp(*a, "silu", tile=flat), x, w1, w2, dout)
+    base = forward_backward(lambda *a: quack_mlp.mlp(*a, "silu", tile=tile), x, w1, w2, dout)
+    for name, a, b in zip(("out", "dx", "dw1", "dw2"), ours, base):
+        assert np.array_equal(np.asarray(a, np.float32), np.asarray(b, np.float32)), name
+
+
 def test_autotuned_mlp_tunes_each_site_then_takes_the_stored_winners(fresh_key_space):
     # fresh_key_space: an empty store of its own AND no kernel earlier tests
     # compiled in this process (a kernel served from memory is never

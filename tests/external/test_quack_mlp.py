@@ -99,6 +99,23 @@ def test_forward_and_backward_lower_to_quacks_gemms_compiled_once(compiles):
     assert (out.shape, out.dtype) == ((4, 250, 512), BF16)
 
 
+def test_a_non_persistent_tile_is_a_kernel_of_its_own(compiles):
+    """``Tile(persistent=False)``: QuACK's GEMM with one CTA per tile (what
+    lets another stream's kernel, NCCL's, find SMs beside it); its own
+    kernel name and compile; pingpong refuses it (QuACK needs persistent)."""
+    x, w1, w2 = operands()
+    flat = quack_mlp.Tile(128, 256, 2, 1, persistent=False)
+    tiles = {**dict.fromkeys(("fc1", "fc2", "dact", "dx"), TILE), "dw1": flat, "dw2": flat}
+    found = kernels(value_and_grads(tile=tiles), x, w1, w2)
+    assert found["quack_mlp_wgrad_128x256_c2x1_coop_np_bfloat16"] == 2
+    assert f"quack_mlp_wgrad_{TAG}" not in found
+    assert compiles() == 5
+    assert qmk.authors_args("wgrad", flat, "bfloat16").kernel.is_persistent is False
+    assert str(flat) == "128x256 cluster 2x1 coop non-persistent"
+    with pytest.raises(ValueError, match="pingpong=True needs persistent=True"):
+        quack_mlp.Tile(128, 192, 2, 1, pingpong=True, persistent=False)
+
+
 def test_autotuned_sites_take_the_forced_config_and_report_it(forget_tuning, monkeypatch):
     forced = quack_mlp.SM90_TILES[3]
     monkeypatch.setenv("CUTECALL_AUTOTUNE_CONFIG", "3")

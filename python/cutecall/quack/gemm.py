@@ -36,18 +36,33 @@ HOPPER_SMS = 132  # H100/H200 SXM; the persistent scheduler's CTAs per wave
 @dataclasses.dataclass(frozen=True)
 class Tile:
     """One GEMM configuration: CTA tile (M, N), cluster (M, N), pingpong
-    (two consumer warp groups on alternate tiles) or cooperative."""
+    (two consumer warp groups on alternate tiles) or cooperative, and
+    persistent (QuACK's default: one CTA per SM, each looping over tiles)
+    or not (one CTA per tile: CTAs leave as their tile ends, so a kernel
+    on another stream, NCCL's, finds SMs; pingpong needs persistent)."""
 
     tile_m: int
     tile_n: int
     cluster_m: int = 1
     cluster_n: int = 1
     pingpong: bool = False
+    persistent: bool = True
+
+    def __post_init__(self):
+        if self.pingpong and not self.persistent:
+            raise ValueError(f"cutecall.quack.Tile: pingpong=True needs persistent=True "
+                             f"(QuACK's sm90 pingpong GEMM), got {self!r}")
 
     def __str__(self):
         kind = "pingpong" if self.pingpong else "coop"
         return (f"{self.tile_m}x{self.tile_n} cluster {self.cluster_m}x{self.cluster_n} "
-                f"{kind}")
+                f"{kind}" + ("" if self.persistent else " non-persistent"))
+
+    @property
+    def suffix(self) -> str:
+        """The kernel-name part of the configuration: ``128x192_c2x1_pp``."""
+        return (f"{self.tile_m}x{self.tile_n}_c{self.cluster_m}x{self.cluster_n}"
+                f"_{'pp' if self.pingpong else 'coop'}" + ("" if self.persistent else "_np"))
 
 
 def _sm90_tiles() -> tuple:
@@ -99,15 +114,14 @@ def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
                     TensorSpec(dims=("n", "k"), divisibility=(8, 8))),
         output_spec=TensorSpec(dims=("m", "n"), divisibility=(1, 8)),
         allow_cuda_graph=GRAPHS,
-        name=f"quack_gemm_{tile.tile_m}x{tile.tile_n}_c{tile.cluster_m}x{tile.cluster_n}"
-             f"_{'pp' if tile.pingpong else 'coop'}_{dtype}")
+        name=f"quack_gemm_{tile.suffix}_{dtype}")
 
 
 def launcher(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
     """``launch(stream, mA, mB, mD)``: builds QuACK's sm90 GEMM object for
     `tile` and calls it as ``compile_gemm_kernel`` does (no C, default
     epilogue, static persistent scheduler over ``sms // cluster size``
-    clusters, no varlen)."""
+    clusters, or one CTA per tile for a non-persistent `tile`; no varlen)."""
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -120,8 +134,8 @@ def launcher(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
     with dsl_arch("sm_90a"):
         gemm = GemmDefaultSm90(cutlass.Float32, jax_to_cutlass_dtype(dtype),
                                (tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1),
-                               pingpong=tile.pingpong, is_persistent=True)
-    max_clusters = sms // (tile.cluster_m * tile.cluster_n)
+                               pingpong=tile.pingpong, is_persistent=tile.persistent)
+    max_clusters = sms // (tile.cluster_m * tile.cluster_n) if tile.persistent else 0
 
     @cute.jit
     def quack_gemm_sm90(stream: cuda.CUstream, mA: cute.Tensor, mB: cute.Tensor,
@@ -138,10 +152,10 @@ def _key(a, b):
 
 
 def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
-          dtype: str = "bfloat16"):
+          persistent: bool = True, dtype: str = "bfloat16"):
     """``autotune``'s build: the call for one configuration (module-level,
     so compile workers can receive it)."""
-    return call(Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong), dtype)
+    return call(Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent), dtype)
 
 
 def autotuned(tiles=SM90_TILES, dtype: str = "bfloat16", compile_workers: int = 0,

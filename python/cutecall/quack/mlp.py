@@ -212,11 +212,11 @@ def _tuner(kernel, dtype, activation, candidates):
         name=f"quack_mlp_{kernel}_{dtype}" + (f"_{activation}" if activation else ""))
 
 
-def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool, *,
-          kernel: str, dtype: str, activation: str | None):
+def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
+          persistent: bool = True, *, kernel: str, dtype: str, activation: str | None):
     """``autotune``'s build: the call of `kernel` for one configuration."""
-    return qmk.call(kernel, Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong), dtype,
-                    activation)
+    return qmk.call(kernel, Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent),
+                    dtype, activation)
 
 
 def _shapes(*arrays):

@@ -70,7 +70,7 @@ def authors_args(gemm: str, tile: Tile, dtype: str, activation: str | None = Non
     dt = jax_to_cutlass_dtype(dtype)
     a_major, b_major = LAYOUTS[gemm]
     config = ((tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1),
-              tile.pingpong, True, False)  # tile, cluster, pingpong, persistent, dynamic
+              tile.pingpong, tile.persistent, False)  # ..., pingpong, persistent, dynamic
     with dsl_arch("sm_90a"):
         if gemm in PLAIN:
             # quack.gemm._build_gemm_plan for an unbatched 2-D GEMM with no
@@ -138,7 +138,7 @@ def launch_args(gemm: str, tile: Tile, dtype: str, activation, a, b, c=None) -> 
     out = jax.ShapeDtypeStruct((m, n), a.dtype)
     if "epilogue_args" in OUTPUTS[gemm]:
         epi_args = epi_args._replace(mAuxOut=out)
-    clusters = max_active_clusters(tile.cluster_m * tile.cluster_n)
+    clusters = max_active_clusters(tile.cluster_m * tile.cluster_n) if tile.persistent else 0
     scheduler = scheduler._replace(max_active_clusters=cutlass.Int32(clusters))
     return (a, b, None if gemm == "act_infer" else out, c, epi_args, scheduler, None)
 
@@ -176,9 +176,7 @@ def _call(gemm: str, tile: Tile, dtype: str, activation: str | None):
     a_dims = ("k", "m") if gemm == "wgrad" else ("m", "k")
     b_dims = ("n", "k") if b_t else ("k", "n")
     plain = gemm in PLAIN
-    name = (f"quack_mlp_{gemm}_{tile.tile_m}x{tile.tile_n}_c{tile.cluster_m}x"
-            f"{tile.cluster_n}_{'pp' if tile.pingpong else 'coop'}_{dtype}"
-            + ("" if plain else f"_{activation}"))
+    name = f"quack_mlp_{gemm}_{tile.suffix}_{dtype}" + ("" if plain else f"_{activation}")
     run = cutecall.cutlass_call(
         authors_args(gemm, tile, dtype, activation).kernel,
         output_shape_dtype=lambda *args: tuple(arguments(*args)[i] for i in writes),
