@@ -57,6 +57,30 @@ def test_a_store_of_the_wrong_element_type_ends_the_climb(monkeypatch, fresh_key
     assert _climb(monkeypatch, cause, True) == 1
 
 
+def test_a_form_rejected_earlier_for_its_element_type_ends_a_later_climb(
+        monkeypatch, fresh_key_space):
+    # The same call site's climb again in the process (another launch object
+    # of the kernel, the same placement): the remembered rejection keeps its
+    # cause, so the climb ends where the first one did -- no DSL run, no
+    # other form (it used to climb one guided form further: an 8th DSL run
+    # for cuDNN's block-sparse attention after the other cuDNN tests).
+    tried = []
+    cause = "ValueError: type mismatch, store f32 to Int32 (at bsa_fwd_sm90.py:315)"
+
+    def failing(spec, name, options, arch):
+        tried.append(spec.key)
+        raise CompileError("no", kernel=name, arch=arch, root_cause=cause,
+                           source_line="bsa_fwd_sm90.py:315: x.shape[0]")
+    monkeypatch.setattr(memory, "get_locked", failing)
+    run = next(_unique)
+    build = lambda masks: types.SimpleNamespace(key=f"again-{run}-{masks}")  # noqa: E731
+    for _ in range(2):
+        with pytest.raises(CompileError):
+            fallback.climb(build, OPERANDS, (0, 0), "k", "", "sm_90a", True,
+                           lambda masks: "", False)
+    assert tried == [f"again-{run}-(0, 0)"]
+
+
 def _kernel(stream, a, b, c, d, e, f, g, h, i, j):
     pass
 

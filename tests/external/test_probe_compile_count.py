@@ -55,11 +55,12 @@ def test_cudnn_bsa_jax_probes_trace_each_placement_once(compiles):
     call.lower(*args)
     assert _entries() - before == 1
     # 6 placements that fail to trace, 1 compile (49 before the probes
-    # stopped climbing the static ladder). 7 in a process of its own; 8
-    # after the other cuDNN compile tests ran in the same process (an order
-    # effect not traced down yet).
+    # stopped climbing the static ladder), alone or after the other cuDNN
+    # compile tests in one process: a placement rejected earlier in the
+    # process keeps its cause, so its climb ends as the first one did (it
+    # used to climb one guided form further: 8).
     n = compiles()
-    assert 7 <= n <= 8
+    assert 1 <= n <= 7  # 7 alone; fewer where earlier tests' rejections are remembered
     call.lower(*args)  # a later call: the kernel in memory
     assert compiles() == n
 

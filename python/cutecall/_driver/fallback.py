@@ -249,8 +249,10 @@ class _Climb:
                 self.cause = f"{stored[0]} (recorded by an earlier process)"
             if cache.is_rejected(key) or stored is not None:
                 source = stored[1] if stored else cache.rejected_source(key)
-                cache.remember_rejection(key, self.name, source)
-                self.last = CompileError(self.cause, source_line=source)
+                if stored is None and cache.rejected_cause(key):  # the climb stops
+                    self.cause = f"{cache.rejected_cause(key)} (rejected earlier in the process)"
+                cache.remember_rejection(key, self.name, source, stored[0] if stored else "")
+                self.last = CompileError(self.cause, root_cause=self.cause, source_line=source)
                 return None
             if masks == self.start:
                 self.start_compiled = True
@@ -267,7 +269,7 @@ class _Climb:
                     e.root_cause)
         self.first = self.first or e
         self.last = e
-        memory.remember_rejection(key, self.name, e.source_line)
+        memory.remember_rejection(key, self.name, e.source_line, e.root_cause)
         if self.allowed and not last_form:
             kernels.record_rejection(key, self.name, self.arch, e.root_cause,
                                      e.source_line)
@@ -319,7 +321,7 @@ class _Climb:
                 except CompileError as e:
                     if self.first is None:  # only the start form was tried
                         raise
-                    cache.remember_rejection(spec.key, self.name, e.source_line)
+                    cache.remember_rejection(spec.key, self.name, e.source_line, e.root_cause)
                     self.first = e
                 else:
                     return kernel, spec, self.start, 0

@@ -125,11 +125,16 @@ def is_rejected(key: str) -> bool:
 
 def rejected_source(key: str) -> str:
     """The failing source line of a key the DSL rejected in this process."""
-    return _rejected.get(key, ("", ""))[1]
+    return _rejected.get(key, ("", "", ""))[1]
 
 
-def remember_rejection(key: str, name: str, source_line: str = "") -> None:
-    _rejected[key] = (name, source_line or rejected_source(key))
+def rejected_cause(key: str) -> str:
+    """Why the DSL rejected a key in this process (its root cause), or ""."""
+    return _rejected.get(key, ("", "", ""))[2]
+
+
+def remember_rejection(key: str, name: str, source_line: str = "", cause: str = "") -> None:
+    _rejected[key] = (name, source_line or rejected_source(key), cause or rejected_cause(key))
     _rejected.move_to_end(key)
     while len(_rejected) > CAPACITY:
         _rejected.popitem(last=False)
