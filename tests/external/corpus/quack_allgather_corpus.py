@@ -43,7 +43,7 @@ import functools
 from . import Case
 from .quack_common import JaxRandom, TorchRandom, bf16, sds
 
-__all__ = ["KERNELS", "SHAPES", "cases", "case", "captured"]
+__all__ = ["KERNELS", "SHAPES", "cases", "case", "captured", "sharded_jax"]
 
 KERNELS = ("gemm_allgather",)
 SHAPES = {"test": {"gemm_allgather": (512, 256, 128, 1)},
@@ -103,6 +103,26 @@ def _calls():
         return sds((a.shape[0], b.shape[0]), a.dtype)
     return (cutecall.cutlass_call(kernel, output_shape_dtype=out),
             cutecall.torch.kernel(kernel))
+
+
+def sharded_jax(mesh, on_gpu: bool, axis: str = "x"):
+    """The kernel across the devices of `mesh` from JAX, the JAX way:
+    ``(a_shards, b, flags, epoch) -> D`` per device, stacked ``(devices, M,
+    N)``, jitted. A's rows split over `axis`; XLA's ``all_gather`` (NCCL)
+    gathers them, then each device runs the kernel through cutecall's JAX
+    front with every shard arrived (QuACK's own cross-GPU transport,
+    symmetric memory, is torch's)."""
+    import jax
+    from jax.sharding import PartitionSpec as P
+    call, epi = _calls()[0], captured().args[4]
+    shards = mesh.shape[axis]
+
+    def local(a_shard, b, flags, epoch):
+        a = jax.lax.all_gather(a_shard, axis, tiled=True)
+        sched = scheduler(ag_args(flags, epoch, shards), on_gpu)
+        return call(a, b, None, epi, sched, None)[None]
+    return jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(axis), P(), P(), P()),
+                                 out_specs=P(axis), check_vma=False))
 
 
 def case(m: int, n: int, k: int, shards: int) -> Case:
