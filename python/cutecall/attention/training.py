@@ -27,8 +27,9 @@ __all__ = ["problem", "loss", "step", "sharded_step", "place", "DATA_PARALLEL_OP
 # XLA's DotMerger off (it merges the q/k/v projections into one dot on a
 # concatenate and slices after: copies that do not shrink with the batch).
 # Long-standing DebugOptions fields, accepted by every jaxlib cutecall
-# supports. On 4 x H200 (bench/results/scaling.md) the step scales 3.82x
-# with them against 3.74x without (XLA's cuDNN attention: 3.84x, 3.66x).
+# supports. On 4 x H200 (bench/results/scaling.md, one run) the step
+# scales 3.83x with them against 3.68x without (XLA's cuDNN attention in the
+# same step: 3.78x and 3.70x).
 DATA_PARALLEL_OPTIONS = {"xla_gpu_dot_merger_threshold_mb": 0,
                          "xla_gpu_all_reduce_combine_threshold_bytes": 1,
                          "xla_gpu_enable_latency_hiding_scheduler": True}

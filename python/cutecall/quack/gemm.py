@@ -152,7 +152,7 @@ def _key(a, b):
 
 
 def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
-          persistent: bool = True, dtype: str = "bfloat16"):
+          dtype: str = "bfloat16", persistent: bool = True):
     """``autotune``'s build: the call for one configuration (module-level,
     so compile workers can receive it)."""
     return call(Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent), dtype)
