@@ -13,7 +13,8 @@ front, every shard arrived (``flags`` = ``epoch``), one process, a
     def local(a_shard, b, flags, epoch):
         a = jax.lax.all_gather(a_shard, "x", tiled=True)
         return call(a, b, None, epi, scheduler(ag_args(flags, epoch, n)), None)
-                                              # corpus.quack_allgather_corpus.sharded_jax
+
+(``corpus.quack_allgather_corpus.sharded_jax``, which the tests use too.)
 
 What differs from QuACK's path is the transport alone: the gather ends
 before the GEMM starts (QuACK's tiles start as their shard arrives).
@@ -93,7 +94,6 @@ def measure(m, n, k, rounds: int) -> dict:
     from jax.sharding import Mesh
     use_corpus()
     from corpus import quack_allgather_corpus as ag_mod
-    sys.path.insert(0, BENCH)
     from timing import chain_wall_us, jax_chain
     import cutecall
     devices = jax.devices()

@@ -81,8 +81,9 @@ def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
             out[field] = parse(hlo)
         except Exception as e:  # noqa: BLE001
             out[field] = {"error": f"{type(e).__name__}: {e}"[:300]}
+    tag = spec.get("tag", "") if spec.get("env") else ""  # the row's own name, tagged
     if cfg.get("dump_hlo"):
-        name = f"hlo-{variants.name(impl, model, cfg['grads'], cfg['xla'])}-{len(devices)}.txt"
+        name = f"hlo-{variants.name(impl, model, cfg['grads'], cfg['xla'])}{tag}-{len(devices)}.txt"
         with open(os.path.join(os.path.dirname(spec["rows"]), name), "w") as f:
             f.write(hlo)
     executes = (chains.cutecall_executes if impl in CUTECALL_IMPLS and not spec["stub"]
@@ -97,7 +98,8 @@ def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
         out["executes_per_step_loop"] = m["executes_per_step_loop"]
     if cfg.get("trace"):
         folder = os.path.join(spec["traces"], f"{impl}-{model}-{cfg['grads']}-{cfg['xla']}"
-                              f"-{len(devices)}")
+                              f"{tag}-{len(devices)}")
+        shutil.rmtree(folder, ignore_errors=True)  # a kept trace is never read as this one's
         try:
             out["breakdown"] = traced(run, spec["trace_steps"], folder, spec["stub"])
         except Exception as e:  # noqa: BLE001  the timing stands without its trace
