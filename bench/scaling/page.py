@@ -16,13 +16,17 @@ import sys
 
 NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
          "mlp_quack": "QuACK MLP (cutecall)", "mlp_xla": "MLP on XLA's dot"}
-SUFFIXES = {"_L4": ", 4 layers", "+bf16grad": ", bf16 gradient pmean",
+MODELS = {"_L4": ", 4 layers", "_C2": ", hidden in 2 chunks", "_C4": ", hidden in 4 chunks",
+          "_NPW": ", weight-gradient GEMMs non-persistent", "_NPW1": ", dw1 non-persistent",
+          "_R16": ", weight-gradient GEMMs leave 16 SMs", "_R32": ", weight-gradient GEMMs leave 32 SMs"}
+SUFFIXES = {"+bf16grad": ", bf16 gradient pmean",
             "+f32grad": ", f32 gradient pmean",
             "+overlap": ", per-tensor all-reduce + latency-hiding scheduler",
             "+nomerge": ", DotMerger off", "+tuned": ", DotMerger off + overlap + early start",
             "+nocollcb": ", command buffers without collectives",
             "+cboff": ", command buffers off", "+cbprof": ", traced with command buffers on",
-            "+nocustomcb": ", command buffers without custom calls"}
+            "+nocustomcb": ", command buffers without custom calls",
+            "+dp": ", sharded_step's options"}
 
 
 def label(impl: str) -> str:
@@ -31,6 +35,7 @@ def label(impl: str) -> str:
     if base is None:
         return impl
     rest, out = impl[len(base):], NAMES[base]
+    out += MODELS.get(rest.split("+")[0], "")
     for s, text in SUFFIXES.items():
         if s in rest:
             out += text

@@ -18,7 +18,7 @@ processes run, in priority order, each with its configurations in order.
   chunks  the MLP steps in hidden chunks (+dp), both attention steps +dp
   reserve QuACK's MLP with its weight-gradient GEMMs leaving SMs to NCCL
   product the table at XLA's defaults, then every step +dp (sharded_step's options)
-  persistence QuACK's MLP with non-persistent weight-gradient GEMMs (NPW)
+  persistence QuACK's MLP with non-persistent weight-gradient GEMMs (NPW, NPW1: dw1 only)
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -182,6 +182,7 @@ def persistence() -> list[dict]:
     return [_table("mlp_quack"),
             _model_child("NPW-mlp_quack", "mlp_quack", ("NPW",), "default", 90),
             _model_child("NPWdp-mlp_quack", "mlp_quack", ("NPW",), "dp", 75),
+            _model_child("NPW1-mlp_quack", "mlp_quack", ("NPW1",), "default", 75),
             _table("mlp_xla")]
 
 

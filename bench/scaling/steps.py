@@ -93,16 +93,19 @@ def _mlp_problem(sizes):
     return problem
 
 
-def pinned_tiles(wgrad_persistent: bool = True):
+def pinned_tiles(non_persistent=()):
     """The tiles bench/results/quack_mlp.json's tuner chose at 8192x4096x11008
-    (H100), per site: no autotuning inside a timed run. `wgrad_persistent`
-    False: the weight-gradient GEMMs (dW1, dW2) one CTA per tile."""
+    (H100), per site: no autotuning inside a timed run. The sites named in
+    `non_persistent` (of "dw2", "dw1": the weight-gradient GEMMs) run one
+    CTA per tile."""
     from cutecall.quack.gemm import Tile
     pp = dict(pingpong=True)
-    wgrad = Tile(128, 256, 2, 1, persistent=wgrad_persistent)
-    return {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
-            "dact": Tile(128, 192, 2, 1, **pp), "dw2": wgrad,
-            "dx": Tile(256, 128, 1, 2), "dw1": wgrad}
+    tiles = {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
+             "dact": Tile(128, 192, 2, 1, **pp), "dw2": Tile(128, 256, 2, 1),
+             "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
+    for site in non_persistent:
+        tiles[site] = Tile(128, 256, 2, 1, persistent=False)
+    return tiles
 
 
 def mlp_fn(impl, tiles=None):

@@ -9,6 +9,7 @@ bench/scaling/steps.py's cases:
             gradient buckets; with +tuned/+dp, which keep all-reduces apart);
             "NPW" (QuACK's MLP): its weight-gradient GEMMs non-persistent
             (one CTA per tile, as cuBLAS's: NCCL finds SMs as CTAs leave);
+            "NPW1": only the last one (dw1), which dw2's all-reduce overlaps;
             "R16", "R32" (QuACK's MLP): its weight-gradient GEMMs launch a
             persistent grid of 132 - 16 (32) SMs, leaving SMs to the NCCL
             kernel they may overlap (a static persistent CTA that finds no
@@ -72,6 +73,7 @@ XLA_ENV = {"nocollcb": "--xla_gpu_enable_command_buffer=-COLLECTIVES",
 LAYERS = {"one": 1, "L4": 4}
 CHUNKS = {"C2": 2, "C4": 4}
 RESERVED = {"R16": 16, "R32": 32}
+NON_PERSISTENT = {"NPW": ("dw2", "dw1"), "NPW1": ("dw1",)}  # model -> sites
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 
@@ -97,13 +99,13 @@ def attention_fn(impl: str, stub: bool):
 
 def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None = None):
     """steps.Case for `impl` and `model` (stubbed for the CPU)."""
-    if model == "NPW":
+    if model in NON_PERSISTENT:
         if impl != "mlp_quack" or stub:
             model = "one"  # the stub's XLA dot has no persistence
         else:
             c = steps.case(impl, sizes)
-            return steps.Case(impl, c.sizes, c.problem,
-                              steps.mlp_loss(impl, steps.pinned_tiles(wgrad_persistent=False)))
+            tiles = steps.pinned_tiles(non_persistent=NON_PERSISTENT[model])
+            return steps.Case(impl, c.sizes, c.problem, steps.mlp_loss(impl, tiles))
     if model in RESERVED:
         if impl != "mlp_quack":
             raise ValueError(f"model {model!r} is for mlp_quack, not {impl}")
