@@ -17,7 +17,10 @@ import sys
 NAMES = {"fa4_cutecall": "cutecall FA4", "fa4_cudnn": "XLA cuDNN attention",
          "mlp_quack": "QuACK MLP (cutecall)", "mlp_xla": "MLP on XLA's dot"}
 MODELS = {"_L4": ", 4 layers", "_C2": ", hidden in 2 chunks", "_C4": ", hidden in 4 chunks",
-          "_NPW": ", weight-gradient GEMMs non-persistent", "_NPW1": ", dw1 non-persistent",
+          "_NPW": ", weight-gradient GEMMs non-persistent, no blocks",
+          "_NPW1": ", dw1 non-persistent, no blocks",
+          "_OV0": ", no gradient overlap", "_K2": ", gradient overlap in 2 blocks",
+          "_K8": ", gradient overlap in 8 blocks",
           "_R16": ", weight-gradient GEMMs leave 16 SMs", "_R32": ", weight-gradient GEMMs leave 32 SMs"}
 SUFFIXES = {"+bf16grad": ", bf16 gradient pmean",
             "+f32grad": ", f32 gradient pmean",

@@ -19,6 +19,7 @@ processes run, in priority order, each with its configurations in order.
   reserve QuACK's MLP with its weight-gradient GEMMs leaving SMs to NCCL
   product the table at XLA's defaults, then every step +dp (sharded_step's options)
   persistence QuACK's MLP with non-persistent weight-gradient GEMMs (NPW, NPW1: dw1 only)
+  overlap QuACK's MLP with gradient overlap (the default in shard_map) and without
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -186,9 +187,22 @@ def persistence() -> list[dict]:
             _table("mlp_xla")]
 
 
+def overlap() -> list[dict]:
+    """QuACK's MLP with gradient overlap (cutecall.quack.mlp_overlap: the
+    default inside shard_map, 4 blocks), beside the step without it (OV0),
+    2 and 8 blocks, +dp, and XLA's dot MLP; then both attention steps."""
+    return [_table("mlp_quack"),
+            _model_child("OV0-mlp_quack", "mlp_quack", ("OV0",), "default", 75),
+            _model_child("K2-mlp_quack", "mlp_quack", ("K2",), "default", 75),
+            _xla_child("dp-mlp_quack", "mlp_quack", ("dp",), 75),
+            _table("mlp_xla"),
+            _model_child("K8-mlp_quack", "mlp_quack", ("K8",), "default", 75),
+            _table("fa4_cutecall"), _table("fa4_cudnn")]
+
+
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
          "chunks": chunks, "reserve": reserve, "product": product,
-         "persistence": persistence}
+         "persistence": persistence, "overlap": overlap}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

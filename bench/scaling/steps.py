@@ -108,20 +108,21 @@ def pinned_tiles(non_persistent=()):
     return tiles
 
 
-def mlp_fn(impl, tiles=None):
+def mlp_fn(impl, tiles=None, **kw):
     """(x, w1, w2) -> the MLP's output on `impl`'s GEMMs (QuACK's at `tiles`,
-    default :func:`pinned_tiles`)."""
+    default :func:`pinned_tiles`, with ``cutecall.quack.mlp.mlp``'s keywords
+    `kw`: grad_overlap, grad_chunks)."""
     def mlp(x, w1, w2):
         from cutecall.quack import mlp as qm
         if impl == "mlp_quack":
-            return qm.mlp(x, w1, w2, ACTIVATION, tile=tiles or pinned_tiles())
+            return qm.mlp(x, w1, w2, ACTIVATION, tile=tiles or pinned_tiles(), **kw)
         return qm.xla_mlp(x, w1, w2, ACTIVATION)
     return mlp
 
 
-def mlp_loss(impl, tiles=None):
+def mlp_loss(impl, tiles=None, **kw):
     """(w, x, y) -> the squared loss of the MLP of :func:`mlp_fn`."""
-    mlp = mlp_fn(impl, tiles)
+    mlp = mlp_fn(impl, tiles, **kw)
 
     def loss(w, x, y):
         import jax.numpy as jnp

@@ -9,7 +9,10 @@ bench/scaling/steps.py's cases:
             gradient buckets; with +tuned/+dp, which keep all-reduces apart);
             "NPW" (QuACK's MLP): its weight-gradient GEMMs non-persistent
             (one CTA per tile, as cuBLAS's: NCCL finds SMs as CTAs leave);
-            "NPW1": only the last one (dw1), which dw2's all-reduce overlaps;
+            "NPW1": only the last one (dw1), which dw2's all-reduce overlaps
+            (both without blocks: grad_chunks 1); "OV0": the MLP without
+            gradient overlap (grad_overlap=False: the step before it);
+            "K2", "K8": gradient overlap in 2 or 8 blocks (default 4);
             "R16", "R32" (QuACK's MLP): its weight-gradient GEMMs launch a
             persistent grid of 132 - 16 (32) SMs, leaving SMs to the NCCL
             kernel they may overlap (a static persistent CTA that finds no
@@ -74,6 +77,9 @@ LAYERS = {"one": 1, "L4": 4}
 CHUNKS = {"C2": 2, "C4": 4}
 RESERVED = {"R16": 16, "R32": 32}
 NON_PERSISTENT = {"NPW": ("dw2", "dw1"), "NPW1": ("dw1",)}  # model -> sites
+MLP_KW = {"NPW": {"grad_overlap": False}, "NPW1": {"grad_overlap": False},
+          "OV0": {"grad_overlap": False}, "K2": {"grad_chunks": 2},
+          "K8": {"grad_chunks": 8}}  # model -> cutecall.quack.mlp.mlp's keywords
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 
@@ -99,13 +105,14 @@ def attention_fn(impl: str, stub: bool):
 
 def case(impl: str, model: str = "one", stub: bool = False, sizes: dict | None = None):
     """steps.Case for `impl` and `model` (stubbed for the CPU)."""
-    if model in NON_PERSISTENT:
+    if model in MLP_KW:
         if impl != "mlp_quack" or stub:
-            model = "one"  # the stub's XLA dot has no persistence
+            model = "one"  # the stub's XLA dot has neither persistence nor blocks
         else:
             c = steps.case(impl, sizes)
-            tiles = steps.pinned_tiles(non_persistent=NON_PERSISTENT[model])
-            return steps.Case(impl, c.sizes, c.problem, steps.mlp_loss(impl, tiles))
+            tiles = steps.pinned_tiles(non_persistent=NON_PERSISTENT.get(model, ()))
+            return steps.Case(impl, c.sizes, c.problem,
+                              steps.mlp_loss(impl, tiles, **MLP_KW[model]))
     if model in RESERVED:
         if impl != "mlp_quack":
             raise ValueError(f"model {model!r} is for mlp_quack, not {impl}")

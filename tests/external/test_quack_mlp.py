@@ -194,6 +194,63 @@ def test_linear_act_is_the_activation_gemm_alone_and_refuses_grad():
         jax.eval_shape(jax.grad(lambda x, w: f(x, w).astype(jnp.float32).sum()), x, w)
 
 
+def test_inside_shard_map_weight_gradients_run_in_flat_blocks_reduced_apart():
+    """Data parallel (2 CPU devices, lowered for cuda): inside ``shard_map``
+    each weight gradient is 4 one-CTA-per-tile GEMMs, an all-reduce each
+    (mlp_overlap); ``grad_overlap=False`` keeps one persistent GEMM and one
+    all-reduce per weight; ``grad_chunks=2`` halves."""
+    from shared import run_on_cpu_devices
+    results = run_on_cpu_devices("""
+        import collections, os, re
+        os.environ.setdefault("QUACK_ARCH", "sm_90")
+        import jax, jax.numpy as jnp, numpy as np
+        from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+        from cutecall.quack import mlp as quack_mlp
+        mesh = Mesh(np.array(jax.devices()), ("b",))
+        tile = quack_mlp.Tile(128, 192, 2, 1, pingpong=True)
+        def sds(shape, spec):
+            return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
+        args = (sds((1024, 512), P()), sds((512, 1024), P()), sds((512, 512), P("b")))
+        for name, kw in (("auto", {}), ("off", {"grad_overlap": False}),
+                         ("two", {"grad_chunks": 2})):
+            def loss(w1, w2, x):
+                out = quack_mlp.mlp(x, w1, w2, "silu", tile=tile, **kw)
+                return out.astype(jnp.float32).sum()
+            step = jax.shard_map(jax.grad(loss, argnums=(0, 1)), mesh=mesh,
+                                 in_specs=(P(), P(), P("b")), out_specs=(P(), P()))
+            text = jax.jit(step).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
+            names = collections.Counter(re.findall(r'kernel = "quack_mlp_(wgrad_[a-z0-9_]+)"', text))
+            results[name] = [dict(names), text.count("stablehlo.all_reduce"),
+                             [list(g.shape) for g in jax.eval_shape(step, *args)]]
+    """, n=2)
+    # (Blocks of one shape share one lowered function: a kernel's name is
+    # in the text once per gradient, dW1's and dW2's.)
+    shapes = [[1024, 512], [512, 1024]]
+    flat = "wgrad_128x192_c2x1_coop_np_bfloat16"
+    assert results == {
+        "auto": [{flat: 2}, 8, shapes],
+        "off": [{"wgrad_128x192_c2x1_pp_bfloat16": 2}, 2, shapes],
+        "two": [{flat: 2}, 4, shapes]}, results
+
+
+def test_grad_overlap_arguments_are_checked_and_chunks_fit_the_widths():
+    from cutecall.quack import mlp_overlap
+    x = S((64, 512), BF16)
+    assert mlp_overlap.resolve(None, None, x, 512, 512) == (False, 1)  # not in shard_map
+    assert mlp_overlap.resolve(True, None, x, 512, 512) == (True, 4)
+    assert mlp_overlap.resolve(True, None, x, 48, 512) == (True, 2)   # 48 / 4 = 12: not 8-aligned
+    assert mlp_overlap.resolve(True, None, x, 40, 512) == (True, 1)
+    assert mlp_overlap.flat_candidates((TILE, quack_mlp.Tile(128, 192, 2, 1))) == \
+        (quack_mlp.Tile(128, 192, 2, 1, persistent=False),)
+    for kw, match in (({"grad_overlap": "yes"}, "grad_overlap must be None, True or False"),
+                      ({"grad_chunks": 0}, "grad_chunks must be None or an int >= 1, got 0"),
+                      ({"grad_overlap": True, "grad_chunks": 3},
+                       "grad_chunks = 3 must split d = 512 and d_out = 512")):
+        with pytest.raises(ValueError, match=match):
+            jax.eval_shape(lambda *a: quack_mlp.mlp(*a, tile=TILE, **kw), x,
+                           S((1024, 512), BF16), S((512, 1024), BF16))
+
+
 @pytest.mark.parametrize("args, kw, match", [
     ((S((64, 512), BF16), S((1024, 512), BF16), S((512, 1024), BF16)),
      {"activation": "swish"}, r"activation must be one of \('gelu_tanh_approx'"),

@@ -36,6 +36,11 @@ a GEMM of hundreds of microseconds gains nothing from graph capture, and in
 a 2-GPU data-parallel step the captured GEMMs cost ~460 µs a step
 (``cutecall.quack.gemm.GRAPHS`` has the numbers).
 
+Data parallel: inside ``shard_map`` with the weights replicated, the weight-
+gradient GEMMs run one CTA per tile, each in 4 column blocks whose gradient
+all-reduces start apart (``grad_overlap``, :mod:`~cutecall.quack.mlp_overlap`):
+the all-reduce of one block runs beside the next block's GEMM. Same bits.
+
 The backward keeps QuACK's residuals, (x, w1, w2, preact): the dact GEMM
 recomputes postact in its epilogue instead of keeping it. Without ``grad``
 fc1 stores postact only (QuACK's ``store_preact=False``).
@@ -46,10 +51,10 @@ Tiles: each site's GEMM is tuned on its first call per shape by
 shapes while ``jit`` traces. Winners persist in cutecall's artifact store: a
 later process tunes and compiles nothing. ``CUTECALL_AUTOTUNE_CONFIG=i`` forces
 candidate i everywhere, ``CUTECALL_AUTOTUNE=0`` the first. Two differences from
-QuACK's torch MLP: every GEMM runs the static persistent scheduler (QuACK's
-backward asks for the dynamic one, whose semaphore is a raw pointer; the tile
-arithmetic and so the bits are the same), and swapped-operand configs are not
-in the space. Requires ``quack-kernels`` and the CuTe DSL; runs on Hopper.
+QuACK's torch MLP: every GEMM but the data-parallel weight gradients runs
+the static persistent scheduler (QuACK's backward asks for the dynamic one,
+whose semaphore is a raw pointer; the tile arithmetic and so the bits are
+the same), and swapped-operand configs are not in the space. Requires ``quack-kernels`` and the CuTe DSL; runs on Hopper.
 """
 
 from __future__ import annotations
@@ -60,6 +65,7 @@ import math
 from collections.abc import Mapping
 
 from cutecall.quack import mlp_kernels as qmk
+from cutecall.quack import mlp_overlap
 from cutecall.quack.gemm import SM90_TILES, Tile
 
 __all__ = ["mlp", "linear_act", "chosen_tiles", "tuning_results", "warmup", "xla_mlp",
@@ -85,7 +91,8 @@ def jax_activation(name: str):
 
 
 def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
-        candidates: tuple = SM90_TILES):
+        candidates: tuple = SM90_TILES, grad_overlap: bool | None = None,
+        grad_chunks: int | None = None):
     """``act(x @ w1.T) @ w2.T`` on QuACK's GEMMs, differentiable in x, w1, w2.
 
     Args:
@@ -98,6 +105,13 @@ def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
         :class:`Tile`: that tile for every GEMM; a dict site -> Tile
         (:data:`SITES`): those sites pinned, the others tuned.
       candidates: the tiles tuned over (default QuACK's sm90 space).
+      grad_overlap: whether the weight-gradient GEMMs make room for the
+        gradients' all-reduce (:mod:`~cutecall.quack.mlp_overlap`): each
+        runs one CTA per tile, in `grad_chunks` blocks whose all-reduces
+        start apart. None (default): on inside ``shard_map`` (x varies over
+        manual mesh axes), off elsewhere.
+      grad_chunks: blocks per weight gradient with overlap on (None: 4, or
+        fewer where d or d_out do not split into multiples of 8).
 
     Returns:
       (..., d_out) in x's dtype. Gradients come from QuACK's dact GEMM and
@@ -108,9 +122,10 @@ def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
     if m == 0:
         import jax.numpy as jnp
         return jnp.zeros(lead + (d_out,), x.dtype)
+    overlap, k = mlp_overlap.resolve(grad_overlap, grad_chunks, x, d, d_out)
     pinned = tuple(sorted(tile.items())) if isinstance(tile, Mapping) else tile
-    f = _differentiable(str(x.dtype), activation, pinned, tuple(candidates))
-    return f(x.reshape(m, d), w1, w2).reshape(lead + (d_out,))
+    f = _differentiable(str(x.dtype), activation, pinned, tuple(candidates), overlap, k)
+    return f(x.reshape(m, d), *mlp_overlap.split(w1, w2, k)).reshape(lead + (d_out,))
 
 
 def linear_act(x, w, activation: str = "gelu_tanh_approx", *, tile=None,
@@ -162,27 +177,32 @@ def _check(x, w1, w2, activation, tile, candidates):
 
 
 @functools.lru_cache(maxsize=None)
-def _differentiable(dtype: str, activation: str, pinned, candidates: tuple):
+def _differentiable(dtype: str, activation: str, pinned, candidates: tuple,
+                    overlap: bool = False, chunks: int = 1):
     import cutecall
     tiles = dict(pinned) if isinstance(pinned, tuple) else {s: pinned for s in SITES}
+    whole = mlp_overlap.whole
 
     def gemm(site: str, under_grad: bool = True):
         kernel = SITES[site][0 if under_grad else 1]
-        return _site(kernel, tiles.get(site), dtype, activation, candidates)
+        tile, space = tiles.get(site), candidates
+        if overlap and site in mlp_overlap.WGRAD_SITES:
+            tile, space = mlp_overlap.flat_tile(tile), mlp_overlap.flat_candidates(space)
+        return _site(kernel, tile, dtype, activation, space)
 
-    def primal(x, w1, w2):
-        return gemm("fc2")(gemm("fc1", under_grad=False)(x, w1), w2)
+    def primal(x, w1, w2):  # w1, w2: weights, or tuples of blocks (mlp_overlap.split)
+        return gemm("fc2")(gemm("fc1", under_grad=False)(x, whole(w1, 1)), whole(w2, 0))
 
     def fwd(x, w1, w2):
-        preact, postact = gemm("fc1")(x, w1)
-        return gemm("fc2")(postact, w2), (x, w1, w2, preact)
+        preact, postact = gemm("fc1")(x, whole(w1, 1))
+        return gemm("fc2")(postact, whole(w2, 0)), (x, w1, w2, preact)
 
     def bwd(res, dout):  # quack.mlp: DActLinearFunc then LinearActFunc backward
         x, w1, w2, preact = res
-        dpreact, postact = gemm("dact")(dout, w2, preact)
-        dw2 = gemm("dw2")(dout, postact)
-        dx = gemm("dx")(dpreact, w1)
-        dw1 = gemm("dw1")(dpreact, x)
+        dpreact, postact = gemm("dact")(dout, whole(w2, 0), preact)
+        dw2 = mlp_overlap.blocks(gemm("dw2"), dout, postact, chunks, sliced="a")
+        dx = gemm("dx")(dpreact, whole(w1, 1))
+        dw1 = mlp_overlap.blocks(gemm("dw1"), dpreact, x, chunks, sliced="b")
         return dx, dw1, dw2
 
     return cutecall.differentiable(primal).defvjp(fwd, bwd)
@@ -266,17 +286,22 @@ def _lower_candidate(kernel, tile, dtype, activation, operands):
 
 
 def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-           candidates: tuple = SM90_TILES, workers: int = 8):
+           candidates: tuple = SM90_TILES, workers: int = 8, grad_overlap: bool = False):
     """Compiles every candidate of every GEMM :func:`mlp` runs (forward,
     inference and backward) in `workers` processes into the artifact store,
-    so tuning loads them instead of compiling one after another. Returns
-    ``cutecall.warmup``'s report."""
+    so tuning loads them instead of compiling one after another; with
+    `grad_overlap`, the weight-gradient GEMMs' one-CTA-per-tile twins too
+    (what ``mlp`` runs inside ``shard_map``). Returns ``cutecall.warmup``'s
+    report."""
     import cutecall
     dtype, tasks, seen = str(x.dtype), [], set()
-    for runs in _site_operands(x, w1, w2).values():
+    for site, runs in _site_operands(x, w1, w2).items():
         for kernel, operands in runs:
             act = None if kernel in qmk.PLAIN else activation
-            for t in candidates:
+            space = tuple(candidates)
+            if grad_overlap and site in mlp_overlap.WGRAD_SITES:
+                space += mlp_overlap.flat_candidates(space)
+            for t in space:
                 if (kernel, t) not in seen:
                     seen.add((kernel, t))
                     tasks.append(functools.partial(_lower_candidate, kernel, t, dtype,
