@@ -204,12 +204,12 @@ def clocks() -> list[dict]:
     """Whether the loop's extra over the trace (command buffers are off
     while profiling) is command buffers: QuACK's MLP with flat weight-
     gradient GEMMs (NPW) plain and with command buffers off, the default
-    step (+dp) with them off, and XLA's dot MLP with them off."""
+    step (gradient overlap) with them off, and XLA's dot MLP with them off."""
     def cboff(child):
         return dict(child, xla_flags=variants.XLA_ENV["cboff"])
     return [_model_child("NPW-mlp_quack", "mlp_quack", ("NPW",), "default", 75),
             cboff(_model_child("cboffNPW-mlp_quack", "mlp_quack", ("NPW",), "cboff", 75)),
-            cboff(_model_child("cboffdp-mlp_quack", "mlp_quack", ("one",), "cboff", 75)),
+            cboff(_model_child("cboff-mlp_quack", "mlp_quack", ("one",), "cboff", 75)),
             _xla_child("cboff-mlp_xla", "mlp_xla", ("cboff",), 75)]
 
 
