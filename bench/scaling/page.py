@@ -20,6 +20,7 @@ MODELS = {"_L4": ", 4 layers", "_C2": ", hidden in 2 chunks", "_C4": ", hidden i
           "_NPW": ", weight-gradient GEMMs non-persistent, no blocks",
           "_NPW1": ", dw1 non-persistent, no blocks",
           "_OV0": ", no gradient overlap", "_K2": ", gradient overlap in 2 blocks",
+          "_K4": ", gradient overlap in 4 blocks",
           "_K8": ", gradient overlap in 8 blocks",
           "_R16": ", weight-gradient GEMMs leave 16 SMs", "_R32": ", weight-gradient GEMMs leave 32 SMs"}
 SUFFIXES = {"+bf16grad": ", bf16 gradient pmean",

@@ -12,7 +12,7 @@ bench/scaling/steps.py's cases:
             "NPW1": only the last one (dw1), which dw2's all-reduce overlaps
             (both without blocks: grad_chunks 1); "OV0": the MLP without
             gradient overlap (grad_overlap=False: the step before it);
-            "K2", "K8": gradient overlap in 2 or 8 blocks (default 4);
+            "K2", "K4", "K8": gradient overlap in 2, 4 or 8 blocks (default 1);
             "R16", "R32" (QuACK's MLP): its weight-gradient GEMMs launch a
             persistent grid of 132 - 16 (32) SMs, leaving SMs to the NCCL
             kernel they may overlap (a static persistent CTA that finds no
@@ -79,7 +79,7 @@ RESERVED = {"R16": 16, "R32": 32}
 NON_PERSISTENT = {"NPW": ("dw2", "dw1"), "NPW1": ("dw1",)}  # model -> sites
 MLP_KW = {"NPW": {"grad_overlap": False}, "NPW1": {"grad_overlap": False},
           "OV0": {"grad_overlap": False}, "K2": {"grad_chunks": 2},
-          "K8": {"grad_chunks": 8}}  # model -> cutecall.quack.mlp.mlp's keywords
+          "K4": {"grad_chunks": 4}, "K8": {"grad_chunks": 8}}  # model -> cutecall.quack.mlp.mlp's keywords
 DTYPES = {"f32": "float32", "bf16": "bfloat16"}
 
 

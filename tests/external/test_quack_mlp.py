@@ -196,9 +196,9 @@ def test_linear_act_is_the_activation_gemm_alone_and_refuses_grad():
 
 def test_inside_shard_map_weight_gradients_run_in_flat_blocks_reduced_apart():
     """Data parallel (2 CPU devices, lowered for cuda): inside ``shard_map``
-    each weight gradient is 4 one-CTA-per-tile GEMMs, an all-reduce each
-    (mlp_overlap); ``grad_overlap=False`` keeps one persistent GEMM and one
-    all-reduce per weight; ``grad_chunks=2`` halves."""
+    each weight gradient is one one-CTA-per-tile GEMM and one all-reduce
+    (mlp_overlap); ``grad_chunks=4`` makes it 4 GEMMs, an all-reduce each;
+    ``grad_overlap=False`` keeps QuACK's persistent (here pingpong) GEMM."""
     from shared import run_on_cpu_devices
     results = run_on_cpu_devices("""
         import collections, os, re
@@ -212,7 +212,7 @@ def test_inside_shard_map_weight_gradients_run_in_flat_blocks_reduced_apart():
             return jax.ShapeDtypeStruct(shape, jnp.bfloat16, sharding=NamedSharding(mesh, spec))
         args = (sds((1024, 512), P()), sds((512, 1024), P()), sds((512, 512), P("b")))
         for name, kw in (("auto", {}), ("off", {"grad_overlap": False}),
-                         ("two", {"grad_chunks": 2})):
+                         ("four", {"grad_chunks": 4})):
             def loss(w1, w2, x):
                 out = quack_mlp.mlp(x, w1, w2, "silu", tile=tile, **kw)
                 return out.astype(jnp.float32).sum()
@@ -228,24 +228,25 @@ def test_inside_shard_map_weight_gradients_run_in_flat_blocks_reduced_apart():
     shapes = [[1024, 512], [512, 1024]]
     flat = "wgrad_128x192_c2x1_coop_np_bfloat16"
     assert results == {
-        "auto": [{flat: 2}, 8, shapes],
+        "auto": [{flat: 2}, 2, shapes],
         "off": [{"wgrad_128x192_c2x1_pp_bfloat16": 2}, 2, shapes],
-        "two": [{flat: 2}, 4, shapes]}, results
+        "four": [{flat: 2}, 8, shapes]}, results
 
 
 def test_grad_overlap_arguments_are_checked_and_chunks_fit_the_widths():
     from cutecall.quack import mlp_overlap
     x = S((64, 512), BF16)
     assert mlp_overlap.resolve(None, None, x, 512, 512) == (False, 1)  # not in shard_map
-    assert mlp_overlap.resolve(True, None, x, 512, 512) == (True, 4)
-    assert mlp_overlap.resolve(True, None, x, 48, 512) == (True, 2)   # 48 / 4 = 12: not 8-aligned
-    assert mlp_overlap.resolve(True, None, x, 40, 512) == (True, 1)
+    assert mlp_overlap.resolve(True, None, x, 512, 512) == (True, 1)
+    assert mlp_overlap.resolve(True, 4, x, 512, 256) == (True, 4)
+    assert mlp_overlap.resolve(False, 4, x, 512, 256) == (False, 1)
     assert mlp_overlap.flat_candidates((TILE, quack_mlp.Tile(128, 192, 2, 1))) == \
         (quack_mlp.Tile(128, 192, 2, 1, persistent=False),)
     for kw, match in (({"grad_overlap": "yes"}, "grad_overlap must be None, True or False"),
                       ({"grad_chunks": 0}, "grad_chunks must be None or an int >= 1, got 0"),
                       ({"grad_overlap": True, "grad_chunks": 3},
-                       "grad_chunks = 3 must split d = 512 and d_out = 512")):
+                       "grad_chunks = 3 must split d = 512 and d_out = 512"),
+                      ({"grad_chunks": 128}, "grad_chunks = 128 must split d = 512")):
         with pytest.raises(ValueError, match=match):
             jax.eval_shape(lambda *a: quack_mlp.mlp(*a, tile=TILE, **kw), x,
                            S((1024, 512), BF16), S((512, 1024), BF16))

@@ -37,9 +37,9 @@ a 2-GPU data-parallel step the captured GEMMs cost ~460 µs a step
 (``cutecall.quack.gemm.GRAPHS`` has the numbers).
 
 Data parallel: inside ``shard_map`` with the weights replicated, the weight-
-gradient GEMMs run one CTA per tile, each in 4 column blocks whose gradient
-all-reduces start apart (``grad_overlap``, :mod:`~cutecall.quack.mlp_overlap`):
-the all-reduce of one block runs beside the next block's GEMM. Same bits.
+gradient GEMMs run one CTA per tile, so dW2's gradient all-reduce runs beside
+dW1's GEMM; ``grad_chunks=k`` splits each into k blocks whose all-reduces
+start apart (``grad_overlap``, :mod:`~cutecall.quack.mlp_overlap`). Same bits.
 
 The backward keeps QuACK's residuals, (x, w1, w2, preact): the dact GEMM
 recomputes postact in its epilogue instead of keeping it. Without ``grad``
@@ -106,12 +106,12 @@ def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
         (:data:`SITES`): those sites pinned, the others tuned.
       candidates: the tiles tuned over (default QuACK's sm90 space).
       grad_overlap: whether the weight-gradient GEMMs make room for the
-        gradients' all-reduce (:mod:`~cutecall.quack.mlp_overlap`): each
-        runs one CTA per tile, in `grad_chunks` blocks whose all-reduces
-        start apart. None (default): on inside ``shard_map`` (x varies over
-        manual mesh axes), off elsewhere.
-      grad_chunks: blocks per weight gradient with overlap on (None: 4, or
-        fewer where d or d_out do not split into multiples of 8).
+        gradients' all-reduce (:mod:`~cutecall.quack.mlp_overlap`): they run
+        one CTA per tile, in `grad_chunks` blocks whose all-reduces start
+        apart. None (default): on inside ``shard_map`` (x varies over manual
+        mesh axes), off elsewhere.
+      grad_chunks: blocks per weight gradient with overlap on (None: 1); d
+        and d_out must split into blocks of a multiple of 8.
 
     Returns:
       (..., d_out) in x's dtype. Gradients come from QuACK's dact GEMM and

@@ -1,27 +1,31 @@
 """How :func:`cutecall.quack.mlp.mlp`'s weight gradients meet a data-parallel
-gradient all-reduce: the weight-gradient GEMMs overlap the all-reduce of
-what they computed before.
+gradient all-reduce: the weight-gradient GEMMs make room for the
+all-reduce of what was computed before them.
 
 Under ``shard_map`` with the weights replicated, JAX sums each weight's
 gradient over the mesh axes (an all-reduce per weight, XLA's NCCL kernel on
-its own stream). A one-layer MLP step computes dW2 and dW1 last, so the
-all-reduce of whichever comes last has nothing to run beside: on 4 x H200
-(tokens 32768, d 4096, hidden 11008, bfloat16) that is ~500 µs of a ~6 ms
-step. With *gradient overlap* on:
+its own stream). A one-layer MLP step computes dW2 and dW1 last: dW2's
+all-reduce can only run beside dW1's GEMM, and dW1's runs after it. With
+*gradient overlap* on (``grad_overlap``, the default inside ``shard_map``):
 
-- each weight-gradient GEMM (sites ``dw1`` and ``dw2``) runs in
-  `grad_chunks` column blocks of the gradient -- dW1 split along d, dW2
-  along d_out -- each block a weight leaf of its own, so JAX all-reduces
-  each block apart and XLA starts a block's all-reduce while the next
-  block's GEMM computes (DDP's gradient buckets, inside one GEMM);
-- those GEMMs run one CTA per tile (``Tile(persistent=False)``): QuACK's
-  persistent GEMMs hold every SM until their last tile, so NCCL's kernel
-  could not start beside them.
+- the weight-gradient GEMMs (sites ``dw1`` and ``dw2``) run one CTA per
+  tile (``Tile(persistent=False)``): QuACK's persistent GEMMs hold every SM
+  until their last tile, so NCCL's kernel could not start beside them (on
+  4 x H200 its start waited ~820 µs, to the GEMM's tail);
+- with ``grad_chunks=k`` > 1 (opt-in), each of those GEMMs runs in `k`
+  column blocks of the gradient -- dW1 split along d, dW2 along d_out --
+  each block a weight leaf of its own, so JAX all-reduces each block apart
+  and XLA starts a block's all-reduce while the next block's GEMM computes
+  (DDP's gradient buckets, inside one GEMM). Blocks cost GEMM efficiency
+  (a block is fewer waves of tiles) and NCCL's SMs during the GEMMs; on the
+  benchmark's step they paid off at 4 GPUs only with per-tensor all-reduces
+  and the latency-hiding scheduler, and cost 3% at 2 GPUs
+  (``bench/results/scaling.md``), hence opt-in.
 
 The bits are the same: a block's GEMM sums the same K in the same order.
 The weights are split only where the gradient meets them (XLA folds the
 slices back into the whole weight for the other GEMMs); the blocks'
-gradients are concatenated where the optimizer reads them (fused).
+gradients are concatenated where the optimizer reads them.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from __future__ import annotations
 import dataclasses
 
 WGRAD_SITES = ("dw1", "dw2")
-AUTO_CHUNKS = 4  # blocks per weight gradient when the caller does not say
+AUTO_CHUNKS = 1  # blocks per weight gradient when the caller does not say
 SPLIT_AXIS = {"w1": 1, "w2": 0}  # dW1 = dpreact.T @ x: along d; dW2 = dout.T @ postact: along d_out
 
 
@@ -44,8 +48,8 @@ def under_shard_map(x) -> bool:
 def resolve(grad_overlap, grad_chunks, x, d: int, d_out: int) -> tuple[bool, int]:
     """(overlap on, blocks per weight gradient) for :func:`mlp`'s arguments,
     or a ValueError naming the argument. ``grad_overlap=None``: on inside
-    ``shard_map``; ``grad_chunks=None``: :data:`AUTO_CHUNKS`, or fewer where
-    d or d_out do not split into blocks of whole 8-element (16-byte) rows."""
+    ``shard_map``; ``grad_chunks=None``: :data:`AUTO_CHUNKS`. Blocks split d
+    and d_out into whole 8-element (16-byte) rows."""
     name = "cutecall.quack.mlp"
     if grad_overlap not in (None, True, False):
         raise ValueError(f"{name}: grad_overlap must be None, True or False, "
@@ -54,19 +58,12 @@ def resolve(grad_overlap, grad_chunks, x, d: int, d_out: int) -> tuple[bool, int
                                     or not isinstance(grad_chunks, int) or grad_chunks < 1):
         raise ValueError(f"{name}: grad_chunks must be None or an int >= 1, "
                          f"got {grad_chunks!r}")
+    k = AUTO_CHUNKS if grad_chunks is None else grad_chunks
+    if not all(n % k == 0 and (n // k) % 8 == 0 for n in (d, d_out)):
+        raise ValueError(f"{name}: grad_chunks = {k} must split d = {d} and "
+                         f"d_out = {d_out} into blocks of a multiple of 8 columns")
     on = under_shard_map(x) if grad_overlap is None else grad_overlap
-    if not on:
-        return False, 1
-    if grad_chunks is not None:
-        if not _splits(grad_chunks, d, d_out):
-            raise ValueError(f"{name}: grad_chunks = {grad_chunks} must split d = {d} and "
-                             f"d_out = {d_out} into blocks of a multiple of 8 columns")
-        return True, grad_chunks
-    return True, next(k for k in (AUTO_CHUNKS, 2, 1) if _splits(k, d, d_out))
-
-
-def _splits(k: int, d: int, d_out: int) -> bool:
-    return all(n % k == 0 and (n // k) % 8 == 0 for n in (d, d_out))
+    return (True, k) if on else (False, 1)
 
 
 def split(w1, w2, k: int):
