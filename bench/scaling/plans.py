@@ -188,10 +188,13 @@ def persistence() -> list[dict]:
 
 
 def overlap() -> list[dict]:
-    """QuACK's MLP with gradient overlap (cutecall.quack.mlp_overlap: the
-    default inside shard_map, 4 blocks), beside the step without it (OV0),
-    2 and 8 blocks, +dp, and XLA's dot MLP; then both attention steps."""
+    """QuACK's MLP with gradient overlap (cutecall.quack.mlp_overlap; the
+    default inside shard_map: one CTA per tile, one block -- run S ran this
+    plan when the default was 4 blocks, now K4), beside the step without it
+    (OV0), 2, 4 and 8 blocks, +dp, and XLA's dot MLP; then both attention
+    steps."""
     return [_table("mlp_quack"),
+            _model_child("K4-mlp_quack", "mlp_quack", ("K4",), "default", 75),
             _model_child("OV0-mlp_quack", "mlp_quack", ("OV0",), "default", 75),
             _model_child("K2-mlp_quack", "mlp_quack", ("K2",), "default", 75),
             _xla_child("dp-mlp_quack", "mlp_quack", ("dp",), 75),

@@ -54,12 +54,12 @@ candidate i everywhere, ``CUTECALL_AUTOTUNE=0`` the first. Two differences from
 QuACK's torch MLP: every GEMM but the data-parallel weight gradients runs
 the static persistent scheduler (QuACK's backward asks for the dynamic one,
 whose semaphore is a raw pointer; the tile arithmetic and so the bits are
-the same), and swapped-operand configs are not in the space. Requires ``quack-kernels`` and the CuTe DSL; runs on Hopper.
+the same), and swapped-operand configs are not in the space. Requires
+``quack-kernels`` and the CuTe DSL; runs on Hopper.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -67,6 +67,8 @@ from collections.abc import Mapping
 from cutecall.quack import mlp_kernels as qmk
 from cutecall.quack import mlp_overlap
 from cutecall.quack.gemm import SM90_TILES, Tile
+from cutecall.quack.mlp_tuning import (  # noqa: F401  (public here; _tuner for tests)
+    _tuner, build, chosen_tiles, tuner, tuning_results, warmup)
 
 __all__ = ["mlp", "linear_act", "chosen_tiles", "tuning_results", "warmup", "xla_mlp",
            "jax_activation", "tuner", "build", "ACTIVATIONS", "SITES", "SM90_TILES", "Tile"]
@@ -119,10 +121,10 @@ def mlp(x, w1, w2, activation: str = "gelu_tanh_approx", *, tile=None,
     """
     m, d = _check(x, w1, w2, activation, tile, candidates)
     lead, d_out = x.shape[:-1], w2.shape[0]
+    overlap, k = mlp_overlap.resolve(grad_overlap, grad_chunks, x, d, d_out)
     if m == 0:
         import jax.numpy as jnp
         return jnp.zeros(lead + (d_out,), x.dtype)
-    overlap, k = mlp_overlap.resolve(grad_overlap, grad_chunks, x, d, d_out)
     pinned = tuple(sorted(tile.items())) if isinstance(tile, Mapping) else tile
     f = _differentiable(str(x.dtype), activation, pinned, tuple(candidates), overlap, k)
     return f(x.reshape(m, d), *mlp_overlap.split(w1, w2, k)).reshape(lead + (d_out,))
@@ -212,101 +214,6 @@ def _site(kernel: str, tile, dtype: str, activation: str, candidates: tuple):
     if tile is not None:
         return qmk.call(kernel, tile, dtype, activation)
     return tuner(kernel, dtype, activation, candidates)
-
-
-def tuner(kernel: str, dtype: str, activation: str | None, candidates: tuple = SM90_TILES):
-    """The ``cutecall.autotune`` of one GEMM kernel (``mlp_kernels.GEMMS``)
-    over `candidates`, keyed by its operands' shapes and dtypes: one per
-    kernel, shared by the sites that run it (dw1 and dw2 decide apart, by
-    shape). ``tuner(...).report(*operands)`` tells what it decided."""
-    return _tuner(kernel, dtype, None if kernel in qmk.PLAIN else activation,
-                  tuple(candidates))
-
-
-@functools.lru_cache(maxsize=None)
-def _tuner(kernel, dtype, activation, candidates):
-    import cutecall
-    return cutecall.autotune(
-        functools.partial(build, kernel=kernel, dtype=dtype, activation=activation),
-        configs=[dataclasses.asdict(t) for t in candidates], key=_shapes,
-        name=f"quack_mlp_{kernel}_{dtype}" + (f"_{activation}" if activation else ""))
-
-
-def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
-          persistent: bool = True, *, kernel: str, dtype: str, activation: str | None):
-    """``autotune``'s build: the call of `kernel` for one configuration."""
-    return qmk.call(kernel, Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent),
-                    dtype, activation)
-
-
-def _shapes(*arrays):
-    return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
-
-
-def _site_operands(x, w1, w2) -> dict:
-    """site -> (kernel, operand ShapeDtypeStructs) for :func:`mlp`'s
-    arguments, both fc1 kernels included."""
-    import jax
-    m, dt = math.prod(x.shape[:-1]), x.dtype
-    s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
-    (hidden, d), d_out = w1.shape, w2.shape[0]
-    X, W1, W2, P, O = s(m, d), s(hidden, d), s(d_out, hidden), s(m, hidden), s(m, d_out)
-    return {"fc1": [("act", (X, W1)), ("act_infer", (X, W1))], "fc2": [("fc2", (P, W2))],
-            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (O, P))],
-            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, X))]}
-
-
-def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-                   candidates: tuple = SM90_TILES) -> dict:
-    """site -> ``cutecall.TuningResult`` of :func:`mlp`'s tuners at these
-    shapes (arrays or ShapeDtypeStructs): the winner's index in
-    `candidates`, the times, and where the decision came from ("tuned",
-    "store", "forced", "off"). Sites not decided yet are left out."""
-    results = {}
-    for site, runs in _site_operands(x, w1, w2).items():
-        for kernel, operands in runs:
-            result = tuner(kernel, str(x.dtype), activation, candidates).report(*operands)
-            if result is not None and site not in results:
-                results[site] = result
-    return results
-
-
-def chosen_tiles(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-                 candidates: tuple = SM90_TILES) -> dict:
-    """site -> the Tile the tuner picked for :func:`mlp` at these shapes;
-    sites not tuned yet (or pinned) are left out."""
-    return {site: candidates[r.winner] for site, r in
-            tuning_results(x, w1, w2, activation, candidates=candidates).items()}
-
-
-def _lower_candidate(kernel, tile, dtype, activation, operands):
-    import jax
-    jax.jit(qmk.call(kernel, tile, dtype, activation)).trace(*operands).lower(
-        lowering_platforms=("cuda",))
-
-
-def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-           candidates: tuple = SM90_TILES, workers: int = 8, grad_overlap: bool = False):
-    """Compiles every candidate of every GEMM :func:`mlp` runs (forward,
-    inference and backward) in `workers` processes into the artifact store,
-    so tuning loads them instead of compiling one after another; with
-    `grad_overlap`, the weight-gradient GEMMs' one-CTA-per-tile twins too
-    (what ``mlp`` runs inside ``shard_map``). Returns ``cutecall.warmup``'s
-    report."""
-    import cutecall
-    dtype, tasks, seen = str(x.dtype), [], set()
-    for site, runs in _site_operands(x, w1, w2).items():
-        for kernel, operands in runs:
-            act = None if kernel in qmk.PLAIN else activation
-            space = tuple(candidates)
-            if grad_overlap and site in mlp_overlap.WGRAD_SITES:
-                space += mlp_overlap.flat_candidates(space)
-            for t in space:
-                if (kernel, t) not in seen:
-                    seen.add((kernel, t))
-                    tasks.append(functools.partial(_lower_candidate, kernel, t, dtype,
-                                                   act, operands))
-    return cutecall.warmup(tasks, workers=workers)
 
 
 def xla_mlp(x, w1, w2, activation: str = "gelu_tanh_approx"):

@@ -34,7 +34,6 @@ import dataclasses
 
 WGRAD_SITES = ("dw1", "dw2")
 AUTO_CHUNKS = 1  # blocks per weight gradient when the caller does not say
-SPLIT_AXIS = {"w1": 1, "w2": 0}  # dW1 = dpreact.T @ x: along d; dW2 = dout.T @ postact: along d_out
 
 
 def under_shard_map(x) -> bool:
@@ -67,7 +66,10 @@ def resolve(grad_overlap, grad_chunks, x, d: int, d_out: int) -> tuple[bool, int
 
 
 def split(w1, w2, k: int):
-    """(w1, w2) as tuples of `k` blocks along :data:`SPLIT_AXIS` (k > 1)."""
+    """(w1, w2) as tuples of `k` blocks -- w1 (hidden, d) along d (axis 1),
+    w2 (d_out, hidden) along d_out (axis 0), as dW1 = dpreact.T @ x and
+    dW2 = dout.T @ postact split by columns of x and dout -- or themselves
+    if k == 1."""
     import jax.numpy as jnp
     if k == 1:
         return w1, w2

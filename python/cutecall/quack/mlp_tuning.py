@@ -1,0 +1,114 @@
+"""Tuning and warm-up for :mod:`cutecall.quack.mlp`'s GEMMs: one
+``cutecall.autotune`` per GEMM kernel (``mlp_kernels.GEMMS``) over QuACK's
+sm90 tiles, keyed by its operands' shapes; what each site decided; and a
+parallel warm-up compile of every candidate. ``cutecall.quack.mlp`` re-exports
+these names (``mlp.tuner``, ``mlp.warmup``...).
+
+    from cutecall.quack import mlp as quack_mlp
+    quack_mlp.warmup(x, w1, w2, "silu", workers=8)   # compile every candidate
+    quack_mlp.chosen_tiles(x, w1, w2, "silu")        # after a traced call
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+from cutecall.quack import mlp_kernels as qmk
+from cutecall.quack import mlp_overlap
+from cutecall.quack.gemm import SM90_TILES, Tile
+
+def tuner(kernel: str, dtype: str, activation: str | None, candidates: tuple = SM90_TILES):
+    """The ``cutecall.autotune`` of one GEMM kernel (``mlp_kernels.GEMMS``)
+    over `candidates`, keyed by its operands' shapes and dtypes: one per
+    kernel, shared by the sites that run it (dw1 and dw2 decide apart, by
+    shape). ``tuner(...).report(*operands)`` tells what it decided."""
+    return _tuner(kernel, dtype, None if kernel in qmk.PLAIN else activation,
+                  tuple(candidates))
+
+
+@functools.lru_cache(maxsize=None)
+def _tuner(kernel, dtype, activation, candidates):
+    import cutecall
+    return cutecall.autotune(
+        functools.partial(build, kernel=kernel, dtype=dtype, activation=activation),
+        configs=[dataclasses.asdict(t) for t in candidates], key=_shapes,
+        name=f"quack_mlp_{kernel}_{dtype}" + (f"_{activation}" if activation else ""))
+
+
+def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
+          persistent: bool = True, *, kernel: str, dtype: str, activation: str | None):
+    """``autotune``'s build: the call of `kernel` for one configuration."""
+    return qmk.call(kernel, Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent),
+                    dtype, activation)
+
+
+def _shapes(*arrays):
+    return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
+
+
+def _site_operands(x, w1, w2) -> dict:
+    """site -> (kernel, operand ShapeDtypeStructs) for :func:`mlp`'s
+    arguments, both fc1 kernels included."""
+    import jax
+    m, dt = math.prod(x.shape[:-1]), x.dtype
+    s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
+    (hidden, d), d_out = w1.shape, w2.shape[0]
+    X, W1, W2, P, O = s(m, d), s(hidden, d), s(d_out, hidden), s(m, hidden), s(m, d_out)
+    return {"fc1": [("act", (X, W1)), ("act_infer", (X, W1))], "fc2": [("fc2", (P, W2))],
+            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (O, P))],
+            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, X))]}
+
+
+def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+                   candidates: tuple = SM90_TILES) -> dict:
+    """site -> ``cutecall.TuningResult`` of :func:`mlp`'s tuners at these
+    shapes (arrays or ShapeDtypeStructs): the winner's index in
+    `candidates`, the times, and where the decision came from ("tuned",
+    "store", "forced", "off"). Sites not decided yet are left out."""
+    results = {}
+    for site, runs in _site_operands(x, w1, w2).items():
+        for kernel, operands in runs:
+            result = tuner(kernel, str(x.dtype), activation, candidates).report(*operands)
+            if result is not None and site not in results:
+                results[site] = result
+    return results
+
+
+def chosen_tiles(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+                 candidates: tuple = SM90_TILES) -> dict:
+    """site -> the Tile the tuner picked for :func:`mlp` at these shapes;
+    sites not tuned yet (or pinned) are left out."""
+    return {site: candidates[r.winner] for site, r in
+            tuning_results(x, w1, w2, activation, candidates=candidates).items()}
+
+
+def _lower_candidate(kernel, tile, dtype, activation, operands):
+    import jax
+    jax.jit(qmk.call(kernel, tile, dtype, activation)).trace(*operands).lower(
+        lowering_platforms=("cuda",))
+
+
+def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
+           candidates: tuple = SM90_TILES, workers: int = 8, grad_overlap: bool = False):
+    """Compiles every candidate of every GEMM :func:`mlp` runs (forward,
+    inference and backward) in `workers` processes into the artifact store,
+    so tuning loads them instead of compiling one after another; with
+    `grad_overlap`, the weight-gradient GEMMs' one-CTA-per-tile twins too
+    (what ``mlp`` runs inside ``shard_map``). Returns ``cutecall.warmup``'s
+    report."""
+    import cutecall
+    dtype, tasks, seen = str(x.dtype), [], set()
+    for site, runs in _site_operands(x, w1, w2).items():
+        for kernel, operands in runs:
+            act = None if kernel in qmk.PLAIN else activation
+            space = tuple(candidates)
+            if grad_overlap and site in mlp_overlap.WGRAD_SITES:
+                space += mlp_overlap.flat_candidates(space)
+            for t in space:
+                if (kernel, t) not in seen:
+                    seen.add((kernel, t))
+                    tasks.append(functools.partial(_lower_candidate, kernel, t, dtype,
+                                                   act, operands))
+    return cutecall.warmup(tasks, workers=workers)
