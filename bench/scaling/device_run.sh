@@ -28,7 +28,9 @@
 #
 # Writes $OUT/scaling/: scaling.json, scaling.md, logs.tar.gz (the children's
 # logs, the 4-GPU traces and optimized HLO texts), device_run.log (+ pytest.log, profile.*,
-# overhead.json for those phases). CUDA_VISIBLE_DEVICES defaults to 0,1,2,3.
+# overhead.json for those phases), smi.csv and smi.json (clocks, power and the
+# power cap every 50 ms: bench/scaling/smi_summary.py). CUDA_VISIBLE_DEVICES
+# defaults to 0,1,2,3.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 CAP="${CAP:-420}"
@@ -57,6 +59,12 @@ if [ ${#SMOKE[@]} -eq 0 ]; then
   . "$SITE/env.sh"
   export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1,2,3}"
   { nvidia-smi -L; nvidia-smi topo -m; } >>"$LOG" 2>&1
+  # Clocks, power and the power cap every 50 ms while the phases run
+  # (bench/scaling/smi_summary.py reads them at the end).
+  nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv -lms 50 >"$DIR/smi.csv" 2>/dev/null &
+  SMI_PID=$!
+  trap 'kill "$SMI_PID" 2>/dev/null' EXIT TERM INT  # the cap's timeout included
 fi
 export PYTHONUNBUFFERED=1
 PY="${PYTHON:-python3}"
@@ -94,5 +102,10 @@ for phase in "${phases[@]}"; do
   esac
   say "$phase: exit $rc"
 done
+if [ -n "${SMI_PID:-}" ]; then
+  kill "$SMI_PID" 2>/dev/null
+  say "clocks and power (busy samples, $DIR/smi.csv):"
+  "$PY" bench/scaling/smi_summary.py "$DIR/smi.csv" --json "$DIR/smi.json" 2>&1 | tee -a "$LOG"
+fi
 [ -f "$DIR/scaling.md" ] && sed -n '/^## The table/,/^## What the profile/p' "$DIR/scaling.md"
 say "done; files in $DIR: $(cd "$DIR" && echo *)"
