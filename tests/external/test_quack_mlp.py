@@ -252,6 +252,19 @@ def test_grad_overlap_arguments_are_checked_and_chunks_fit_the_widths():
                            S((1024, 512), BF16), S((512, 1024), BF16))
 
 
+def test_warmup_with_grad_overlap_adds_the_flat_weight_gradient_kernels(monkeypatch):
+    """``warmup(grad_overlap=True)`` also compiles what ``mlp`` runs inside
+    ``shard_map``: the weight-gradient GEMM's one-CTA-per-tile twins."""
+    seen = []
+    monkeypatch.setattr(cutecall, "warmup", lambda tasks, workers: seen.append(
+        [(t.args[0], t.args[1]) for t in tasks]) or len(tasks))
+    x, w1, w2 = operands()
+    plain = quack_mlp.warmup(x, w1, w2, "silu", candidates=(TILE,))
+    flat = quack_mlp.warmup(x, w1, w2, "silu", candidates=(TILE,), grad_overlap=True)
+    twin = ("wgrad", quack_mlp.Tile(128, 192, 2, 1, persistent=False))
+    assert flat == plain + 1 and twin in seen[1] and twin not in seen[0]
+
+
 @pytest.mark.parametrize("args, kw, match", [
     ((S((64, 512), BF16), S((1024, 512), BF16), S((512, 1024), BF16)),
      {"activation": "swish"}, r"activation must be one of \('gelu_tanh_approx'"),
