@@ -22,6 +22,17 @@ all-reduce can only run beside dW1's GEMM, and dW1's runs after it. With
   and the latency-hiding scheduler, and cost 3% at 2 GPUs
   (``bench/results/scaling.md``), hence opt-in.
 
+    import jax, jax.numpy as jnp
+    from jax.sharding import PartitionSpec as P
+    from cutecall.quack import mlp as quack_mlp
+
+    mesh = jax.make_mesh((jax.device_count(),), ("b",))
+    def loss(w1, w2, x):  # x: this device's tokens; w1, w2 replicated
+        out = quack_mlp.mlp(x, w1, w2, "silu", grad_chunks=4)  # 4 blocks: opt-in
+        return jax.lax.pmean(out.astype(jnp.float32).mean(), "b")
+    grads = jax.jit(jax.shard_map(jax.grad(loss, argnums=(0, 1)), mesh=mesh,
+                                  in_specs=(P(), P(), P("b")), out_specs=(P(), P())))
+
 The bits are the same: a block's GEMM sums the same K in the same order.
 The weights are split only where the gradient meets them (XLA folds the
 slices back into the whole weight for the other GEMMs); the blocks'
