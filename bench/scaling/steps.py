@@ -99,13 +99,12 @@ def pinned_tiles(non_persistent=()):
     `non_persistent` (of "dw2", "dw1": the weight-gradient GEMMs) run one
     CTA per tile."""
     from cutecall.quack.gemm import Tile
+    from cutecall.quack.mlp_overlap import flat_tile
     pp = dict(pingpong=True)
     tiles = {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
              "dact": Tile(128, 192, 2, 1, **pp), "dw2": Tile(128, 256, 2, 1),
              "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
-    for site in non_persistent:
-        tiles[site] = Tile(128, 256, 2, 1, persistent=False)
-    return tiles
+    return {site: flat_tile(t) if site in non_persistent else t for site, t in tiles.items()}
 
 
 def mlp_fn(impl, tiles=None, **kw):

@@ -19,6 +19,7 @@ from cutecall.quack import mlp_kernels as qmk
 from cutecall.quack import mlp_overlap
 from cutecall.quack.gemm import SM90_TILES, Tile
 
+
 def tuner(kernel: str, dtype: str, activation: str | None, candidates: tuple = SM90_TILES):
     """The ``cutecall.autotune`` of one GEMM kernel (``mlp_kernels.GEMMS``)
     over `candidates`, keyed by its operands' shapes and dtypes: one per
