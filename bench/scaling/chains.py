@@ -115,7 +115,7 @@ def loop_us(step, args, *, steps: int = 20, trials: int = 3, options: dict | Non
 
 def measure(step, args, *, k1: int = 2, k2: int = 8, warm: int = 3, trials: int = 3,
             repeat: int = 3, options: dict | None = None, executes=None,
-            feed: bool = True, loop: bool = True) -> dict:
+            feed: bool = True, loop: bool = True, loop_steps: int = 20) -> dict:
     """{"cold_us", "alt_us", "warm_us" (steady, best of trials), "warm_all",
     "compile_s"} of `step` on `args`, and with `executes` (a function
     returning cutecall's execute count) "executes_per_step_{first,cold,alt,
@@ -149,7 +149,8 @@ def measure(step, args, *, k1: int = 2, k2: int = 8, warm: int = 3, trials: int 
                    executes_per_step_alt=(e[4] - e[3]) / (steps * trials),
                    executes_per_step_warm=(e[5] - e[4]) / (steps * (repeat + 1) * trials))
     if loop:
-        out.update(loop_us(step, args, trials=trials, options=options, executes=executes))
+        out.update(loop_us(step, args, steps=loop_steps, trials=trials, options=options,
+                           executes=executes))
     return out
 
 

@@ -10,7 +10,8 @@
 #
 # SUITE_PLAN (table, flags) and SUITE_ONLY (comma-separated child names) pass
 # to suite.py's --plan and --only (bench/scaling/plans.py; `python3
-# bench/scaling/suite.py --plan flags --dry-run` lists them).
+# bench/scaling/suite.py --plan flags --dry-run` lists them); SUITE_ARGS adds
+# more of suite.py's options (e.g. "--equal-work --trials 5").
 #
 # Phases, in the order named:
 #   suite     bench/scaling/suite.py: the table (FA4 through cutecall, the same
@@ -78,6 +79,8 @@ for phase in "${phases[@]}"; do
       budget="${SUITE_BUDGET:-$(( $(left) - 20 ))}"
       sel=(--plan "${SUITE_PLAN:-table}")
       [ -z "${SUITE_ONLY:-}" ] || sel+=(--only "$SUITE_ONLY")
+      # shellcheck disable=SC2206
+      [ -z "${SUITE_ARGS:-}" ] || sel+=($SUITE_ARGS)  # e.g. "--equal-work --trials 5"
       "$PY" bench/scaling/suite.py --out "$DIR" --budget "$budget" --max-gpus "${SUITE_MAX_GPUS:-4}" "${sel[@]}" "${SMOKE[@]}" \
         2>&1 | tee -a "$LOG" | grep -E '^(==|   |plan)'
       rc=${PIPESTATUS[0]} ;;

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
 
-def rank_main(impl: str, world: int, sizes: dict | None) -> int:
+def rank_main(impl: str, world: int, sizes: dict | None, loop_steps: int = 20) -> int:
     import jax
     import numpy as np
     from jax.sharding import NamedSharding, PartitionSpec as P
@@ -49,7 +50,7 @@ def rank_main(impl: str, world: int, sizes: dict | None) -> int:
                                             lambda i: a[i])
     w, x, y = c.problem(jax.random.key(0))
     args = (jax.tree.map(lambda a: put(a, P()), w), put(x, P("b")), put(y, P("b")))
-    m = chains.measure(steps.sharded(c, mesh), args, feed=False,
+    m = chains.measure(steps.sharded(c, mesh), args, feed=False, loop_steps=loop_steps,
                        executes=chains.cutecall_executes
                        if impl in ("fa4_cutecall", "mlp_quack") else None)
     if rank == 0:
@@ -64,11 +65,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def launch(impl: str, world: int, timeout: float, sizes: str | None) -> dict:
+def launch(impl: str, world: int, timeout: float, sizes: str | None,
+           loop_steps: int = 20) -> dict:
     port = free_port()
     procs = [subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), "--rank-of", impl, "--procs", str(world)]
-        + (["--sizes", sizes] if sizes else []),
+        [sys.executable, os.path.abspath(__file__), "--rank-of", impl, "--procs", str(world),
+         "--loop-steps", str(loop_steps)] + (["--sizes", sizes] if sizes else []),
         env=dict(os.environ, RANK=str(r), COORDINATOR=f"127.0.0.1:{port}"),
         stdout=subprocess.PIPE if r == 0 else subprocess.DEVNULL, text=True)
         for r in range(world)]
@@ -94,20 +96,24 @@ def main() -> int:
     ap.add_argument("--procs", default="4", help="process counts")
     ap.add_argument("--timeout", type=float, default=150, help="seconds per launch")
     ap.add_argument("--sizes", help="JSON overriding the impl's sizes (smoke tests)")
+    ap.add_argument("--equal-work", action="store_true",
+                    help="20 steps times the process count per trial, not 20 (suite.py --equal-work)")
+    ap.add_argument("--loop-steps", type=int, default=20, help=argparse.SUPPRESS)
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.rank_of:
         return rank_main(args.rank_of, int(args.procs),
-                         json.loads(args.sizes) if args.sizes else None)
+                         json.loads(args.sizes) if args.sizes else None, args.loop_steps)
     if not args.json:
         ap.error("--json is required")
     import page
     result = json.load(open(args.json))
-    one = {r["impl"]: r["us_per_step"] for r in result["rows"]
+    one = {r["impl"]: r for r in result["rows"]
            if r["gpus"] == 1 and "us_per_step" in r}
     for world in (int(p) for p in args.procs.split(",")):
         for impl in args.impls.split(","):
-            m = launch(impl, world, args.timeout, args.sizes)
+            m = launch(impl, world, args.timeout, args.sizes,
+                       20 * world if args.equal_work else 20)
             row = {"impl": impl, "gpus": world, "processes": world}
             if "error" in m:
                 row["error"] = m["error"]
@@ -117,8 +123,13 @@ def main() -> int:
                            chain_alt_us_per_step=m["alt_us"],
                            chain_steady_us_per_step=m["warm_us"],
                            **{k: v for k, v in m.items() if k.startswith("executes")})
+                row["us_per_step_median"] = statistics.median(m["loop_all"])
                 if impl in one:
-                    row.update(speedup=one[impl] / m["loop_us"], target=0.95 * world)
+                    row.update(speedup=one[impl]["us_per_step"] / m["loop_us"],
+                               target=0.95 * world)
+                if "us_per_step_median" in one.get(impl, {}):
+                    row["speedup_median"] = (one[impl]["us_per_step_median"]
+                                             / row["us_per_step_median"])
             print(json.dumps(row), flush=True)
             result["rows"].append(row)
     with open(args.json, "w") as f:

@@ -20,6 +20,8 @@ processes run, in priority order, each with its configurations in order.
   product the table at XLA's defaults, then every step +dp (sharded_step's options)
   persistence QuACK's MLP with non-persistent weight-gradient GEMMs (NPW, NPW1: dw1 only)
   overlap QuACK's MLP with gradient overlap (the default in shard_map) and without
+  clocks  QuACK's MLP with command buffers on and off, the clocks logged
+  sustained product, then QuACK's MLP in 4 gradient blocks +dp (with --equal-work)
 
 A configuration: {model, grads, xla, gpus, trace, keep_trace, dump_hlo,
 est_s}; a child: {name, impl, configs, max_s (optional), xla_flags (optional:
@@ -216,9 +218,17 @@ def clocks() -> list[dict]:
             _xla_child("cboff-mlp_xla", "mlp_xla", ("cboff",), 75)]
 
 
+def sustained() -> list[dict]:
+    """The product plan, then QuACK's MLP in 4 gradient blocks +dp; run with
+    ``suite.py --equal-work --trials 5`` (SUITE_ARGS): every GPU count's
+    trials run as long, under the same power cap."""
+    return product() + [_model_child("K4dp-mlp_quack", "mlp_quack", ("K4",), "dp", 75)]
+
+
 PLANS = {"table": table, "flags": flags, "mlpcb": mlpcb, "mlpcc": mlpcc, "final": final,
          "chunks": chunks, "reserve": reserve, "product": product,
-         "persistence": persistence, "overlap": overlap, "clocks": clocks}
+         "persistence": persistence, "overlap": overlap, "clocks": clocks,
+         "sustained": sustained}
 
 
 def plan(name: str = "table", max_gpus: int = 4) -> list[dict]:

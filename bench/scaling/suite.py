@@ -90,6 +90,7 @@ def run_child(child: dict, args, deadline: float, work: str, warm_pid=None) -> d
                 stub=args.cpu_smoke, sizes=SMOKE_SIZES if args.cpu_smoke else
                 {"mlp": {"tokens": args.mlp_tokens}},
                 steps=args.steps, trials=args.trials, trace_steps=args.trace_steps,
+                equal_work=args.equal_work,
                 warm_pid=warm_pid)
     spec_path = os.path.join(work, f"spec-{child['name']}.json")
     with open(spec_path, "w") as f:
@@ -145,13 +146,18 @@ def collect(child: dict, work: str) -> tuple[list, list, dict]:
 
 
 def add_speedups(rows) -> None:
-    one = {(r["impl"], r.get("processes", 1)): r["us_per_step"] for r in rows
-           if r["gpus"] == 1 and "us_per_step" in r}
+    """speedup (best trials) and, where rows carry it, speedup_median (the
+    median trials): the 1-GPU row's time over the row's; target 0.95·N."""
+    one = {r["impl"]: r for r in rows
+           if r["gpus"] == 1 and r.get("processes", 1) == 1 and "us_per_step" in r}
     for r in rows:
-        base = one.get((r["impl"], 1))
+        base = one.get(r["impl"])
         if "us_per_step" in r and base:
-            r["speedup"] = round(base / r["us_per_step"], 3)
+            r["speedup"] = round(base["us_per_step"] / r["us_per_step"], 3)
             r["target"] = round(0.95 * r["gpus"], 2)
+            if "us_per_step_median" in r and "us_per_step_median" in base:
+                r["speedup_median"] = round(
+                    base["us_per_step_median"] / r["us_per_step_median"], 3)
 
 
 def environment(args) -> dict:
@@ -171,6 +177,9 @@ def main() -> int:
     ap.add_argument("--only", help="comma-separated child names (see --dry-run)")
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--trials", type=int, default=3)
+    ap.add_argument("--equal-work", action="store_true",
+                    help="--steps times the GPU count per trial: the same global batches, "
+                         "so the same time under the power cap, at every GPU count")
     ap.add_argument("--trace-steps", type=int, default=5)
     ap.add_argument("--mlp-tokens", type=int, default=32768,
                     help="the MLP step's global batch of tokens (d 4096, hidden 11008)")

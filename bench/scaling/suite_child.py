@@ -21,6 +21,7 @@ import gc
 import json
 import os
 import shutil
+import statistics
 import sys
 import time
 import traceback
@@ -89,9 +90,12 @@ def measure(spec: dict, cfg: dict, devices, cases: dict) -> dict:
     executes = (chains.cutecall_executes if impl in CUTECALL_IMPLS and not spec["stub"]
                 else None)
     warm = _alive(spec.get("warm_pid"))
-    m = chains.loop_us(step, args, steps=spec["steps"], trials=spec["trials"],
-                       executes=executes, run=run)
-    out.update(us_per_step=m["loop_us"], trials_us=m["loop_all"])
+    # --equal-work: as many steps per trial as GPUs times --steps, so every
+    # GPU count runs its trials for the same time under the same power cap
+    n = spec["steps"] * (len(devices) if spec.get("equal_work") else 1)
+    m = chains.loop_us(step, args, steps=n, trials=spec["trials"], executes=executes, run=run)
+    out.update(us_per_step=m["loop_us"], trials_us=m["loop_all"], steps_per_trial=n,
+               us_per_step_median=statistics.median(m["loop_all"]))
     if warm or _alive(spec.get("warm_pid")):
         out["warm_running"] = True  # the QuACK compile ran beside the timing (niced)
     if "executes_per_step_loop" in m:
