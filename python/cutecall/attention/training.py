@@ -27,9 +27,9 @@ __all__ = ["problem", "loss", "step", "sharded_step", "place", "DATA_PARALLEL_OP
 # XLA's DotMerger off (it merges the q/k/v projections into one dot on a
 # concatenate and slices after: copies that do not shrink with the batch).
 # Long-standing DebugOptions fields, accepted by every jaxlib cutecall
-# supports. On 4 x H200 (bench/results/scaling.md, one run) the step
-# scales 3.83x with them against 3.68x without (XLA's cuDNN attention in the
-# same step: 3.78x and 3.70x).
+# supports. On 4 x H200 (bench/results/scaling.md) they take the 4-GPU step
+# from 2783 to 2742 us (run V: 3.53x against 3.52x; 3.83x against 3.68x
+# in run N's shorter trials), as they do XLA's cuDNN step (3.56x, 3.45x).
 DATA_PARALLEL_OPTIONS = {"xla_gpu_dot_merger_threshold_mb": 0,
                          "xla_gpu_all_reduce_combine_threshold_bytes": 1,
                          "xla_gpu_enable_latency_hiding_scheduler": True}

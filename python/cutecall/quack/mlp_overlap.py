@@ -18,8 +18,8 @@ all-reduce can only run beside dW1's GEMM, and dW1's runs after it. With
   and XLA starts a block's all-reduce while the next block's GEMM computes
   (DDP's gradient buckets, inside one GEMM). Blocks cost GEMM efficiency
   (a block is fewer waves of tiles) and NCCL's SMs during the GEMMs; on the
-  benchmark's step they paid off at 4 GPUs only with per-tensor all-reduces
-  and the latency-hiding scheduler, and cost 3% at 2 GPUs
+  benchmark's step they gained at most 0.05x at 4 GPUs, with per-tensor
+  all-reduces and the latency-hiding scheduler, and cost 3% at 2 GPUs
   (``bench/results/scaling.md``), hence opt-in.
 
     import jax, jax.numpy as jnp
