@@ -170,6 +170,35 @@ def test_sites_tune_by_timing_and_a_new_tuner_takes_the_stored_winners(
         x, w1, w2, "silu", candidates=candidates).values()} == {"store"}
 
 
+def test_overlapped_weight_gradients_tune_flat_blocks_and_report_them(
+        forget_tuning, monkeypatch):
+    """With ``grad_overlap`` (as inside ``shard_map``) the weight-gradient
+    sites tune over the one-CTA-per-tile twins at the blocks' shapes, and
+    ``tuning_results``/``chosen_tiles`` report them when told how the call
+    ran (a fake timer: candidates[1] and its twin are the fastest)."""
+    from cutecall.quack import mlp_overlap
+    from cutecall.services import autotune
+    candidates = quack_mlp.SM90_TILES[:3]
+    flat = mlp_overlap.flat_candidates(candidates)
+    fast = candidates[1]
+    tag = f"_{fast.tile_m}x{fast.tile_n}_c{fast.cluster_m}x{fast.cluster_n}_"
+    monkeypatch.setattr(autotune, "default_timer", lambda args: (
+        lambda fn, a, warmup, rep: 1.0 if tag in fn.__name__ else 2.0))
+    x, w1, w2 = operands((700,), 256, 512)
+    kw = dict(candidates=candidates, grad_overlap=True, grad_chunks=2)
+    names = kernels(value_and_grads(**kw), x, w1, w2)
+    assert names[f"quack_mlp_wgrad{tag}coop_np_bfloat16"] == 2  # dW1's and dW2's blocks
+    results = quack_mlp.tuning_results(x, w1, w2, "silu", **kw)
+    assert {s: (r.winner, r.source) for s, r in results.items()} == dict.fromkeys(
+        quack_mlp.SITES, (1, "tuned"))
+    chosen = quack_mlp.chosen_tiles(x, w1, w2, "silu", **kw)
+    assert chosen["dw1"] == chosen["dw2"] == flat[1] and not flat[1].persistent
+    assert chosen["dx"] == fast
+    # Asked as a call without overlap ran, the weight gradients are not decided.
+    assert set(quack_mlp.chosen_tiles(x, w1, w2, "silu", candidates=candidates)) == {
+        "fc1", "fc2", "dact", "dx"}
+
+
 @pytest.mark.parametrize("gemm", qmk.GEMMS)
 def test_each_gemm_passes_quacks_argument_structure(gemm):
     """What each call hands the kernel object (A, B, D, C, QuACK's

@@ -40,6 +40,9 @@ Data parallel: inside ``shard_map`` with the weights replicated, the weight-
 gradient GEMMs run one CTA per tile, so dW2's gradient all-reduce runs beside
 dW1's GEMM; ``grad_chunks=k`` splits each into k blocks whose all-reduces
 start apart (``grad_overlap``, :mod:`~cutecall.quack.mlp_overlap`). Same bits.
+Their tiles are tuned over the one-CTA-per-tile twins of `candidates`;
+``chosen_tiles(x, w1, w2, act, grad_overlap=True, grad_chunks=k)`` (x the
+tokens of one device) reports them.
 
 The backward keeps QuACK's residuals, (x, w1, w2, preact): the dact GEMM
 recomputes postact in its epilogue instead of keeping it. Without ``grad``

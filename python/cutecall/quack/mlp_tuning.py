@@ -49,40 +49,58 @@ def _shapes(*arrays):
     return tuple((tuple(a.shape), str(a.dtype)) for a in arrays)
 
 
-def _site_operands(x, w1, w2) -> dict:
+def _site_operands(x, w1, w2, chunks: int = 1) -> dict:
     """site -> (kernel, operand ShapeDtypeStructs) for :func:`mlp`'s
-    arguments, both fc1 kernels included."""
+    arguments, both fc1 kernels included; the weight gradients' as one of
+    `chunks` blocks (``mlp_overlap.blocks``: dW2 by columns of dout, dW1 by
+    columns of x)."""
     import jax
     m, dt = math.prod(x.shape[:-1]), x.dtype
     s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
     (hidden, d), d_out = w1.shape, w2.shape[0]
     X, W1, W2, P, O = s(m, d), s(hidden, d), s(d_out, hidden), s(m, hidden), s(m, d_out)
     return {"fc1": [("act", (X, W1)), ("act_infer", (X, W1))], "fc2": [("fc2", (P, W2))],
-            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (O, P))],
-            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, X))]}
+            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (s(m, d_out // chunks), P))],
+            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, s(m, d // chunks)))]}
+
+
+def _space(site: str, candidates: tuple, grad_overlap: bool) -> tuple:
+    """The tiles `site` is tuned over: its flat twins for a weight gradient
+    with overlap on, as :func:`mlp` tunes them."""
+    if grad_overlap and site in mlp_overlap.WGRAD_SITES:
+        return mlp_overlap.flat_candidates(candidates)
+    return tuple(candidates)
 
 
 def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-                   candidates: tuple = SM90_TILES) -> dict:
+                   candidates: tuple = SM90_TILES, grad_overlap: bool = False,
+                   grad_chunks: int = 1) -> dict:
     """site -> ``cutecall.TuningResult`` of :func:`mlp`'s tuners at these
-    shapes (arrays or ShapeDtypeStructs): the winner's index in
-    `candidates`, the times, and where the decision came from ("tuned",
-    "store", "forced", "off"). Sites not decided yet are left out."""
+    shapes (arrays or ShapeDtypeStructs; x the tokens one device sees): the
+    winner's index in the site's space, the times, and where the decision
+    came from ("tuned", "store", "forced", "off"). `grad_overlap` and
+    `grad_chunks` as the call ran (inside ``shard_map`` overlap is on by
+    default: pass True there). Sites not decided yet are left out."""
     results = {}
-    for site, runs in _site_operands(x, w1, w2).items():
+    for site, runs in _site_operands(x, w1, w2, grad_chunks).items():
+        space = _space(site, candidates, grad_overlap)
         for kernel, operands in runs:
-            result = tuner(kernel, str(x.dtype), activation, candidates).report(*operands)
+            result = tuner(kernel, str(x.dtype), activation, space).report(*operands)
             if result is not None and site not in results:
                 results[site] = result
     return results
 
 
 def chosen_tiles(x, w1, w2, activation: str = "gelu_tanh_approx", *,
-                 candidates: tuple = SM90_TILES) -> dict:
-    """site -> the Tile the tuner picked for :func:`mlp` at these shapes;
-    sites not tuned yet (or pinned) are left out."""
-    return {site: candidates[r.winner] for site, r in
-            tuning_results(x, w1, w2, activation, candidates=candidates).items()}
+                 candidates: tuple = SM90_TILES, grad_overlap: bool = False,
+                 grad_chunks: int = 1) -> dict:
+    """site -> the Tile the tuner picked for :func:`mlp` at these shapes
+    (`grad_overlap`, `grad_chunks` as in :func:`tuning_results`); sites not
+    tuned yet (or pinned) are left out."""
+    results = tuning_results(x, w1, w2, activation, candidates=candidates,
+                             grad_overlap=grad_overlap, grad_chunks=grad_chunks)
+    return {site: _space(site, candidates, grad_overlap)[r.winner]
+            for site, r in results.items()}
 
 
 def _lower_candidate(kernel, tile, dtype, activation, operands):
@@ -106,7 +124,7 @@ def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
             act = None if kernel in qmk.PLAIN else activation
             space = tuple(candidates)
             if grad_overlap and site in mlp_overlap.WGRAD_SITES:
-                space += mlp_overlap.flat_candidates(space)
+                space += _space(site, candidates, True)
             for t in space:
                 if (kernel, t) not in seen:
                     seen.add((kernel, t))
