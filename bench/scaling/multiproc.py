@@ -97,7 +97,8 @@ def main() -> int:
     ap.add_argument("--timeout", type=float, default=150, help="seconds per launch")
     ap.add_argument("--sizes", help="JSON overriding the impl's sizes (smoke tests)")
     ap.add_argument("--equal-work", action="store_true",
-                    help="20 steps times the process count per trial, not 20 (suite.py --equal-work)")
+                    help="20 steps times the process count per trial, not 20 "
+                         "(suite.py --equal-work)")
     ap.add_argument("--loop-steps", type=int, default=20, help=argparse.SUPPRESS)
     ap.add_argument("--rank-of", help=argparse.SUPPRESS)
     args = ap.parse_args()
