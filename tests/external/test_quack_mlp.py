@@ -171,7 +171,7 @@ def test_sites_tune_by_timing_and_a_new_tuner_takes_the_stored_winners(
 
 
 def test_overlapped_weight_gradients_tune_flat_blocks_and_report_them(
-        forget_tuning, monkeypatch):
+        forget_tuning, fresh_key_space, monkeypatch):
     """With ``grad_overlap`` (as inside ``shard_map``) the weight-gradient
     sites tune over the one-CTA-per-tile twins at the blocks' shapes, and
     ``tuning_results``/``chosen_tiles`` report them when told how the call
