@@ -24,6 +24,7 @@ while XLA records a graph, or every step without command buffers).
 
 from __future__ import annotations
 
+import statistics
 import time
 
 
@@ -95,9 +96,10 @@ def donated_loop(step, args, options: dict | None = None):
 
 def loop_us(step, args, *, steps: int = 20, trials: int = 3, options: dict | None = None,
             executes=None, run=None) -> dict:
-    """{"loop_us", "loop_all", "executes_per_step_loop"}: a Python loop of
-    the jitted step with the weights donated, as a training loop runs (wall
-    time per step over `steps` steps after 3 warm ones, best of trials).
+    """{"loop_us", "loop_median_us", "loop_all", "executes_per_step_loop"}: a
+    Python loop of the jitted step with the weights donated, as a training
+    loop runs (wall time per step over `steps` steps after 3 warm ones, best
+    and median of trials).
     `run`: a :func:`donated_loop` to time instead of compiling one."""
     count = executes or (lambda: 0)
     run = run or donated_loop(step, args, options)
@@ -107,7 +109,7 @@ def loop_us(step, args, *, steps: int = 20, trials: int = 3, options: dict | Non
         t0 = time.perf_counter()
         run(steps)
         runs.append((time.perf_counter() - t0) / steps * 1e6)
-    out = {"loop_us": min(runs), "loop_all": runs}
+    out = {"loop_us": min(runs), "loop_median_us": statistics.median(runs), "loop_all": runs}
     if executes:
         out["executes_per_step_loop"] = (count() - e0) / (steps * trials)
     return out

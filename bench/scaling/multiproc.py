@@ -18,7 +18,6 @@ import argparse
 import json
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -108,9 +107,8 @@ def main() -> int:
     if not args.json:
         ap.error("--json is required")
     import page
+    import suite
     result = json.load(open(args.json))
-    one = {r["impl"]: r for r in result["rows"]
-           if r["gpus"] == 1 and "us_per_step" in r}
     for world in (int(p) for p in args.procs.split(",")):
         for impl in args.impls.split(","):
             m = launch(impl, world, args.timeout, args.sizes,
@@ -124,15 +122,10 @@ def main() -> int:
                            chain_alt_us_per_step=m["alt_us"],
                            chain_steady_us_per_step=m["warm_us"],
                            **{k: v for k, v in m.items() if k.startswith("executes")})
-                row["us_per_step_median"] = statistics.median(m["loop_all"])
-                if impl in one:
-                    row.update(speedup=one[impl]["us_per_step"] / m["loop_us"],
-                               target=0.95 * world)
-                if "us_per_step_median" in one.get(impl, {}):
-                    row["speedup_median"] = (one[impl]["us_per_step_median"]
-                                             / row["us_per_step_median"])
-            print(json.dumps(row), flush=True)
+                row["us_per_step_median"] = m["loop_median_us"]
             result["rows"].append(row)
+            suite.add_speedups(result["rows"])  # against the file's 1-GPU rows
+            print(json.dumps(row), flush=True)
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
     with open(os.path.join(os.path.dirname(os.path.abspath(args.json)), "scaling.md"), "w") as f:
