@@ -205,9 +205,9 @@ def _differentiable(dtype: str, activation: str, pinned, candidates: tuple,
     def bwd(res, dout):  # quack.mlp: DActLinearFunc then LinearActFunc backward
         x, w1, w2, preact = res
         dpreact, postact = gemm("dact")(dout, whole(w2, 0), preact)
-        dw2 = mlp_overlap.blocks(gemm("dw2"), dout, postact, chunks, sliced="a")
+        dw2 = mlp_overlap.blocks(gemm("dw2"), dout, postact, chunks, mlp_overlap.SLICED["dw2"])
         dx = gemm("dx")(dpreact, whole(w1, 1))
-        dw1 = mlp_overlap.blocks(gemm("dw1"), dpreact, x, chunks, sliced="b")
+        dw1 = mlp_overlap.blocks(gemm("dw1"), dpreact, x, chunks, mlp_overlap.SLICED["dw1"])
         return dx, dw1, dw2
 
     return cutecall.differentiable(primal).defvjp(fwd, bwd)

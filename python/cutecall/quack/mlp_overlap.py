@@ -44,6 +44,9 @@ from __future__ import annotations
 import dataclasses
 
 WGRAD_SITES = ("dw1", "dw2")
+# The operand of a weight gradient ``a.T @ b`` its blocks slice by columns:
+# dW2 = dout.T @ postact along d_out (a), dW1 = dpreact.T @ x along d (b).
+SLICED = {"dw2": "a", "dw1": "b"}
 AUTO_CHUNKS = 1  # blocks per weight gradient when the caller does not say
 
 
@@ -103,6 +106,15 @@ def blocks(gemm, a, b, k: int, sliced: str):
     if sliced == "a":
         return tuple(gemm(a[:, c], b) for c in cols)
     return tuple(gemm(a, b[:, c]) for c in cols)
+
+
+def one_block(a, b, k: int, sliced: str):
+    """(a, b) -- ShapeDtypeStructs of a weight gradient's operands -- as one
+    of :func:`blocks`' `k` blocks sees them."""
+    import jax
+    def cut(s):
+        return jax.ShapeDtypeStruct((s.shape[0], s.shape[1] // k), s.dtype)
+    return (cut(a), b) if sliced == "a" else (a, cut(b))
 
 
 def flat_tile(tile):

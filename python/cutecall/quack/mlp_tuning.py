@@ -52,16 +52,17 @@ def _shapes(*arrays):
 def _site_operands(x, w1, w2, chunks: int = 1) -> dict:
     """site -> (kernel, operand ShapeDtypeStructs) for :func:`mlp`'s
     arguments, both fc1 kernels included; the weight gradients' as one of
-    `chunks` blocks (``mlp_overlap.blocks``: dW2 by columns of dout, dW1 by
-    columns of x)."""
+    `chunks` blocks (``mlp_overlap.one_block``)."""
     import jax
     m, dt = math.prod(x.shape[:-1]), x.dtype
     s = lambda *shape: jax.ShapeDtypeStruct(shape, dt)  # noqa: E731
     (hidden, d), d_out = w1.shape, w2.shape[0]
     X, W1, W2, P, O = s(m, d), s(hidden, d), s(d_out, hidden), s(m, hidden), s(m, d_out)
     return {"fc1": [("act", (X, W1)), ("act_infer", (X, W1))], "fc2": [("fc2", (P, W2))],
-            "dact": [("dact", (O, W2, P))], "dw2": [("wgrad", (s(m, d_out // chunks), P))],
-            "dx": [("dgrad", (P, W1))], "dw1": [("wgrad", (P, s(m, d // chunks)))]}
+            "dact": [("dact", (O, W2, P))],
+            "dw2": [("wgrad", mlp_overlap.one_block(O, P, chunks, mlp_overlap.SLICED["dw2"]))],
+            "dx": [("dgrad", (P, W1))],
+            "dw1": [("wgrad", mlp_overlap.one_block(P, X, chunks, mlp_overlap.SLICED["dw1"]))]}
 
 
 def _space(site: str, candidates: tuple, grad_overlap: bool) -> tuple:
