@@ -190,9 +190,7 @@ def _differentiable(dtype: str, activation: str, pinned, candidates: tuple,
 
     def gemm(site: str, under_grad: bool = True):
         kernel = SITES[site][0 if under_grad else 1]
-        tile, space = tiles.get(site), candidates
-        if overlap and site in mlp_overlap.WGRAD_SITES:
-            tile, space = mlp_overlap.flat_tile(tile), mlp_overlap.flat_candidates(space)
+        tile, space = mlp_overlap.site_tiles(site, tiles.get(site), candidates, overlap)
         return _site(kernel, tile, dtype, activation, space)
 
     def primal(x, w1, w2):  # w1, w2: weights, or tuples of blocks (mlp_overlap.split)

@@ -128,3 +128,12 @@ def flat_tile(tile):
 def flat_candidates(candidates: tuple) -> tuple:
     """The one-CTA-per-tile twins of `candidates`, each once, in order."""
     return tuple(dict.fromkeys(flat_tile(t) for t in candidates))
+
+
+def site_tiles(site: str, tile, candidates: tuple, on: bool) -> tuple:
+    """(tile, candidates) as :func:`~cutecall.quack.mlp.mlp` runs `site`
+    with overlap `on`: a weight gradient's one CTA per tile, the others
+    as given."""
+    if on and site in WGRAD_SITES:
+        return flat_tile(tile), flat_candidates(candidates)
+    return tile, tuple(candidates)

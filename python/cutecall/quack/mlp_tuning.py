@@ -66,11 +66,8 @@ def _site_operands(x, w1, w2, chunks: int = 1) -> dict:
 
 
 def _space(site: str, candidates: tuple, grad_overlap: bool) -> tuple:
-    """The tiles `site` is tuned over: its flat twins for a weight gradient
-    with overlap on, as :func:`mlp` tunes them."""
-    if grad_overlap and site in mlp_overlap.WGRAD_SITES:
-        return mlp_overlap.flat_candidates(candidates)
-    return tuple(candidates)
+    """The tiles :func:`mlp` tunes `site` over."""
+    return mlp_overlap.site_tiles(site, None, candidates, grad_overlap)[1]
 
 
 def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
@@ -123,10 +120,8 @@ def warmup(x, w1, w2, activation: str = "gelu_tanh_approx", *,
     for site, runs in _site_operands(x, w1, w2).items():
         for kernel, operands in runs:
             act = None if kernel in qmk.PLAIN else activation
-            space = tuple(candidates)
-            if grad_overlap and site in mlp_overlap.WGRAD_SITES:
-                space += _space(site, candidates, True)
-            for t in space:
+            space = tuple(candidates) + _space(site, candidates, grad_overlap)
+            for t in space:  # (`seen` drops the repeats)
                 if (kernel, t) not in seen:
                     seen.add((kernel, t))
                     tasks.append(functools.partial(_lower_candidate, kernel, t, dtype,
