@@ -197,6 +197,8 @@ def test_overlapped_weight_gradients_tune_flat_blocks_and_report_them(
     # Asked as a call without overlap ran, the weight gradients are not decided.
     assert set(quack_mlp.chosen_tiles(x, w1, w2, "silu", candidates=candidates)) == {
         "fc1", "fc2", "dact", "dx"}
+    with pytest.raises(ValueError, match="grad_chunks = 3 must split d = 256"):
+        quack_mlp.tuning_results(x, w1, w2, "silu", grad_overlap=True, grad_chunks=3)
 
 
 @pytest.mark.parametrize("gemm", qmk.GEMMS)

@@ -79,6 +79,8 @@ def tuning_results(x, w1, w2, activation: str = "gelu_tanh_approx", *,
     came from ("tuned", "store", "forced", "off"). `grad_overlap` and
     `grad_chunks` as the call ran (inside ``shard_map`` overlap is on by
     default: pass True there). Sites not decided yet are left out."""
+    grad_overlap, grad_chunks = mlp_overlap.resolve(  # checked as mlp checks them
+        grad_overlap, grad_chunks, x, w1.shape[1], w2.shape[0])
     results = {}
     for site, runs in _site_operands(x, w1, w2, grad_chunks).items():
         space = _space(site, candidates, grad_overlap)
@@ -95,10 +97,10 @@ def chosen_tiles(x, w1, w2, activation: str = "gelu_tanh_approx", *,
     """site -> the Tile the tuner picked for :func:`mlp` at these shapes
     (`grad_overlap`, `grad_chunks` as in :func:`tuning_results`); sites not
     tuned yet (or pinned) are left out."""
+    on, k = mlp_overlap.resolve(grad_overlap, grad_chunks, x, w1.shape[1], w2.shape[0])
     results = tuning_results(x, w1, w2, activation, candidates=candidates,
-                             grad_overlap=grad_overlap, grad_chunks=grad_chunks)
-    return {site: _space(site, candidates, grad_overlap)[r.winner]
-            for site, r in results.items()}
+                             grad_overlap=on, grad_chunks=k)
+    return {site: _space(site, candidates, on)[r.winner] for site, r in results.items()}
 
 
 def _lower_candidate(kernel, tile, dtype, activation, operands):
