@@ -96,6 +96,22 @@ NB_MODULE(_core, m) {
   }, nb::arg("ordinal") = 0,
      "The arch cutecall compiles for on CUDA device `ordinal` (\"sm_90a\" on "
      "an H100), read from the driver; None without a driver or device.");
+  m.def("device_props", [](int ordinal) -> nb::object {
+    auto d = cutecall::Driver();
+    if (!d.ok()) return nb::none();
+    auto a = cutecall::ReadDeviceAttributes(*d.value(), ordinal);
+    if (!a.ok()) return nb::none();
+    nb::dict out;
+    out["sm_count"] = a.value().sm_count;
+    out["smem_per_block_optin"] = a.value().smem_per_block_optin;
+    out["smem_per_sm"] = a.value().smem_per_sm;
+    out["l2_bytes"] = a.value().l2_bytes;
+    out["capability"] = nb::make_tuple(a.value().major, a.value().minor);
+    return out;
+  }, nb::arg("ordinal") = 0,
+     "What kernels read of CUDA device `ordinal` (SM count, shared memory per "
+     "block opt-in and per SM, L2 bytes, compute capability), from the "
+     "driver; None without a driver or device.");
   m.def("driver_cuda_version", []() -> nb::object {
     auto d = cutecall::Driver();
     int version = 0;

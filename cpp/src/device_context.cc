@@ -4,6 +4,7 @@
 
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace cutecall {
@@ -83,6 +84,27 @@ ErrorOr<std::string> DeviceArch(const DriverTable& d, int ordinal) {
   }
   return "sm_" + std::to_string(major) + std::to_string(minor) +
          (major >= 9 ? "a" : "");
+}
+
+ErrorOr<DeviceAttributes> ReadDeviceAttributes(const DriverTable& d, int ordinal) {
+  // CUdevice_attribute codes (cuda.h): stable across CUDA releases.
+  constexpr int kSmCount = 16, kL2 = 38, kMajor = 75, kMinor = 76,
+                kSmemPerSm = 81, kSmemOptin = 97;
+  int device = 0;
+  if (int rc = d.device_get(&device, ordinal); rc != 0) {
+    return internal::DriverError("cuDeviceGet", rc, ordinal);
+  }
+  DeviceAttributes a;
+  const std::pair<int, int*> wanted[] = {
+      {kSmCount, &a.sm_count}, {kSmemOptin, &a.smem_per_block_optin},
+      {kSmemPerSm, &a.smem_per_sm}, {kL2, &a.l2_bytes},
+      {kMajor, &a.major}, {kMinor, &a.minor}};
+  for (const auto& [attribute, out] : wanted) {
+    if (int rc = d.device_get_attribute(out, attribute, device); rc != 0) {
+      return internal::DriverError("cuDeviceGetAttribute", rc, ordinal);
+    }
+  }
+  return a;
 }
 
 namespace internal {

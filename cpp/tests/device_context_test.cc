@@ -399,5 +399,38 @@ TEST(DeviceArchTest, NamesTheComputeCapabilityWithTheArchSuffixFrom9On) {
                       {"cuDeviceGet failed for device 3", "101"}));
 }
 
+// A B200's attributes (148 SMs, 227 KiB opt-in, 228 KiB per SM, 126 MiB L2).
+int FakeB200Attribute(int* value, int attribute, int device) {
+  if (device < 100) return 1;
+  switch (attribute) {
+    case 16: *value = 148; return 0;
+    case 38: *value = 126 << 20; return 0;
+    case 75: *value = 10; return 0;
+    case 76: *value = 0; return 0;
+    case 81: *value = 233472; return 0;
+    case 97: *value = 232448; return 0;
+    default: return 1;  // CUDA_ERROR_INVALID_VALUE: not read
+  }
+}
+
+TEST(DeviceAttributesTest, ReadsWhatKernelsReadWhileTraced) {
+  DriverTable t;
+  t.device_get = &FakeDeviceGet;
+  t.device_get_attribute = &FakeB200Attribute;
+  ErrorOr<DeviceAttributes> got = ReadDeviceAttributes(t, 0);
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ(got.value().sm_count, 148);
+  EXPECT_EQ(got.value().smem_per_block_optin, 232448);
+  EXPECT_EQ(got.value().smem_per_sm, 233472);
+  EXPECT_EQ(got.value().l2_bytes, 126 << 20);
+  EXPECT_EQ(got.value().major, 10);
+  EXPECT_EQ(got.value().minor, 0);
+  EXPECT_TRUE(IsError(ReadDeviceAttributes(t, 3).status(), Code::kInternal,
+                      {"cuDeviceGet failed for device 3"}));
+  t.device_get_attribute = &FakeAttribute;  // answers -1 for the SM count
+  capability[0] = 9;
+  EXPECT_TRUE(ReadDeviceAttributes(t, 0).ok());
+}
+
 }  // namespace
 }  // namespace cutecall

@@ -40,6 +40,9 @@ _NAMES = {
     "launch_blocking": "._driver.runtime",
     "set_launch_blocking": "._driver.runtime",
     "TensorSpec": "._driver.tensor_spec",
+    **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
+    "DeviceProps": "._driver.devices",
+    "DEVICES": "._driver.devices",
     **dict.fromkeys(
         ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",
          "differentiable", "Differentiable", "DifferentiationError",

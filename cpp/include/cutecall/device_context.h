@@ -47,6 +47,18 @@ Status OnDevice(const DriverTable& d, int device, Fn&& fn);
 // with an 'a' suffix from compute capability 9.0 on ("sm_90a" on an H100).
 ErrorOr<std::string> DeviceArch(const DriverTable& d, int ordinal);
 
+// What kernels read of a device while they are traced (the SM count a
+// persistent scheduler sizes its grid by, shared memory, L2), from the
+// driver's attributes. Python keys compiles by them (cutecall.Target).
+struct DeviceAttributes {
+  int sm_count = 0;             // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT
+  int smem_per_block_optin = 0; // ..._MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, bytes
+  int smem_per_sm = 0;          // ..._MAX_SHARED_MEMORY_PER_MULTIPROCESSOR
+  int l2_bytes = 0;             // ..._L2_CACHE_SIZE
+  int major = 0, minor = 0;     // compute capability
+};
+ErrorOr<DeviceAttributes> ReadDeviceAttributes(const DriverTable& d, int ordinal);
+
 // Replaces the driver for the lifetime of the guard (tests). Nests.
 class ScopedDriverOverride {
  public:

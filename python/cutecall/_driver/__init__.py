@@ -37,7 +37,9 @@ module                    job
 ``fallback``              the static fallback: the forms, the hint, ``climb``
 ``key``                   the specialization key (one schema)
 ``plan``                  the launch plan's integer encoding
-``target``                the arch and compile options
+``target``                the target: arch, device properties, compile options
+``devices``               the GPUs compiled for: SM count, shared memory, L2,
+                          clusters (a table with sources; the driver's answers)
 *compiling*
 ``compiled``              ``KernelSpec``, ``CompiledKernel``: what a compile is
 ``store``                 (a package) where kernels are kept: the process
@@ -45,6 +47,8 @@ module                    job
                           counters), this machine's disk (``store.local``) and
                           a store shared by a cluster; its own map inside
 ``compiler``              one ``cute.compile``, validated by the C++ core
+``hardware``              what a kernel reads of its GPU while built and
+                          traced, answered from the target (``HardwareInfo``)
 ``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
 ``written_params``        outputs found by what the kernel writes: the compile's
                           trace hook, the check, the front's retry

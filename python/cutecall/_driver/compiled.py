@@ -36,6 +36,7 @@ class KernelSpec:
     scalar_defaults: tuple = ()
     symbols: tuple = ()          # tied-dim symbol names, index order
     binding: str = ""            # how the call reached the launcher (errors)
+    target: Any = None           # target.Target: arch, device properties
 
     def __hash__(self):
         return hash(self.key)
@@ -61,6 +62,9 @@ class CompiledKernel:
     num_slots: int
     arch: str
     compile_seconds: float
+    # what the kernel read of its device while traced, ((what, value), ...):
+    # the target's answers (hardware.reads); a bundle checks them on load
+    device_reads: tuple = ()
     # the ``_core.KernelEntry`` the compile validated (its plan parsed);
     # a launch object's entry reuses it. Not pickled, not compared.
     entry: object = dataclasses.field(default=None, repr=False)

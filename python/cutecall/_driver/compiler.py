@@ -4,7 +4,9 @@
 ``cute.compile`` runs on cutecall's generated entry point (``wrapper``) for
 the target arch; the object is taken with ``dump_to_object`` and checked by
 the C++ core before anything keeps it: the plan parses
-(``_core.KernelEntry``) and the object defines the function. Callers hold
+(``_core.KernelEntry``) and the object defines the function. While it traces,
+the device answers from the target (``hardware.answering``), and what the
+kernel read is kept (``CompiledKernel.device_reads``). Callers hold
 ``store.memory.lock`` (the DSL is not thread-safe); ``store.memory``
 decides when to compile. A compile that runs past a couple of seconds says
 so on a terminal (``progress.compiling``).
@@ -15,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import dsl, flavour, progress, target, written_params
+from . import devices, dsl, flavour, hardware, progress, target, written_params
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger
@@ -38,9 +40,11 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
     from cutlass.base_dsl.enums import Arch
     target.check_arch(arch, Arch.__members__)
     prefix = "cc_" + spec.key[:16]
+    device = spec.target.device if spec.target is not None else devices.for_arch(arch)
     start = time.perf_counter()
     try:
-        with progress.compiling(name, arch), dsl.dsl_compile_settings(arch):
+        with progress.compiling(name, arch), dsl.dsl_compile_settings(arch), \
+                hardware.answering(device) as reads:
             hook = written_params.trace_hook(spec, name)  # what the trace writes
             compiled = cute.compile(_wrapper.cutecall_entry, cuda.CUstream(0),
                                     *_wrapper.example_slots(spec), spec=spec,
@@ -67,4 +71,4 @@ def compile_kernel(spec: KernelSpec, name: str, options: str,
         name=name, key=spec.key, module=module, sha256=sha256, function=prefix,
         plan=tuple(int(x) for x in plan), operand_names=names,
         symbol_names=symbols, num_slots=entry.num_slots, arch=arch,
-        compile_seconds=seconds, entry=entry)
+        compile_seconds=seconds, device_reads=tuple(sorted(reads.items())), entry=entry)

@@ -5,7 +5,8 @@ state, ``fingerprint``), every operand spec, the trees the arrays arrive in,
 how the call binds to the launcher's parameters (slots, runtime scalar
 types, keyword scalars), tied-dim symbols, constexprs, compile options, a
 user's compile key, the target arch, the plan version and the versions of
-cutecall and the DSL. It holds no dynamic extent: one compile serves every
+cutecall and the DSL, and what the target device answers a kernel while it
+is traced (``devices.DeviceProps.key``). It holds no dynamic extent: one compile serves every
 shape of a specialization. No framework, no CuTe DSL.
 """
 
@@ -33,11 +34,15 @@ def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str
                        slots: Sequence, scalar_types: Sequence[str],
                        keyword_scalars: Sequence, symbols: Sequence[str],
                        constexprs: Sequence, compile_options: str, compile_key: Any,
-                       arch: str, scalar_defaults: Sequence = ()) -> str:
+                       arch: str, scalar_defaults: Sequence = (),
+                       device: dict | None = None) -> str:
     """SHA-256 (hex) of the specialization's content. `launcher` is the
     launcher's fingerprint (taken once, when a front binds it: a kernel
     object's attributes may change while it is traced); `constexprs`
-    ``(name, value)`` pairs; `compile_key` a fingerprint or None."""
+    ``(name, value)`` pairs; `compile_key` a fingerprint or None; `device`
+    what the target device answers a kernel while traced
+    (``DeviceProps.key``: SM count, shared memory, L2, max active
+    clusters), so two SM counts are two keys."""
     doc = {
         "launcher": launcher,
         "operands": [op.key() for op in operands],
@@ -49,6 +54,7 @@ def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str
         "options": compile_options or "",
         "compile_key": compile_key,
         "arch": arch,
+        "device": device,
         "versions": versions(),
         "plan": PLAN_VERSION,
     }

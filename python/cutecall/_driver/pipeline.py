@@ -151,8 +151,8 @@ class Launcher:
 
     def specialize(self, operands: Sequence[OperandDesc], binding: Binding, *,
                    device_arch: str | None = None, output_tree: Node | None = None,
-                   num_args: int | None = None, num_rets: int | None = None
-                   ) -> Specialization:
+                   num_args: int | None = None, num_rets: int | None = None,
+                   device: int | None = None) -> Specialization:
         """Compiles (or finds) the kernel for one call: `operands` described
         by the front, the input array leaves first (``Binding.leaves``
         order), then the outputs the kernel writes, in the order
@@ -166,7 +166,8 @@ class Launcher:
 
         def build(extra) -> KernelSpec:
             return self.spec(operands, binding, device_arch=arch, output_tree=output_tree,
-                             num_args=num_args, num_rets=num_rets, extra=extra)
+                             num_args=num_args, num_rets=num_rets, extra=extra,
+                             device=device)
 
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
@@ -210,11 +211,12 @@ class Launcher:
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
              device_arch: str | None = None, output_tree: Node | None = None,
              num_args: int | None = None, num_rets: int | None = None,
-             extra: Sequence[int] | None = None) -> KernelSpec:
+             extra: Sequence[int] | None = None, device: int | None = None) -> KernelSpec:
         """The KernelSpec of one form of a call, without compiling: the
         front's static masks, plus `extra` per operand (a fallback rung).
-        The one place a KernelSpec is built, with its key."""
-        options, arch = target.resolve_options(self.options, device_arch)
+        The one place a KernelSpec is built, with its key; `device`: the
+        CUDA device the front launches on (``target.resolve``)."""
+        tgt = target.resolve(self.options, device_arch, device)
         n_in = sum(op.source == SOURCE_ARG for op in operands)
         trees = (Node("tuple", None, tuple(range(len(binding.trees))), binding.trees),
                  output_tree or Node("tuple", None, (), ()))
@@ -231,8 +233,9 @@ class Launcher:
             launcher=self.fingerprint, operands=specs,
             trees=[t.key(_fingerprint.fingerprint) for t in trees], slots=binding.slots,
             scalar_types=scalar_types, keyword_scalars=binding.keyword_scalars,
-            symbols=symbols, constexprs=self.constexprs, compile_options=options,
-            compile_key=self.compile_key, arch=arch, scalar_defaults=defaults)
+            symbols=symbols, constexprs=self.constexprs, compile_options=tgt.options,
+            compile_key=self.compile_key, arch=tgt.arch, scalar_defaults=defaults,
+            device=tgt.device.key())
         return KernelSpec(
             launcher=self.fn, constexprs=self.constexprs, operands=tuple(specs),
             num_inputs=n_in, num_args=n_in if num_args is None else num_args,
@@ -242,5 +245,5 @@ class Launcher:
             tuple(f"p{i}" for i in range(len(binding.slots))),
             slots=binding.slots, keyword_scalars=binding.keyword_scalars,
             scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
-            binding=_binding.describe(self.sig, binding))
+            binding=_binding.describe(self.sig, binding), target=tgt)
 

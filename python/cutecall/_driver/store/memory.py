@@ -11,6 +11,9 @@ takes :data:`lock`; the ``*_locked`` ones expect the caller to hold it.
 from __future__ import annotations
 
 import collections
+import hashlib
+import os
+import sys
 import threading
 
 from . import kernels
@@ -36,9 +39,10 @@ _counters = _Counters()
 # Dynamic-form keys the DSL rejected (their kernels compile static), and the
 # kernel names already warned about; both bounded like the cache.
 _rejected: collections.OrderedDict[str, tuple] = collections.OrderedDict()
-# Calls no form compiled for, by their first form's key: the error, raised
-# again without compiling when the same call comes back.
-_failed: collections.OrderedDict[str, CompileError] = collections.OrderedDict()
+# Calls no form compiled for, by their first form's key: (the world they
+# failed in, the error), raised again without compiling when the same call
+# comes back to the same world (``surroundings``).
+_failed: collections.OrderedDict[str, tuple] = collections.OrderedDict()
 warned: set[str] = set()
 # (key, name, arch, how) of each kernel this process got from a store or a
 # compile, newest last: warm-up reports who compiled what from it.
@@ -140,8 +144,19 @@ def remember_rejection(key: str, name: str, source_line: str = "", cause: str = 
         _rejected.popitem(last=False)
 
 
+def surroundings() -> str:
+    """A digest of what a compile depends on that no key covers: the
+    environment variables, ``sys.path`` and the modules loaded. A failure
+    is remembered only while they stay the same, so a retry after the cause
+    is fixed (a variable set, a package installed or imported) compiles
+    again."""
+    env = "\0".join(f"{k}={v}" for k, v in sorted(os.environ.items()))
+    world = f"{env}\1{chr(0).join(sys.path)}\1{len(sys.modules)}"
+    return hashlib.sha256(world.encode(errors="replace")).hexdigest()
+
+
 def remember_failure(key: str, error: CompileError) -> None:
-    _failed[key] = error
+    _failed[key] = (surroundings(), error)
     _failed.move_to_end(key)
     while len(_failed) > CAPACITY:
         _failed.popitem(last=False)
@@ -149,8 +164,15 @@ def remember_failure(key: str, error: CompileError) -> None:
 
 def failure(key: str) -> CompileError | None:
     """The error of a call (by its first form's key) that nothing compiled
-    for earlier in the process, or None."""
-    return _failed.get(key)
+    for earlier in the process, in the same :func:`surroundings`, or None."""
+    found = _failed.get(key)
+    if found is None:
+        return None
+    world, error = found
+    if world != surroundings():
+        del _failed[key]
+        return None
+    return error
 
 
 def forget_rejection(key: str) -> None:
