@@ -41,6 +41,11 @@ def device_arch(ordinal: int = 0) -> object:
     The arch cutecall compiles for on CUDA device `ordinal` ("sm_90a" on an H100), read from the driver; None without a driver or device.
     """
 
+def device_props(ordinal: int = 0) -> object:
+    """
+    What kernels read of CUDA device `ordinal` (SM count, shared memory per block opt-in and per SM, L2 bytes, compute capability), from the driver; None without a driver or device.
+    """
+
 def driver_cuda_version() -> object:
     """
     The CUDA version the driver supports (13000 for 13.0); None without a driver.
