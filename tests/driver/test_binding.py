@@ -14,7 +14,8 @@ import cutecall
 import cutecall.torch as ct
 import cutlass
 import cutlass.cute as cute
-from cutecall._driver import placement, signature as _signature
+from cutecall._driver import signature as _signature
+from cutecall._driver.outputs import placement
 from cutecall.examples import signatures
 
 f32 = jnp.float32

@@ -15,7 +15,8 @@ import pytest
 
 cute = pytest.importorskip("cutlass.cute")
 
-from cutecall._driver import placement, signature  # noqa: E402
+from cutecall._driver import signature  # noqa: E402
+from cutecall._driver.outputs import placement  # noqa: E402
 
 
 class Epilogue(NamedTuple):

@@ -12,7 +12,8 @@ import types
 
 import pytest
 
-from cutecall._driver import fallback, pipeline, written_params
+from cutecall._driver import fallback, pipeline
+from cutecall._driver.outputs import writes as written_params
 from cutecall._driver.binding import Binding, Slot, SlotKind
 from cutecall._driver.compile_error import CompileError
 from cutecall._driver.store import memory

@@ -9,8 +9,9 @@ from typing import NamedTuple, Optional
 
 import pytest
 
-from cutecall._driver import mlir_writes, placement, pytree, signature
-from cutecall._driver.written_params import (OutputsElsewhere, ParamWrites,
+from cutecall._driver import pytree, signature
+from cutecall._driver.outputs import mlir_writes, placement
+from cutecall._driver.outputs.writes import (OutputsElsewhere, ParamWrites,
                                              PlacementFailed, retrying)
 
 PTR = "!cute.ptr<f32, gmem, align<16>>"
@@ -201,7 +202,7 @@ def symmetric(stream, mA, mB, mD, mC, epilogue_args, scheduler_args=None):
 
 def test_a_parameter_written_only_through_a_leaf_is_a_container():
     from types import SimpleNamespace
-    from cutecall._driver.written_params import param_writes
+    from cutecall._driver.outputs.writes import param_writes
     operands = [SimpleNamespace(name=n) for n in
                 ("mA", "mB", "mD", "epilogue_args.mAuxOut", "epilogue_args.mBias")]
     spec = SimpleNamespace(param_names=["mA", "mB", "mD", "epilogue_args"], operands=operands)

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 import cutecall  # noqa: E402
 import cutecall.torch as ct  # noqa: E402
-from cutecall._driver import learn_outputs  # noqa: E402
+from cutecall._driver.outputs import learn as learn_outputs  # noqa: E402
 from corpus import quack_gemm_cases as qc  # noqa: E402
 from corpus import quack_gemm_corpus as corpus  # noqa: E402
 

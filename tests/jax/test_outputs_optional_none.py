@@ -25,7 +25,7 @@ import cutlass
 import cutlass.cute as cute
 
 import cutecall
-from cutecall._driver import written_params
+from cutecall._driver.outputs import writes as written_params
 
 N = 1000
 _THREADS = 128

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall._driver import written_params
+from cutecall._driver.outputs import writes as written_params
 
 import outputs_kernels as ok
 

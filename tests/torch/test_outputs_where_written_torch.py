@@ -61,7 +61,7 @@ def test_outputs_last_stay(compiles):
 
 
 def test_a_cached_kernel_is_traced_not_compiled(compiles, monkeypatch):
-    from cutecall._driver import learn_outputs
+    from cutecall._driver.outputs import learn as learn_outputs
     ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
     # As in a process whose store held the kernel: nothing learned yet.
     monkeypatch.setattr(learn_outputs, "_WRITES_BY_KEY", type(learn_outputs._WRITES_BY_KEY)())
@@ -74,7 +74,7 @@ def test_a_cached_kernel_is_traced_not_compiled(compiles, monkeypatch):
 def test_launch_objects_of_one_kernel_share_what_it_writes(compiles, monkeypatch):
     """A new launch object of a kernel another one learned is not traced
     again (the miss path of a new object stays cheap: bench/torch_launch/miss.py)."""
-    from cutecall._driver import learn_outputs
+    from cutecall._driver.outputs import learn as learn_outputs
     traced = []
     real = learn_outputs.trace_writes
     monkeypatch.setattr(learn_outputs, "trace_writes",
@@ -90,7 +90,7 @@ def test_launch_objects_of_one_kernel_share_what_it_writes(compiles, monkeypatch
 def test_launch_objects_of_one_kernel_share_where_its_outputs_go(compiles, monkeypatch):
     """A new launch object of a learned kernel does not rank the output
     placements again (about 60 us of its miss path)."""
-    from cutecall._driver import learn_outputs, placement
+    from cutecall._driver.outputs import learn as learn_outputs, placement
     ranked = []
     real = placement.written_params
     monkeypatch.setattr(learn_outputs, "_PLACED", type(learn_outputs._PLACED)())
@@ -110,7 +110,7 @@ def test_launch_objects_of_one_kernel_share_where_its_outputs_go(compiles, monke
 @pytest.fixture
 def reads(monkeypatch):
     """Counts the traced modules the compiles read for their writes."""
-    from cutecall._driver import written_params
+    from cutecall._driver.outputs import writes as written_params
     read = []
     real = written_params.analyze
     monkeypatch.setattr(written_params, "analyze",

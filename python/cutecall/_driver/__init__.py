@@ -26,7 +26,6 @@ module                    job
 ``signature``             reads a launcher's signature; runtime scalars
 ``fingerprint``           content fingerprints of launchers and constexprs
 ``binding``               binds one call's arguments to typed ``Slot`` values
-``placement``             where the outputs sit among the parameters
 ``pytree``                argument trees: containers, leaves, key paths
 *what is compiled in*
 ``operand``               ``OperandDesc`` -> ``OperandSpec`` (the one
@@ -50,13 +49,8 @@ module                    job
 ``hardware``              what a kernel reads of its GPU while built and
                           traced, answered from the target (``HardwareInfo``)
 ``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
-``written_params``        outputs found by what the kernel writes: the compile's
-                          trace hook, the check, the front's retry
-``placement_probes``      the output placements a launcher tried and what each
-                          taught it (what to check, what to avoid next)
-``mlir_writes``           which operands a traced MLIR module writes
-``mlir_text``             the ops of an MLIR module printed in generic form
-``learn_outputs``         a launch object's outputs, learned from those writes
+``outputs``               (a package) where a call's outputs sit when it names
+                          none: the rule, what a trace writes; its own map
 ``compile_error``         ``CompileError``: the DSL's failure, root cause first;
                           which frames are the user's (``user_stacklevel``)
 ``diagnosis``             a failed compile explained by the call's arguments

@@ -13,7 +13,7 @@ import enum
 from typing import Any, Callable, Mapping, Sequence
 
 from . import pytree
-from .placement import (arg_kind, named_outputs, place_outputs, place_written,
+from .outputs.placement import (arg_kind, named_outputs, place_outputs, place_written,
                         placements, probe_rank)
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,

@@ -17,7 +17,8 @@ from __future__ import annotations
 import hashlib
 import time
 
-from . import devices, dsl, flavour, hardware, progress, target, written_params
+from . import devices, dsl, flavour, hardware, progress, target
+from .outputs import writes as written_params
 from .compile_error import CompileError, compile_error
 from .compiled import CompiledKernel, KernelSpec
 from .log import describe, logger

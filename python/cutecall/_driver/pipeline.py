@@ -22,9 +22,10 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, fallback, fingerprint as _fingerprint
-from . import diagnosis, launcher_kind, signature as _signature, target, written_params
+from . import diagnosis, launcher_kind, signature as _signature, target
+from .outputs import writes as written_params
 from .binding import Binding, SlotKind
-from .placement_probes import PlacementProbes, outputs_at
+from .outputs.probes import PlacementProbes, outputs_at
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key

@@ -9,7 +9,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 
 from .._driver import pytree, signature as _signature, target as _target
-from .._driver import written_params
+from .._driver.outputs import writes as written_params
 from .._driver.binding import check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher

@@ -16,7 +16,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import _core
-from .._driver import learn_outputs as _learn, placement, pytree, signature as _signature
+from .._driver import pytree, signature as _signature
+from .._driver.outputs import learn as _learn, placement
 from .._driver.compiled import CompiledKernel
 from .._driver.launch_object import BoundCall, LaunchObject, register_types
 from .._driver.pipeline import Launcher

@@ -26,9 +26,9 @@ launcher asks it what to check and what to avoid.
 
 from __future__ import annotations
 
-from . import written_params
-from .binding import Binding, SlotKind
-from .compile_error import CompileError
+from . import writes as written_params
+from ..binding import Binding, SlotKind
+from ..compile_error import CompileError
 
 
 def outputs_at(binding: Binding) -> tuple:

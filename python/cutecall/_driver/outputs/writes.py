@@ -30,7 +30,7 @@ import dataclasses
 import re
 from typing import Any, Callable
 
-from .binding import SlotKind
+from ..binding import SlotKind
 from .mlir_writes import Writes, analyze
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 from typing import Any, Sequence
 
-from .signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
+from ..signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
                         is_scalar_value)
 
 # A call argument's kind, for placing outputs.

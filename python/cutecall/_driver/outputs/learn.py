@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from . import compiler, placement, target, written_params
-from .compile_error import CompileError
-from .store import memory
-from .written_params import ParamWrites
+from .. import compiler, target
+from . import placement, writes as written_params
+from ..compile_error import CompileError
+from ..store import memory
+from .writes import ParamWrites
 
 
 # What each compiled kernel writes, by its spec's content key: every launch
