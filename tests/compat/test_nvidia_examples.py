@@ -44,6 +44,13 @@ def fresh(monkeypatch):
     return SEEN
 
 
+def traced(seen: list) -> list:
+    """What the launchers saw, once per compile: a call that names no
+    outputs is traced once more just before (the output placement's
+    question, ``cutecall._driver.outputs.stage``), and sees the same."""
+    return [s for i, s in enumerate(seen) if i == 0 or s != seen[i - 1]]
+
+
 def lower(jitted, *args, **kwargs) -> str:
     return jitted.trace(*args, **kwargs).lower(lowering_platforms=("cuda",)).as_text()
 
@@ -100,7 +107,7 @@ def test_basic_keyword_constexprs_from_static_argnums(fresh):
                                  output_shape_dtype=_two_like(a, b), x=x, y=y)(a, b)
 
     assert "@cutecall_call_v1(" in lower(run, A3, B4, 0, 1)
-    seen, = fresh
+    seen, = traced(fresh)
     assert (seen["x"], seen["y"]) == (0, 1)
     assert "?" in seen["A"]  # dynamic by default
     assert unit_stride_at(seen["A"]) == 2 and unit_stride_at(seen["D"]) == 3
@@ -114,7 +121,7 @@ def test_basic_lambda_rebinds_the_signature(fresh):
             output_shape_dtype=_two_like(a, b), x=x, y=y)(a, b)
 
     assert "@cutecall_call_v1(" in lower(run, A3, B4, 1, 2)
-    assert [(s["x"], s["y"]) for s in fresh] == [(1, 2)]
+    assert [(s["x"], s["y"]) for s in traced(fresh)] == [(1, 2)]
 
 
 def test_basic_static_tensors(fresh):
@@ -126,7 +133,7 @@ def test_basic_static_tensors(fresh):
             x=x, y=y)(a, b)
 
     lower(run, A3, B4, 3, 4)
-    seen, = fresh
+    seen, = traced(fresh)
     assert seen["A"] == "(512,32,64):(2048,64,1)"
     assert seen["D"] == "(1,256,64,128):(2097152,8192,128,1)"
 
@@ -143,7 +150,7 @@ def test_basic_per_array_specs(fresh):
             x=x, y=y)(a, b)
 
     lower(run, A3, B4, 5, 6)
-    seen, = fresh
+    seen, = traced(fresh)
     assert seen["A"] == "(32,512,64):(64,2048,1)"  # a view: modes swapped
     assert unit_stride_at(seen["B"]) == 0   # the last dim, moved first
     assert unit_stride_at(seen["C"]) == 2   # None: the default
@@ -390,7 +397,8 @@ def test_elementwise_apply_one_compile_per_op(fresh, compiles):
     spec = f32(256, 128)
     for op, arity, _ in OPS:
         assert "@cutecall_call_v1(" in lower(_apply_jax, [spec] * arity, op)
-    assert fresh == [2, 2, 1] and compiles() == 3  # the list reached the kernel
+    # the list reached the kernel: traced for the output placement, then compiled
+    assert fresh == [2, 2, 2, 2, 1, 1] and compiles() == 3
     lower(_apply_jax, [f32(512, 256)] * 2, operator.add)  # new shape: dynamic
     assert compiles() == 3
 
@@ -459,7 +467,7 @@ def test_notebook_float_and_int_keyword_constexprs(fresh, compiles):
     lower(_axpy_jax, f32(1, 256, 4), f32(1, 256, 4), 2.5)
     lower(_axpy_jax, f32(1, 256, 4), f32(1, 256, 4), 0.5)  # a constexpr: compiles
     lower(_relu_jax, f32(64, 32))
-    assert fresh == [2.5, 0.5, 2048] and compiles() == 3
+    assert traced(fresh) == [2.5, 0.5, 2048] and compiles() == 3
 
 
 @pytest.mark.gpu

@@ -197,14 +197,14 @@ def test_torch_none_and_scalars_bind_positionally():
     args = (x, w, None, None, o, None, rstd, None, 1e-6)
     props = [ct._describe.tensor_props(a) if isinstance(a, torch.Tensor) else None
              for a in args]
-    spec, uses = k.specialize(args, props, "sm_90a")
+    spec, uses = k.spec_of(args, props, "sm_90a")
     assert [slot.kind.value for slot in spec.slots] == \
         ["in", "in", "none", "none", "in", "none", "in", "none", "scalar", "stream"]
     # 0: input tensor, 3: output tensor, 2: None, 1: scalar.
     assert [int(u.kind) for u in uses] == [0, 0, 2, 2, 3, 2, 3, 2, 1]
     assert spec.scalar_types == ("Float32",)
     with pytest.raises(TypeError, match="no binding fits"):
-        k.specialize((x, w, None, None, 1e-6, None, rstd, None, 1e-6),
+        k.spec_of((x, w, None, None, 1e-6, None, rstd, None, 1e-6),
                      props, "sm_90a")
 
 

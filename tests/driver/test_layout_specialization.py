@@ -116,9 +116,9 @@ def test_pointer_alignment_is_a_torch_specialization(compiles):
     a4 = ct.TensorDesc((64, 64), torch.float32, align=4)
     k16, k4 = k.compile(a16, a16), k.compile(a4, a16)
     assert k16.key != k4.key
-    spec16, _ = k.specialize((a16, a16), [ct._describe.tensor_props(a16)] * 2,
+    spec16, _ = k.spec_of((a16, a16), [ct._describe.tensor_props(a16)] * 2,
                              "sm_90a")
-    spec4, _ = k.specialize((a4, a16), [ct._describe.tensor_props(a4),
+    spec4, _ = k.spec_of((a4, a16), [ct._describe.tensor_props(a4),
                                         ct._describe.tensor_props(a16)], "sm_90a")
     assert spec16.operands[0].align == 16 and spec4.operands[0].align == 4
 

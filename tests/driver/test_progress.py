@@ -54,7 +54,7 @@ def timers():
 
 def lower_add(n: int, name: str):
     cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a,
-                          name=name).lower(f32(n), f32(n))
+                          name=name, output_params=("c",)).lower(f32(n), f32(n))
 
 
 def test_a_slow_compile_shows_one_line_ended_by_done(slow, compiles, monkeypatch):
@@ -103,7 +103,8 @@ def test_a_bad_progress_value_warns_and_means_terminal_only(monkeypatch):
 def test_a_failing_compile_ends_the_line_with_failed(slow, fresh_key_space, monkeypatch):
     stderr = on_terminal(monkeypatch)
     broken = cutecall.cutlass_call(layouts.copy_bits, output_shape_dtype=f32(8),
-                                   name="progress_broken", expect="Float64")
+                                   name="progress_broken", expect="Float64",
+                                   output_params=("out",))
     with pytest.raises(cutecall.CompileError, match="kernel 'progress_broken'"):
         broken.lower(f32(8))
     # the dynamic form, then the static fallback's: each compile ends its line
@@ -111,6 +112,18 @@ def test_a_failing_compile_ends_the_line_with_failed(slow, fresh_key_space, monk
     assert lines and set(lines) == {f"cutecall: compiling progress_broken for "
                                     f"{default_arch()}… failed\n"}
     assert not timers()
+
+
+def test_a_slow_trace_of_unnamed_outputs_shows_its_own_line(slow, compiles, monkeypatch):
+    """Outputs the call does not name are placed by a trace before the
+    compile (``outputs.stage``): its line says tracing."""
+    stderr = on_terminal(monkeypatch)
+    cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=lambda a, b: a,
+                          name="progress_unnamed").lower(f32(1000), f32(1000))
+    assert compiles() == 1
+    traced, compiled = stderr.getvalue().splitlines()
+    assert traced.startswith("cutecall: tracing progress_unnamed for ") and "done" in traced
+    assert LINE.fullmatch(compiled + "\n") and not timers()
 
 
 def wait_for(predicate, seconds: float = 10.0):

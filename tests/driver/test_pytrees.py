@@ -72,7 +72,7 @@ def test_torch_runtime_scalars_in_a_namedtuple_never_recompile(compiles):
     first = k.compile(x, pt.Epilogue(bias=x, alpha=2.0), x)
     again = k.compile(x, pt.Epilogue(bias=x, alpha=7.0), x)
     assert first.key == again.key and compiles() == 1
-    spec, uses = k.specialize((x, pt.Epilogue(x, 2.0, True), x),
+    spec, uses = k.spec_of((x, pt.Epilogue(x, 2.0, True), x),
                               [ct._describe.tensor_props(x)] * 3, "sm_90a")
     assert [op.name for op in spec.operands] == ["x", "epilogue.bias", "out"]
     # Per leaf: x, bias, alpha (scalar 0), relu (compiled in), out (written).

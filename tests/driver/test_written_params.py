@@ -1,5 +1,5 @@
 """What a traced kernel writes (``mlir_writes``, on MLIR in the generic form
-the DSL's module prints), by parameter (``written_params``), and where the
+the DSL's module prints), by parameter (``outputs.writes``), and where the
 outputs go from there (``placement.place_written``); annotated NamedTuples
 (``pytree.as_annotated``). No DSL compile: the modules are written here, in
 the shape the DSL traces them (host function of pointers, ``make_view``,
@@ -11,8 +11,7 @@ import pytest
 
 from cutecall._driver import pytree, signature
 from cutecall._driver.outputs import mlir_writes, placement
-from cutecall._driver.outputs.writes import (OutputsElsewhere, ParamWrites,
-                                             PlacementFailed, retrying)
+from cutecall._driver.outputs.writes import ParamWrites
 
 PTR = "!cute.ptr<f32, gmem, align<16>>"
 MEM = "!memref_gmem_f32"
@@ -142,32 +141,6 @@ def test_place_written_keeps_the_rule_when_its_outputs_are_written():
                                    frozenset({"b", "c"})) == (2, 3)
 
 
-def test_retrying_rebinds_once_per_finding():
-    seen = []
-
-    def attempt():
-        seen.append(1)
-        if len(seen) == 1:
-            raise OutputsElsewhere("k", ("y",), ParamWrites(frozenset({"out"}),
-                                                            frozenset(), False))
-        return "ok"
-    assert retrying(attempt) == "ok" and len(seen) == 2
-
-
-def test_a_probe_error_gives_way_to_the_rules():
-    seen = []
-
-    def attempt():
-        seen.append(1)
-        if len(seen) == 1:
-            raise PlacementFailed("k", (3,), ValueError("the rule's"))
-        raise KeyError("a probe's")
-    with pytest.raises(ValueError, match="the rule's") as raised:
-        retrying(attempt)
-    notes = getattr(raised.value, "__notes__", None)
-    assert notes is None or "output_params=" in notes[0]  # Python 3.11+
-
-
 class Pair(NamedTuple):
     a: object
     b: object = None
@@ -240,6 +213,6 @@ def test_the_rule_gives_way_when_its_output_is_written_only_through_a_leaf():
     assert placement.place_written(sig, [1, 2, 3, 4, 5, 6], kinds, 1, "inputs_first",
                                    written, in_leaves=frozenset({"epilogue_args"})) == (3,)
     a = np.zeros((4, 4), np.float32)
+    evidence = placement.Evidence(written, frozenset({"epilogue_args"}))
     assert binding.output_positions(sig, [1, 2, 3, 4, 5, 6], [a, a, None, (a,)], 1,
-                                    "inputs_first", None, written, frozenset(),
-                                    frozenset({"epilogue_args"})) == (3,)
+                                    "inputs_first", None, evidence) == (3,)

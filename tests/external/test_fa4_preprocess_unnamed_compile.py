@@ -9,9 +9,9 @@ outputs at ``mdLSE, mRowMax, mScaleP``, which FA4's trace rejects
 (``mScaleP`` given asserts ``nheads_major``); the next placement tried
 puts them right after ``lse`` (``placement.probe_rank``: a ``None`` says
 nothing about order), traces, and its trace writes ``mPdPsum, mLSElog2,
-mdQaccum``: the call binds there. torch's ``outputs=3`` (``d``, the
-tensors passed positionally) learns the same three from the compile, and
-its custom op marks exactly those mutated. The corpus
+mdQaccum``: the call binds there (``outputs.stage``, before the compile).
+torch's ``outputs=3`` (``d``, the tensors passed positionally) learns the
+same three from a trace, and its custom op marks exactly those mutated. The corpus
 (``corpus.fa4_corpus``) still names them, to keep its compiles counted.
 """
 
@@ -24,6 +24,7 @@ torch = pytest.importorskip("torch")
 
 import cutecall  # noqa: E402
 import cutecall.torch  # noqa: E402
+from cutecall._driver.outputs import stage  # noqa: E402
 from corpus import fa4_corpus  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*is deprecated:DeprecationWarning")
@@ -43,7 +44,7 @@ def test_jax_binds_the_preprocess_outputs_with_no_names(fresh_key_space):
     text = call.lower(*args).as_text()
     assert re.search(r'operands = "([^"]*)"', text).group(1) == \
         "mO,mdO,mLSE," + ",".join(WRITTEN)
-    assert call.launcher.writes.written == set(WRITTEN)
+    assert stage.known_writes(call.launcher).written == set(WRITTEN)
     # A second call site of the kernel binds there from the start.
     again = cutecall.cutlass_call(named.launcher.fn, output_shape_dtype=named.output_shape_dtype)
     assert re.search(r'operands = "([^"]*)"', again.lower(*args).as_text()).group(1) == \

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch")
 import cutecall._core as core  # noqa: E402
 from cutlass import Float32, Int32  # noqa: E402
 from corpus import quack_gemm_corpus as corpus  # noqa: E402
-from cutecall._driver import launch_object  # noqa: E402
+from cutecall._driver import call_leaves  # noqa: E402
 
 NAMES = ("gemm_add", "gemm_symmetric")
 ARCH = "sm_90a"
@@ -51,7 +51,7 @@ def test_a_launch_registers_one_entry_for_every_alpha(name, compiles, monkeypatc
     entries = []
     for alpha in (2.0, 3.0):
         kernel, args = authors_args(name, alpha)
-        props = [kernel.measure(t) for t in kernel.bind(args).arrays]
+        props = [kernel.measure(t) for t in kernel.first_call.bind(args).arrays]
         entries.append(kernel.first_call.entry(args, props))
     first, second = entries
     assert first.sha256 == second.sha256 and compiles() == 1
@@ -66,5 +66,5 @@ def test_a_launch_registers_one_entry_for_every_alpha(name, compiles, monkeypatc
     class Recorder:
         def register_type(self, t, kind, fields=()):
             registered[t] = kind
-    launch_object.register_types(Recorder(), args, ct._describe.is_tensor)
+    call_leaves.register_types(Recorder(), args, ct._describe.is_tensor)
     assert registered[Float32] == "scalar" and registered[Int32] == "scalar"

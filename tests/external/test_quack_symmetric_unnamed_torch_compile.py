@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 import cutecall  # noqa: E402
 import cutecall.torch as ct  # noqa: E402
-from cutecall._driver.outputs import learn as learn_outputs  # noqa: E402
+from cutecall._driver.outputs import stage  # noqa: E402
 from corpus import quack_gemm_cases as qc  # noqa: E402
 from corpus import quack_gemm_corpus as corpus  # noqa: E402
 
@@ -65,15 +65,14 @@ def test_symmetric_output_found_at_md_without_names(compiles):
     assert again.output_params == ["mD"] and compiles() == 1
 
 
-def test_a_kernel_a_cache_held_binds_md_too(compiles, monkeypatch):
+def test_a_kernel_a_cache_held_binds_md_too(compiles):
     args = _args()
     named, unnamed = _kernels(("mD",), 1)
     named.compile(*args)
     assert compiles() == 1
     # A new process would know nothing the first compile traced: a trace
     # alone (no DSL passes) tells where the kernel writes.
-    monkeypatch.setattr(learn_outputs, "_WRITES_BY_KEY", type(learn_outputs._WRITES_BY_KEY)())
-    monkeypatch.setattr(learn_outputs, "_PLACED", type(learn_outputs._PLACED)())
+    stage.forget()
     unnamed.compile(*args)
     assert unnamed.output_params == ["mD"]
     assert _mutated(unnamed) == ["mD"]

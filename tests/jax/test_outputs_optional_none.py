@@ -3,10 +3,10 @@
 ...)`` -- D returned, C None. The rule puts the output at the last tensor
 parameter (``mC``) and the None at ``mD``; the kernel then writes nothing
 (it skips its store without ``mD``), and its output would stay unwritten.
-The trace of that binding writes no tensor at all, so the front tries the
-next placement (``written_params.NothingWritten``): the output binds to
+The trace of that binding writes no tensor at all, so the placement stage
+traces the next placement (``outputs.probes``): the output binds to
 ``mD``, the None to ``mC``. Given a C, the kernel writes ``mD`` wherever
-the rule put the output, and the output moves there (the existing check).
+the rule put the output, and the output moves there.
 
 The kernel here is ours: ``d = a (+ c)``, 1-D float32, written only when
 ``mD`` is given. CPU: lowered for the cuda platform (real sm_90a
@@ -25,7 +25,7 @@ import cutlass
 import cutlass.cute as cute
 
 import cutecall
-from cutecall._driver.outputs import writes as written_params
+from cutecall._driver.outputs import probes, stage, writes as written_params
 
 N = 1000
 _THREADS = 128
@@ -77,10 +77,10 @@ def operands(lowered) -> str:
 def test_c_none_binds_the_output_to_d_not_c(compiles):
     c = call()
     assert operands(c.lower(s(), None)) == "mA,mD"
-    # The rule's binding (output at mC) stopped after its trace, which
-    # wrote nothing: one compile ran, for mD.
+    # The rule's binding (output at mC) was traced, and wrote nothing: one
+    # compile ran, for mD.
     assert compiles() == 1
-    assert c.launcher.writes.written == {"mD"}
+    assert stage.known_writes(c.launcher).written == {"mD"}
     # Another call site of the same kernel binds mD from the start.
     assert operands(call().lower(s(2048), None)) == "mA,mD"
     assert compiles() == 1
@@ -97,7 +97,8 @@ def test_output_params_still_name_d(compiles):
     assert compiles() == 1
 
 
-def test_nothing_written_anywhere_keeps_the_rule_after_the_probes(monkeypatch):
+def test_nothing_written_anywhere_keeps_the_rule_after_the_probes(monkeypatch,
+                                                                  fresh_key_space):
     # A kernel whose trace shows no write wherever its output sits: after
     # MAX_EMPTY_PROBES placements the rule's compiles as it is (no loop,
     # no error), as before this check.
@@ -106,7 +107,7 @@ def test_nothing_written_anywhere_keeps_the_rule_after_the_probes(monkeypatch):
     monkeypatch.setattr(written_params, "param_writes", blind)
     c = call()
     assert operands(c.lower(s(), None)) == "mA,mC"
-    assert len(c.launcher.probes.empty) == written_params.MAX_EMPTY_PROBES
+    assert len(stage.last_answer(c.launcher).probes.empty) == probes.MAX_EMPTY_PROBES
 
 
 def test_placements_that_run_out_compile_the_rule(compiles, monkeypatch):
@@ -115,10 +116,11 @@ def test_placements_that_run_out_compile_the_rule(compiles, monkeypatch):
     # (it used to cycle until "no binding compiled").
     monkeypatch.setattr(written_params, "param_writes", lambda spec, writes:
                         written_params.ParamWrites(frozenset(), frozenset(), False))
-    monkeypatch.setattr(written_params, "MAX_EMPTY_PROBES", 10)
+    monkeypatch.setattr(probes, "MAX_EMPTY_PROBES", 10)
     c = call()
     assert operands(c.lower(s(), None)) == "mA,mC"
-    assert c.launcher.probes.empty_done and len(c.launcher.probes.empty) == 3
+    tried = stage.last_answer(c.launcher).probes
+    assert tried.empty_done and len(tried.empty) == 3
 
 
 def test_a_kernel_given_every_array_is_not_probed(compiles, monkeypatch):
@@ -128,7 +130,7 @@ def test_a_kernel_given_every_array_is_not_probed(compiles, monkeypatch):
                         written_params.ParamWrites(frozenset(), frozenset(), False))
     c = call()
     c.lower(s(), s())
-    assert compiles() == 1 and not c.launcher.probes.empty
+    assert compiles() == 1 and not stage.last_answer(c.launcher).probes.empty
 
 
 @pytest.mark.gpu

@@ -1,10 +1,11 @@
 """cutlass_call binds ``output_shape_dtype``'s arrays to the parameters the
 kernel writes, wherever they sit -- first, between the inputs, last, before
-an optional input -- with no ``output_params``: the compile reads the
-writes from the MLIR the DSL traced (``_driver.written_params``). CPU: the
-call is lowered for the cuda platform (real sm_90a compiles); the lowered
-custom call names its operands in kernel order, inputs then outputs. The
-GPU tests check the numbers."""
+an optional input -- with no ``output_params``: the driver's output
+placement stage (``_driver.outputs.stage``) reads the writes from the MLIR
+a trace of the DSL makes, before anything compiles, and the call binds
+once. CPU: the call is lowered for the cuda platform (real sm_90a
+compiles); the lowered custom call names its operands in kernel order,
+inputs then outputs. The GPU tests check the numbers."""
 
 import re
 
@@ -14,7 +15,8 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall._driver.outputs import writes as written_params
+from cutecall._driver import pipeline
+from cutecall._driver.outputs import stage
 
 import outputs_kernels as ok
 
@@ -51,8 +53,18 @@ def loss_call():
 def test_output_first_binds_to_the_written_parameter_with_one_compile(compiles):
     lowered = first_call().lower(s(), s())
     assert operands(lowered) == "x,y,out"
-    # The rule's binding (out = x) stopped after its trace: one compile ran.
+    # The rule's binding (out = y) was traced, not compiled: one compile ran.
     assert compiles() == 1
+
+
+def test_a_call_with_unnamed_outputs_binds_once_and_compiles_once(compiles, monkeypatch):
+    binds = []
+    real = pipeline.Launcher.bind
+    monkeypatch.setattr(pipeline.Launcher, "bind",
+                        lambda *a, **kw: binds.append(1) or real(*a, **kw))
+    lowered = first_call().lower(s(), s())
+    assert operands(lowered) == "x,y,out"
+    assert len(binds) == 1 and compiles() == 1
 
 
 def test_a_second_call_site_binds_there_from_the_start(compiles):
@@ -105,7 +117,7 @@ def test_under_jit_the_outputs_are_found_too():
 def test_the_launcher_remembers_what_the_kernel_writes():
     call = between_call()
     call.lower(s(), s(), s(i32))
-    writes = call.launcher.writes
+    writes = stage.known_writes(call.launcher)
     assert writes.written == {"out", "lse"} and not writes.unattributed
 
 
@@ -125,14 +137,3 @@ def test_gpu_outputs_first_between_and_before_optional():
     np.testing.assert_array_equal(np.asarray(dx), x - idx.astype(np.float32))
     loss, dx = loss_call()(jnp.asarray(x), jnp.asarray(y))
     np.testing.assert_array_equal(np.asarray(dx), x)
-
-
-def test_retrying_stops_after_the_probes():
-    calls = []
-
-    def attempt():
-        calls.append(1)
-        raise written_params.PlacementFailed("k", (0,), ValueError("first"))
-    with pytest.raises(ValueError, match="first"):
-        written_params.retrying(attempt)
-    assert len(calls) == written_params.MAX_ROUNDS

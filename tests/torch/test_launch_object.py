@@ -130,5 +130,5 @@ def test_helion_launch_is_a_describe_step():
     a = torch.ones(10)
     bound = launch.bind((1, 1, 1, a, a, a, 10, 2.0))
     assert bound.positions == (0, 1, 2, 3, 4, 5, 6)  # scale: a constexpr
-    operands, written = launch.describe(bound, props(a, a, a), [0, 0, 0])
+    operands, written = launch.first_call.describe(bound, props(a, a, a), [0, 0, 0])
     assert [op.name for op in operands] == ["arg0", "arg1", "arg2"] and written == []

@@ -1,9 +1,9 @@
 """torch's ``kernel(outputs=n)`` marks as written the parameters the kernel
-writes, wherever they sit, without names: after the first compile (or a
-trace, for a kernel a cache held) the outputs are the parameters the DSL's
-trace stores into (``_driver.written_params``), and the custom op
-``torch.compile`` traces through is rebuilt to mark exactly those as
-mutated. CPU: compiles for sm_90a on meta tensors; the GPU tests launch."""
+writes, wherever they sit, without names: on the first call (or compile)
+the launch object asks once, before anything compiles, which parameters a
+trace of the DSL stores into (``_driver.outputs.stage``), and the custom op
+``torch.compile`` traces through marks exactly those as mutated. CPU:
+compiles for sm_90a on meta tensors; the GPU tests launch."""
 
 import re
 
@@ -60,11 +60,10 @@ def test_outputs_last_stay(compiles):
     assert compiles() == 1
 
 
-def test_a_cached_kernel_is_traced_not_compiled(compiles, monkeypatch):
-    from cutecall._driver.outputs import learn as learn_outputs
+def test_a_cached_kernel_is_traced_not_compiled(compiles):
+    from cutecall._driver.outputs import stage
     ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
-    # As in a process whose store held the kernel: nothing learned yet.
-    monkeypatch.setattr(learn_outputs, "_WRITES_BY_KEY", type(learn_outputs._WRITES_BY_KEY)())
+    stage.forget()  # as in a process whose store held the kernel: nothing learned
     k = ct.kernel(ok.out_first, outputs=1)  # a new launcher: nothing learned
     k.compile(meta(), meta(), meta())       # found in memory: a trace tells
     assert mutated(k) == ["out"]
@@ -74,11 +73,10 @@ def test_a_cached_kernel_is_traced_not_compiled(compiles, monkeypatch):
 def test_launch_objects_of_one_kernel_share_what_it_writes(compiles, monkeypatch):
     """A new launch object of a kernel another one learned is not traced
     again (the miss path of a new object stays cheap: bench/torch_launch/miss.py)."""
-    from cutecall._driver.outputs import learn as learn_outputs
+    from cutecall._driver.outputs import stage
     traced = []
-    real = learn_outputs.trace_writes
-    monkeypatch.setattr(learn_outputs, "trace_writes",
-                        lambda *a, **kw: traced.append(1) or real(*a, **kw))
+    real = stage._trace
+    monkeypatch.setattr(stage, "_trace", lambda *a, **kw: traced.append(1) or real(*a, **kw))
     ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
     for _ in range(3):
         k = ct.kernel(ok.out_first, outputs=1)
@@ -90,11 +88,10 @@ def test_launch_objects_of_one_kernel_share_what_it_writes(compiles, monkeypatch
 def test_launch_objects_of_one_kernel_share_where_its_outputs_go(compiles, monkeypatch):
     """A new launch object of a learned kernel does not rank the output
     placements again (about 60 us of its miss path)."""
-    from cutecall._driver.outputs import learn as learn_outputs, placement
+    from cutecall._driver import binding
     ranked = []
-    real = placement.written_params
-    monkeypatch.setattr(learn_outputs, "_PLACED", type(learn_outputs._PLACED)())
-    monkeypatch.setattr(placement, "written_params",
+    real = binding.written_params
+    monkeypatch.setattr(binding, "written_params",
                         lambda *a, **kw: ranked.append(a[4:] + tuple(kw.values()))
                         or real(*a, **kw))
     ct.kernel(ok.out_first, outputs=1).compile(meta(), meta(), meta())
@@ -184,7 +181,8 @@ def test_gpu_allocate_merges_the_outputs_where_the_kernel_writes():
 def test_allocate_learns_where_to_merge_before_the_first_launch(compiles):
     k = ct.kernel(ok.out_first, outputs=1, allocate=lambda x, y: torch.empty_like(x))
     x, y, o = meta(), meta(), meta()
-    assert k._merge((x, y), (o,)) == [x, y, o]  # the rule's merge
-    k._learn_before_merge((x, y), (o,))         # what the first call does
-    assert k._merge((x, y), (o,)) == [o, x, y]
-    assert compiles() == 1                      # the same kernel either way
+    merge = k.first_call.merge
+    assert merge((x, y), (o,)) == [x, y, o]     # the rule's merge
+    k.first_call.place(merge((x, y), (o,)))     # what the first call does: a trace
+    assert merge((x, y), (o,)) == [o, x, y]
+    assert compiles() == 0                      # asked without a compile

@@ -88,7 +88,7 @@ def helion_spec(kernel, args, tensors_props=None, block=(128, 1, 1)):
     launch = _helion._HelionLaunch(kernel, block, None)
     full = (1, 1, 1) + tuple(args)
     p = [None] * 3 + (tensors_props or props(*args))
-    return launch.specialize(full, p, ARCH)
+    return launch.spec_of(full, p, ARCH)
 
 
 def test_helion_specialization_key_ignores_shapes_and_values():
@@ -172,7 +172,7 @@ def test_kernel_specialization_one_compile_for_all_shapes(compiles):
     keys = set()
     for shape in [(4, 8), (12, 1000), (8, 4)]:  # one class: 4 f32
         x = torch.ones(shape)
-        spec, uses = k.specialize((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
+        spec, uses = k.spec_of((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
         keys.add(spec.key)
         compile_cache.get_or_compile(spec, k.name, f"--gpu-arch {ARCH}", ARCH)
     assert len(keys) == 1 and compiles() <= 1
@@ -183,7 +183,7 @@ def test_kernel_specialization_one_compile_for_all_shapes(compiles):
 def test_kernel_specialization_layouts():
     k = ct.kernel(tk.axpby_2d)
     x = torch.ones(4, 8)
-    base, _ = k.specialize((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
+    base, _ = k.spec_of((x, x, x, 2.0), props(x, x, x, 2.0), ARCH)
     # Strided operands: every stride a runtime value but the unit one.
     op = base.operands[0]
     assert op.strided and op.static_stride == (None, 1) and op.align == 16
@@ -191,13 +191,13 @@ def test_kernel_specialization_layouts():
     assert core.KernelEntry(module=b"", sha256="", function="f", kernel="axpby_2d",
                             plan=plan).num_slots == 3 * 4 + 1
     transposed = [like(x, 0, 16, False)] + props(x, x)[0:2] + [None]
-    t, _ = k.specialize((x, x, x, 2.0), transposed, ARCH)
+    t, _ = k.spec_of((x, x, x, 2.0), transposed, ARCH)
     assert t.key != base.key and t.operands[0].static_stride == (1, None)
     wide = [like(x, 1, 16, True)] + props(x, x, 2.0)[0:3]
-    w, _ = k.specialize((x, x, x, 2.0), wide, ARCH)
+    w, _ = k.spec_of((x, x, x, 2.0), wide, ARCH)
     assert w.key != base.key and w.operands[0].shape64
     none = [like(x, -1, 8, False)] + props(x, x, 2.0)[0:3]
-    n, _ = k.specialize((x, x, x, 2.0), none, ARCH)
+    n, _ = k.spec_of((x, x, x, 2.0), none, ARCH)
     assert n.operands[0].static_stride == (None, None) and n.operands[0].align == 8
 
 
@@ -222,9 +222,9 @@ def test_kernel_custom_op_schema_and_fake():
 def test_kernel_merge_places_outputs():
     k = ct.kernel(tk.axpby_2d, allocate=lambda x, y, alpha: torch.empty_like(x))
     x, y, o = object(), object(), object()
-    assert k._merge((x, y, 2.0), (o,)) == [x, y, o, 2.0]
+    assert k.first_call.merge((x, y, 2.0), (o,)) == [x, y, o, 2.0]
     with pytest.raises(TypeError, match="takes 3 arguments besides its outputs"):
-        k._merge((x, y, 2.0, 3.0), (o,))
+        k.first_call.merge((x, y, 2.0, 3.0), (o,))
 
 
 def test_kernel_is_collected():

@@ -3,11 +3,12 @@ and nothing that knows any framework (no module here imports JAX or torch,
 at any depth: ``tests/test_package_layout.py`` checks every import).
 
 A front describes its arrays (``operand.OperandDesc``) and calls
-``pipeline.Launcher``, or gives ``launch_object.LaunchObject`` its bind and
-describe steps when a C++ launch object calls back on a miss; the driver
-binds the call, decides what is compiled in, builds the one ``KernelSpec``
-and key, compiles or loads it, and hands C++ a typed entry
-(``_core.KernelEntry``, with its static masks).
+``pipeline.Launcher``, or gives ``launch_object.LaunchObject`` its
+description step when a C++ launch object calls back on a miss; the driver
+binds the call (placing outputs the call does not name where its kernel
+writes them: the ``outputs`` stage), decides what is compiled in, builds the
+one ``KernelSpec`` and key, compiles or loads it, and hands C++ a typed
+entry (``_core.KernelEntry``, with its static masks).
 
 Every module of the driver, roughly in the order a first call meets them
 (``tests/test_package_layout.py`` checks that the map names each one):
@@ -17,9 +18,12 @@ module                    job
 ========================  =====================================================
 *entry points*
 ``pipeline``              ``Launcher``: bind, specialize, the ``KernelSpec``
-``launch_object``         a C++ launch object's first call: bind once, the
-                          front describes, specialize, the ``KernelEntry``
-                          with its uses and static masks
+``launch_object``         a C++ launch object: its outputs (asked once), the
+                          call with outputs merged in, ``static=``/``dims=``;
+                          its first call: bind once, the front describes,
+                          specialize, the ``KernelEntry``
+``call_leaves``           the leaves C++ reads of a call, their uses and
+                          static masks, the entry, the types it reads
 *the launcher and the call*
 ``launcher_kind``         what a launcher is (a ``@cute.jit`` function, a
                           kernel object, a callable wrapping one)
@@ -49,8 +53,9 @@ module                    job
 ``hardware``              what a kernel reads of its GPU while built and
                           traced, answered from the target (``HardwareInfo``)
 ``wrapper``               the generated ``@cute.jit`` entry (cutecall's ABI)
-``outputs``               (a package) where a call's outputs sit when it names
-                          none: the rule, what a trace writes; its own map
+``outputs``               (a package) the output placement stage: where a
+                          call's outputs sit when it names none, asked with
+                          traces before any compile; its own map
 ``compile_error``         ``CompileError``: the DSL's failure, root cause first;
                           which frames are the user's (``user_stacklevel``)
 ``diagnosis``             a failed compile explained by the call's arguments

@@ -13,8 +13,9 @@ import enum
 from typing import Any, Callable, Mapping, Sequence
 
 from . import pytree
-from .outputs.placement import (arg_kind, named_outputs, place_outputs, place_written,
-                        placements, probe_rank)
+from .outputs.placement import (NO_EVIDENCE, Evidence, arg_kind, named_outputs,
+                                place_outputs, place_written, placements, probe_rank,
+                                written_params)
 from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,
                         is_scalar_value, python_value)
@@ -71,6 +72,10 @@ class Binding:
     # launch object's leaves map to slots; not part of equality: a scalar by
     # keyword or by position binds the same).
     arg_slots: tuple = dataclasses.field(default=(), compare=False)
+    # A call whose outputs are among its arguments (a launch object's): the
+    # parameters the kernel writes, in output order (C++ marks their
+    # tensors as outputs; nothing compiled depends on it).
+    written: tuple = dataclasses.field(default=(), compare=False)
 
     def parameter_of(self, sig: LauncherSignature) -> dict:
         """{Slot: launcher parameter name} for inspected launchers."""
@@ -100,37 +105,57 @@ def check_argument(a, what: str, is_array: Callable[[Any], bool] = default_is_ar
                     "pytree)")
 
 
-def bind(sig: LauncherSignature, args: Sequence[Any], kwargs: Mapping[str, Any],
-         num_outputs: int, order: str, constexpr_names,
+@dataclasses.dataclass(frozen=True)
+class Call:
+    """One call as a front hands it to the driver to bind: its positional
+    arguments and keyword runtime scalars; how many outputs it has and
+    whether they are among its arguments (`outputs_in_call`: a launch
+    object's, which the caller passes) or not (JAX's, which the call
+    returns); the launcher's operand order; the front's reading of its
+    values: `scalar_value(x, what)` reads a runtime scalar as a host value
+    (it raises, naming `what`, for values that have none, e.g. traced
+    ones), `is_array` says what its arrays are."""
+
+    args: tuple
+    kwargs: Mapping = dataclasses.field(default_factory=dict)
+    num_outputs: int = 0
+    outputs_in_call: bool = False
+    order: str = "inputs_first"
+    scalar_value: Callable[[Any, str], Any] = concrete_scalar
+    is_array: Callable[[Any], bool] = default_is_array
+
+
+def bind(sig: LauncherSignature, call: Call, constexpr_names, *,
          output_names: Sequence[str] | None = None,
-         scalar_value: Callable[[Any, str], Any] = concrete_scalar,
-         is_array: Callable[[Any], bool] = default_is_array,
-         written: frozenset | None = None,
-         avoid: frozenset = frozenset(),
-         in_leaves: frozenset = frozenset()) -> tuple[Binding, list]:
+         evidence: Evidence = NO_EVIDENCE) -> tuple[Binding, list]:
     """Binds a call's arguments; returns the binding and the values of the
     array leaves (in ``Binding.leaves`` order). `output_names` names the
-    output parameters (in output order) instead of placing them; else
-    `written` (the parameters a trace saw the kernel write,
-    ``written_params``; `in_leaves`: those written only through a leaf of a
-    container) places them among those, and placements in `avoid` are
-    passed over (:func:`output_positions`).
-    `scalar_value(x, what)` is the front's reading of a runtime scalar
-    argument as a host value (it raises, naming `what`, for values that
-    have none, e.g. traced ones); `is_array` says what its arrays are.
+    output parameters (in output order) instead of placing them; else the
+    rule places them, or the `evidence` of a placement question (the
+    parameters a trace saw written, placements to pass over:
+    :func:`output_positions`). A call whose outputs are among its
+    arguments binds them as inputs, and :attr:`Binding.written` names them
+    (``placement.written_params``).
 
     A positional argument that is neither None nor a scalar is a pytree
     (``pytree``): an array, a container of arrays, runtime scalars, None and
     compile-time values, or one compile-time value."""
-    b = _Builder(sig, scalar_value, is_array)
+    args, kwargs = call.args, call.kwargs
+    num_outputs = 0 if call.outputs_in_call else call.num_outputs
+    b = _Builder(sig, call.scalar_value, call.is_array)
     if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
         return b.bind_uninspected(args, kwargs, num_outputs)
     by_name = _check_keywords(sig, kwargs, constexpr_names)
     open_params = [i for i, p in enumerate(sig.params)
                    if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
                    and p.name not in constexpr_names]
-    out_pos = output_positions(sig, open_params, args, num_outputs, order,
-                               output_names, written, avoid, in_leaves)
+    if call.outputs_in_call and call.num_outputs:
+        among = (evidence.written, evidence.in_leaves) if evidence.written else ()
+        b.written = tuple(output_names) if output_names is not None else tuple(
+            written_params(sig, open_params, call.num_outputs, sig.name, *among))
+        output_names = None
+    out_pos = output_positions(sig, open_params, args, num_outputs, call.order,
+                               output_names, evidence)
     in_pos = [i for i in open_params if i not in out_pos][:len(args)]
 
     slots: list = [STREAM_SLOT if p.kind == STREAM else None for p in sig.params]
@@ -159,6 +184,7 @@ class _Builder:
         self.scalars: list = []  # ScalarArg
         self.trees, self.paths, self.values = [], [], []
         self.arrays, self.absent = [], []
+        self.written: tuple = ()
 
     def tree(self, k: int, a, name: str, annotation=None) -> Slot:
         """Argument `k`, a pytree, as the next INPUT slot (a plain tuple
@@ -235,35 +261,37 @@ class _Builder:
     def done(self, slots, keyword_scalars, arg_slots) -> tuple[Binding, list]:
         return Binding(tuple(slots), tuple(self.arrays), tuple(self.scalars),
                        tuple(keyword_scalars), tuple(self.absent), tuple(self.trees),
-                       tuple(self.paths), tuple(arg_slots)), self.values
+                       tuple(self.paths), tuple(arg_slots), self.written), self.values
 
 
 def output_positions(sig: LauncherSignature, open_params: Sequence[int],
                      args: Sequence[Any], num_outputs: int, order: str,
                      output_names: Sequence[str] | None = None,
-                     written: frozenset | None = None,
-                     avoid: frozenset = frozenset(),
-                     in_leaves: frozenset = frozenset()) -> tuple[int, ...]:
+                     evidence: Evidence = NO_EVIDENCE) -> tuple[int, ...]:
     """Where the outputs sit among the open parameters: where `output_names`
-    says; else among the parameters the kernel writes (`written`) when the
-    call fits them (``placement.place_written``); else by the rule
+    says; else among the parameters the kernel writes (``evidence.written``)
+    when the call fits them (``placement.place_written``); else by the rule
     (``placement.place_outputs``), or, when the rule's placement is in
-    `avoid` (its kernel did not compile), the next best placement."""
+    ``evidence.avoid`` (its trace failed, or wrote elsewhere), the next best
+    placement (``placement.probe_rank``), one sharing no position with
+    ``evidence.apart_from`` first."""
     if output_names is not None:
         return named_outputs(sig, open_params, output_names, num_outputs)
     kinds = [arg_kind(a) for a in args]
-    if written and num_outputs:
+    if evidence.written and num_outputs:
         found = place_written(sig, open_params, kinds, num_outputs, order,
-                              written, args, in_leaves)
+                              evidence.written, args, evidence.in_leaves)
         if found is not None:
             return found
     rule = place_outputs(sig, open_params, kinds, num_outputs, order, args)
+    avoid, apart = evidence.avoid, set(evidence.apart_from)
     if rule not in avoid:
         return rule
-    others = sorted((probe_rank(order, outs, open_params, kinds), s, outs) for s, outs in
+    others = sorted((bool(apart & set(outs)), probe_rank(order, outs, open_params, kinds),
+                     s, outs) for s, outs in
                     placements(sig, open_params, kinds, num_outputs, order)
                     if outs not in avoid)
-    return others[0][2] if others else rule
+    return others[0][3] if others else rule
 
 
 def _check_keywords(sig: LauncherSignature, kwargs, constexpr_names) -> dict:

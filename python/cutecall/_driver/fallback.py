@@ -11,9 +11,10 @@ object is parameterized by baked in -- QuACK's ``N``, FA4's ``h`` and ``d``
 
 cutecall keeps as much dynamic as the kernel allows. After a form fails:
 
-1. **guided**: the failing source line names the extents it reads
-   (``mCos.shape[1]``): exactly those dims of those operands are compiled
-   in next, and again for the next failure, while that finds new dims;
+1. **guided**: the failing source line names the extents or strides it
+   reads (``mCos.shape[1]``, ``x.stride[0]``): exactly those of those
+   operands are compiled in next, and again for the next failure, while
+   that finds new ones;
 2. **searched**: otherwise the candidates, smallest first -- one quantity at
    a time (every dim of every operand with that extent: QuACK's ``N`` in
    ``x``, ``out`` and ``weight``), innermost first; then the innermost k
@@ -23,22 +24,25 @@ cutecall keeps as much dynamic as the kernel allows. After a form fails:
 A form is one :data:`~operand.StaticMask` per operand, the form the C++
 launcher keys calls by. :func:`climb` compiles the first form the DSL
 accepts, warns once per kernel naming exactly the dims it compiled in and
-the front's way of asking for them (:func:`explicit_hint`), and records
-rejections for later processes. No framework; the CuTe DSL only through
-``store.memory``.
+the front's way of asking for them (a function the front passes: how its
+users write it), and records rejections for later processes.
+:func:`climb_traces` climbs the same forms with a trace that stops before
+the DSL's passes (a question: ``outputs``). No framework; the CuTe DSL only
+through ``store.memory``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import warnings
-from typing import Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from .store import kernels, memory
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
 from .log import logger
-from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents
+from .operand import EVERYTHING, STRIDE_SHIFT, is_int, static_extents
 
 ENV = "CUTECALL_STATIC_FALLBACK"
 # A store of one element type into a tensor of another: no static extent
@@ -46,9 +50,10 @@ ENV = "CUTECALL_STATIC_FALLBACK"
 # where the kernel reads an int32 index: cuDNN's block-sparse attention).
 _ELEMENT_TYPE = re.compile(r"(?i)type mismatch, store .+ to ")
 # The DSL asking for a value known at trace time: the searched forms are
-# tried even for a placement probe (Liger's JSD reads const_expr(N % tile)).
-_NEEDS_STATIC = re.compile(r"const_expr\(\)` requires a value known|dynamic layout")
-_SHAPE_READ = re.compile(r"\b([A-Za-z_][\w.]*?)\.shape\s*(?:\[\s*(-?\d+)\s*\])?")
+# tried even for a placement probe (Liger's JSD reads const_expr(N % tile);
+# a kernel asserts on a stride: ``assert x.stride[0] == 64``).
+_NEEDS_STATIC = re.compile(r"(const_expr\(\)|assert)` requires a value known|dynamic layout")
+_SHAPE_READ = re.compile(r"\b([A-Za-z_][\w.]*?)\.(shape|stride)\s*(?:\[\s*(-?\d+)\s*\])?")
 
 
 def check_option(option) -> bool | None:
@@ -97,18 +102,19 @@ def search(shapes: Sequence[Sequence]) -> list[tuple]:
 
 
 def guided(error: CompileError, names: Sequence[str], ranks: Sequence[int]) -> tuple:
-    """Per operand, the dims the failing source line reads
-    (``mCos.shape[1]``; ``x.shape`` is every dim of x), matched to operand
-    names (``epilogue.mC`` matches ``mC``)."""
+    """Per operand, the extents and strides the failing source line reads
+    (``mCos.shape[1]``, ``x.stride[0]``; ``x.shape`` is every extent of x),
+    matched to operand names (``epilogue.mC`` matches ``mC``)."""
     found = [0] * len(names)
     for m in _SHAPE_READ.finditer(getattr(error, "source_line", "") or ""):
-        word, dim = m.group(1).rsplit(".", 1)[-1], m.group(2)
+        word, what, dim = m.group(1).rsplit(".", 1)[-1], m.group(2), m.group(3)
+        shift = STRIDE_SHIFT if what == "stride" else 0
         for i, nm in enumerate(names):
             if nm == word or nm.endswith("." + word):
                 if dim is None:
-                    found[i] |= (1 << ranks[i]) - 1
+                    found[i] |= ((1 << ranks[i]) - 1) << shift
                 elif -ranks[i] <= int(dim) < ranks[i]:
-                    found[i] |= 1 << (int(dim) % ranks[i])
+                    found[i] |= 1 << (int(dim) % ranks[i] + shift)
     return tuple(found)
 
 
@@ -127,37 +133,15 @@ def summary(masks: Sequence[int], names: Sequence[str], shapes: Sequence) -> str
     return "static extents " + "; ".join(parts) + ", the rest dynamic"
 
 
-def explicit_hint(style: str, masks: Sequence[int], operands: Sequence) -> str:
-    """How a user asks for `masks` explicitly, in the front's words:
-    ``"cutlass_call"`` (``input_spec``/``output_spec``), ``"torch"``
-    (``kernel(static=...)``) or ``"helion"`` (no such option). `operands`
-    have ``name``, ``source`` and ``shape``."""
-    ranks = [len(op.shape) for op in operands]
-    extents = [static_extents(m, r) for m, r in zip(masks, ranks)]
-    if style == "helion":
-        return "nothing (Helion's launcher compiles what the kernel needs)"
-    if style == "torch":
-        if all(m == EVERYTHING for m in masks):
-            return "cutecall.torch.kernel(..., static=True)"
-        parts = [f"{op.name!r}: {True if all(e) else e}"
-                 for op, e in zip(operands, extents) if any(e)]
-        return "cutecall.torch.kernel(..., static={" + ", ".join(parts) + "})"
-    if all(all(e) for e in extents):
-        return "cutlass_call(..., use_static_tensors=True)"
-
-    def spec(e):
-        return "None" if not any(e) else "TensorSpec(static=True)" if all(e) \
-            else f"TensorSpec(static={e})"
-    sides = {side: [spec(e) for op, e in zip(operands, extents)
-                    if (op.source == SOURCE_ARG) == (side == "input_spec")]
-             for side in ("input_spec", "output_spec")}
-    parts = [f"{side}=({', '.join(s)},)" for side, s in sides.items() if s]
-    return f"cutlass_call(..., {', '.join(parts)})"
+def static_parts(masks: Sequence[int], operands: Sequence) -> list[tuple]:
+    """Per operand, its extents compiled in by `masks` (a bool per dim):
+    what a front's hint (``Launcher(hint=)``) spells in its users' words."""
+    return [static_extents(m, len(op.shape)) for m, op in zip(masks, operands)]
 
 
-def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
+def climb(build: Callable, operands: Sequence, start: Sequence[int], *, name: str,
           options: str, arch: str, fallback: bool | None,
-          explicit: Callable[[tuple], str], searched: bool = True) -> tuple:
+          explicit: Callable[[tuple], str]) -> tuple:
     """Compiles the first form of a call the DSL accepts: ``build(start)``
     (`start`: per operand the masks to compile in beyond the front's own --
     none, or what worked last time), then guided and searched forms (module
@@ -170,16 +154,10 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
     with ``fallback=False`` (or ``$CUTECALL_STATIC_FALLBACK=0``) the first
     form's ``CompileError`` is raised instead. Rejected keys are remembered
     for the process and recorded in the artifact store: each fails once per
-    user and version, not per call or process.
-
-    `searched=False` stops after the guided forms unless the DSL asked for
-    a value known at trace time: a placement probe (``pipeline``), whose
-    outputs in the wrong place fail whatever extents are static; every form
-    is climbed only when no probe compiled. A store of the wrong element
+    user and version, not per call or process. A store of the wrong element
     type stops any climb: no static extent fixes it.
     """
-    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback),
-               searched)
+    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback))
     seen = set()
     for tried, masks in enumerate(c.forms()):
         spec = build(masks)
@@ -191,6 +169,49 @@ def climb(build: Callable, operands: Sequence, start: Sequence[int], name: str,
             c.warn(masks, explicit)
             return compiled, spec, masks, tried
     return c.fail()
+
+
+@dataclasses.dataclass(frozen=True)
+class Traced:
+    """What :func:`climb_traces` found: ``trace(spec)`` of the first form
+    whose trace passed, that form's spec and masks; or, when none did, the
+    first form's error and the last one's."""
+
+    value: Any = None
+    spec: Any = None
+    masks: tuple = ()
+    error: CompileError | None = None
+    last: CompileError | None = None
+
+
+def climb_traces(build: Callable, operands: Sequence, start: Sequence[int], *,
+                 name: str, options: str, arch: str, fallback: bool | None,
+                 trace: Callable, searched: bool = True) -> Traced:
+    """The forms of :func:`climb`, each traced instead of compiled (`trace`
+    raises ``CompileError`` for a form whose trace fails): a
+    :class:`Traced`. A form whose trace fails is remembered as rejected, as
+    a failed compile is (its compile is never tried); one remembered so is
+    not traced. Warns nothing (the compile does).
+
+    `searched=False` stops after the guided forms unless the DSL asked for
+    a value known at trace time: a placement tried after the rule's failed
+    (``outputs``), whose outputs in the wrong place fail whatever extents
+    are static."""
+    c = _Climb(build, operands, tuple(start), name, options, arch, enabled(fallback),
+               searched)
+    seen = set()
+    for masks in c.forms():
+        spec = build(masks)
+        if spec.key in seen:
+            continue
+        seen.add(spec.key)
+        traced = c.attempt_trace(spec, masks, trace)
+        if traced is not None:
+            return Traced(traced[0], spec, masks)
+        c.tried = c.last or c.tried
+    first = c.first or c.tried or CompileError(c.cause, kernel=name, arch=arch,
+                                               root_cause=c.cause)
+    return Traced(error=c.noted(first) if searched else first, last=c.tried or first)
 
 
 class _Climb:
@@ -209,6 +230,7 @@ class _Climb:
         self.cause = "rejected earlier in the process"
         self.warning = ""                       # what to warn, once per kernel
         self.start_compiled = False             # the start form compiled here
+        self.tried: CompileError | None = None  # the last form's failure
 
     def forms(self) -> Iterator[tuple]:
         """`start`, then (if allowed) guided forms while the failures name
@@ -264,6 +286,25 @@ class _Climb:
             self._accepted(masks, cached)
         return kernel
 
+    def attempt_trace(self, spec, masks: tuple, trace: Callable) -> tuple | None:
+        """``(trace(spec),)`` of one form, or None when its trace fails (now)
+        or its compile was rejected (in this process, or recorded)."""
+        key, last_form = spec.key, all(m == EVERYTHING for m in masks)
+        with memory.lock:
+            stored = None if memory.is_rejected(key) or last_form or not self.allowed \
+                else kernels.rejection(key, self.arch)
+            if memory.is_rejected(key) or stored is not None:
+                self.cause = memory.rejected_cause(key) or (stored[0] if stored else self.cause)
+                source = stored[1] if stored else memory.rejected_source(key)
+                self.last = CompileError(self.cause, kernel=self.name, arch=self.arch,
+                                         root_cause=self.cause, source_line=source)
+                return None
+            try:
+                return (trace(spec),)
+            except CompileError as e:
+                self._rejected(key, e, last_form)
+                return None
+
     def _rejected(self, key, e: CompileError, last_form: bool) -> None:
         logger.info("kernel '%s' rejected a form for %s: %s", self.name, self.arch,
                     e.root_cause)
@@ -302,6 +343,19 @@ class _Climb:
                 f"To make it an error: static_fallback=False or {ENV}=0.",
                 StaticFallbackWarning, stacklevel=user_stacklevel())
 
+    def noted(self, first: CompileError) -> CompileError:
+        """The first form's error, noting that the static forms failed too
+        (when the fallback may climb)."""
+        if not self.allowed:
+            return first
+        noted = CompileError(
+            f"{first}\n(no static form compiled either; the fully static one "
+            "is tried last)", kernel=self.name, arch=self.arch,
+            root_cause=first.root_cause, dsl_message=first.dsl_message,
+            source_line=first.source_line)
+        noted.__cause__ = first
+        return noted
+
     def fail(self) -> tuple:
         """No form compiled: the start form's error (with a note when static
         forms were tried too), remembered for the same call. A start form
@@ -325,14 +379,7 @@ class _Climb:
                     self.first = e
                 else:
                     return kernel, spec, self.start, 0
-        first = self.first
-        if self.allowed:
-            first = CompileError(
-                f"{first}\n(no static form compiled either; the fully static one "
-                "is tried last)", kernel=self.name, arch=self.arch,
-                root_cause=first.root_cause, dsl_message=first.dsl_message,
-                source_line=first.source_line)
-            first.__cause__ = self.first
+        first = self.noted(self.first)
         with cache.lock:
             cache.remember_failure(self.build(self.start).key, first)
         raise first

@@ -3,36 +3,40 @@
 A C++ launch object (``_core.TensorLauncher``) reads each call itself and
 launches the specialization its table holds. On a miss it calls back with
 the call's arguments and the layout facts (``_core.LayoutProps``) of the
-tensors it read. :class:`LaunchObject` is that callback, for any front::
+tensors it read. :class:`LaunchObject` is that callback, and everything a
+launch object is that no framework decides -- its outputs (named, or the
+parameters its kernel writes, asked once), the call with outputs merged in
+(``allocate=``), what ``static=`` and ``dims=`` compile in::
 
-    bound = front.bind(args)                       # the driver binds: one walk
+    bound = launch_object.bind(args)               # the driver binds: one walk
     arch = front.check(bound, launch=True)         # bad arrays named, the device
     leaves = call_leaves(bound)                    # the leaves C++ reads
-    operands, written = front.describe(bound, props, masks)   # the front describes
+    operands = [front.describe(...) per tensor]    # the front describes
     result = bound.launcher.specialize(operands, bound.binding)  # the driver decides
     entry = kernel_entry(result, uses, static_masks)           # C++ registers it
 
-A front (``cutecall.torch.Kernel``, Helion's launcher) only binds and
-describes its arrays, as the JAX front does. The entry carries its static
-masks -- the extents and strides its kernel compiled in, per leaf -- and C++
-keys the entry by their values when it registers it: nothing in the launch
-object changes while C++ is inside its callback, and the call is read once.
-On a miss the argument tree is walked once (the binding) and the bound tree
-once (:func:`call_leaves`); the plan is parsed once (by the entry, which
-C++ registers). No framework is imported.
+A front (``cutecall.torch.Kernel``, Helion's launcher) is a description
+step and its framework's tensor glue (:class:`Front`). The entry carries its
+static masks and C++ keys the entry by their values when it registers it:
+nothing here changes while C++ is inside its callback, and the call is read
+once. No framework is imported.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 from .. import _core
-from . import pytree, runtime
-from .binding import Binding, SlotKind
+from . import pytree
+from .binding import Binding
+from .call_leaves import call_leaves, kernel_entry, leaf_masks, leaf_uses
 from .compiled import CompiledKernel
-from .pipeline import Launcher, Specialization
-from .pytree import ARRAY, CONST, SCALAR, Node
+from .operand import EVERY_EXTENT, EVERYTHING, Description, OperandDesc, static_mask
+from .outputs import placement
+from .pipeline import Launcher
+from .pytree import ARRAY
+from .signature import SCALAR, TENSOR, Param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,37 +54,151 @@ class BoundCall:
 
 
 class Front(Protocol):
-    """What a front tells a :class:`LaunchObject`."""
+    """What a front tells a :class:`LaunchObject`: what its arrays are, and
+    per array its description. A front whose calls bind to a launcher of
+    their own (Helion's, one per schema) also has ``bind(args) ->
+    BoundCall``."""
 
-    def bind(self, args: Sequence) -> BoundCall:
-        """Binds a call (``Launcher.bind``); raises its errors."""
+    def is_array(self, x: Any) -> bool:
+        """Whether `x` is one of the front's arrays."""
 
     def check(self, bound: BoundCall, launch: bool) -> str:
         """Raises, naming the argument and its value, for an array leaf no
         kernel can take (`launch`: for a launch, on a device; otherwise a
         compile ahead of time); returns the arch its arrays' device runs."""
 
-    def describe(self, bound: BoundCall, props: list, masks: list) -> tuple[list, list]:
-        """(``OperandDesc`` per array leaf, indices of the written ones):
-        the array leaves of `bound` whose layouts are `props` (one
-        ``_core.LayoutProps`` each), compiled with at least `masks` (one
-        StaticMask each) in."""
+    def describe(self, name: str, index: int, array: Any, props: "_core.LayoutProps",
+                 mask: int, dims: tuple | None) -> OperandDesc:
+        """The operand array leaf `index` (named `name`, with C++'s `props`)
+        compiles to, with StaticMask `mask` in and its dims named `dims`."""
 
     def measure(self, array: Any) -> "_core.LayoutProps":
         """The layout facts C++ would read from `array`."""
 
 
-class LaunchObject:
-    """The first-call logic of one C++ launch object: bind, check,
-    describe, specialize, and the ``_core.KernelEntry`` that carries its
-    uses and static masks. It remembers the masks the last static fallback
-    compiled in, so that later calls of the same leaf layout start there
-    (C++ keys each entry by its own)."""
+def open_params(launcher: Launcher) -> list[Param]:
+    """The launcher's parameters a launch object's call fills, in order."""
+    given = {k for k, _ in launcher.constexprs}
+    return [p for p in launcher.sig.params
+            if p.kind in (TENSOR, SCALAR) and p.name not in given]
 
-    def __init__(self, front: Front):
-        self.front = front
-        self._leaves = None        # the call layout `static_masks` were made for
-        self.static_masks = None   # per leaf: a StaticMask; None before any
+
+class LaunchObject:
+    """The first-call logic of one C++ launch object (module docstring). It
+    remembers the masks the last static fallback compiled in, so that later
+    calls of the same leaf layout start there (C++ keys each entry by its
+    own), and its outputs once asked.
+
+    `outputs`: how many tensor parameters the kernel writes, or their
+    names; `static`: ``True`` (every extent and stride of every tensor) or
+    ``{parameter: True | per-dim bools}``; `dims`: ``{parameter: (name or
+    None per dim)}`` (as ``cutecall.torch.kernel`` documents them). Without
+    `launcher` the front binds each call itself (``Front.bind``)."""
+
+    def __init__(self, front: Front, launcher: Launcher | None = None, *,
+                 outputs: int | Sequence[str] = 0, static=None, dims=None):
+        self.front, self.launcher = front, launcher
+        self._leaves = None        # the call layout `_masks` were made for
+        self._masks = None         # per leaf: a StaticMask; None before any
+        self.params = open_params(launcher) if launcher is not None else []
+        self.num_outputs, names = _outputs_option(outputs)
+        self._rule = self._named_or_rule(names)
+        self._placed = None if names is None else tuple(names)
+        self.dims = dims_from_option(dims, self.params)
+        self.param_masks = masks_from_option(static, self.params)
+        # What static= compiles in, per argument (each entry carries its own).
+        self.option_masks = [self.param_masks.get(p.name, 0) for p in self.params] \
+            if self.param_masks else None
+
+    def _named_or_rule(self, names) -> tuple:
+        """The outputs named (checked), or the parameters the rule puts
+        them at (``placement.written_params``) until a trace tells."""
+        tensors = [p.name for p in self.params if p.kind == TENSOR]
+        if names is not None:
+            for n in names:
+                if n not in tensors:
+                    raise ValueError(f"cutecall: outputs names {n!r}, which is not a "
+                                     f"tensor parameter of '{self.launcher.name}'; "
+                                     f"those are {', '.join(tensors)}")
+            return tuple(names)
+        sig = self.launcher.sig if self.launcher is not None else None
+        if not self.num_outputs or sig is None or not sig.inspected:
+            return ()
+        index = {p.name: i for i, p in enumerate(sig.params)}
+        return tuple(placement.written_params(sig, [index[p.name] for p in self.params],
+                                              self.num_outputs, self.launcher.name))
+
+    # -- outputs -------------------------------------------------------------
+
+    @property
+    def output_params(self) -> list[str]:
+        """The parameters the kernel writes: named, or asked (the first
+        call or compile), else where the rule puts them."""
+        return list(self._placed if self._placed is not None else self._rule)
+
+    @property
+    def outputs_known(self) -> bool:
+        """Whether :attr:`output_params` is final: named, or asked."""
+        return self._placed is not None or not self._rule
+
+    def place(self, args: Sequence, props: Sequence = ()) -> list[str]:
+        """The outputs of a launcher-order call, asked once: the parameters
+        its kernel writes (``outputs.stage``: a trace, no compile)."""
+        if not self.outputs_known:
+            self.bind(args, props)
+        return self.output_params
+
+    def merge(self, args: Sequence, outs: Sequence) -> list:
+        """The launcher-order call: `args`, with `outs` at the output
+        parameters (at the end for an uninspected launcher)."""
+        if not self.launcher.sig.inspected:
+            return [*args, *outs]
+        merged, a, o = [], iter(args), iter(outs)
+        out_names = set(self.output_params)
+        used = 0
+        for p in self.params:
+            if p.name in out_names:
+                merged.append(next(o))
+            elif used < len(args):
+                merged.append(next(a))
+                used += 1
+            else:
+                break
+        if used < len(args):
+            raise TypeError(f"cutecall: '{self.launcher.name}' takes "
+                            f"{len(self.params) - self.num_outputs} arguments "
+                            f"besides its outputs, got {len(args)}")
+        return merged
+
+    @property
+    def static_masks(self) -> list | None:
+        """Per leaf of a call, the StaticMask the last static fallback (or
+        ``static=``) compiled in; None when nothing is."""
+        return self._masks or self.option_masks
+
+    # -- the first call --------------------------------------------------------
+
+    def bind(self, args: Sequence, props: Sequence = (), launch: bool = False) -> BoundCall:
+        """A launcher-order call bound to the launcher's parameters, its
+        outputs where the kernel writes them (asked on the first call)."""
+        bind = getattr(self.front, "bind", None)
+        if bind is not None:
+            return bind(args)
+        binding, leaves = self.launcher.bind(
+            args, num_outputs=self.num_outputs, outputs_in_call=True,
+            output_names=self._placed, is_array=self.front.is_array,
+            describe=lambda b, found: self._question(args, b, found, props, launch))
+        if self._placed is None and self._rule:
+            self._placed = tuple(binding.written)
+        return BoundCall(self.launcher, binding, leaves, len(args))
+
+    def _question(self, args, binding: Binding, leaves, props, launch) -> Description:
+        """A binding's description, for the output placement stage."""
+        bound = BoundCall(self.launcher, binding, leaves, len(args))
+        arch = self.front.check(bound, launch)
+        operands, _ = self.describe(bound, self._props(bound, props), [0] * len(leaves),
+                                     outputs=False)
+        return Description(tuple(operands), device_arch=arch)
 
     def entry(self, args: Sequence, props: Sequence) -> "_core.KernelEntry":
         """The specialization of a launch (compiled, or found in the store)
@@ -89,8 +207,6 @@ class LaunchObject:
         skipped; missing ones measured)."""
         bound, arch, leaves, operands, written = self._describe(args, props, True)
         result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
-        if self._learned(result):  # the outputs are where the kernel writes
-            written = self._describe(args, props, True)[4]
         masks = self._remember(leaves, result.masks)
         return kernel_entry(result, leaf_uses(leaves, written), masks)
 
@@ -101,142 +217,136 @@ class LaunchObject:
         bound, found, leaves, operands, _ = self._describe(args, props, False)
         result = bound.launcher.specialize(operands, bound.binding,
                                            device_arch=arch or found)
-        self._learned(result)
         self._remember(leaves, result.masks)
         return result.kernel
 
-    def _learned(self, result) -> bool:
-        """Tells a front that learns its outputs from what the kernel
-        writes (``learn_outputs``, optional) about a compile; True when its
-        outputs changed."""
-        learn = getattr(self.front, "learn_outputs", None)
-        return bool(learn(result)) if learn is not None else False
-
-    def spec(self, args: Sequence, props: Sequence, arch: str) -> tuple:
+    def spec_of(self, args: Sequence, props: Sequence, arch: str) -> tuple:
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a call: what a miss
         compiles, without compiling."""
         bound, _, leaves, operands, written = self._describe(args, props, False)
         return (bound.launcher.spec(operands, bound.binding, device_arch=arch),
                 leaf_uses(leaves, written))
 
-    def _describe(self, args, props, launch: bool):
-        bound = self.front.bind(args)
-        arch = self.front.check(bound, launch)
-        leaves = call_leaves(bound)
+    def _props(self, bound: BoundCall, props: Sequence) -> list:
         props = [p for p in props if p is not None]
         if len(props) != len(bound.arrays):
             props = [self.front.measure(a) for a in bound.arrays]
-        kept = self.static_masks if self._leaves == leaves else None
+        return props
+
+    def _describe(self, args, props, launch: bool):
+        bound = self.bind(args, props, launch)
+        arch = self.front.check(bound, launch)
+        leaves = call_leaves(bound)
+        kept = self._masks if self._leaves == leaves else None
         masks = [kept[i] if kept else 0
                  for i, leaf in enumerate(leaves) if leaf[0] == ARRAY]
-        operands, written = self.front.describe(bound, props, masks)
+        operands, written = self.describe(bound, self._props(bound, props), masks)
         return bound, arch, leaves, operands, written
+
+    def describe(self, bound: BoundCall, props: list, masks: list,
+                  outputs: bool = True) -> tuple[list, list]:
+        """(an OperandDesc per tensor leaf, indices of the written ones:
+        none unless `outputs`): the front describes each with ``static=``
+        and `masks` in and its ``dims=``."""
+        operands, written = [], []
+        for i, (nm, t) in enumerate(zip(leaf_names(bound), bound.arrays)):
+            per_dim = self.dims.get(nm)
+            if per_dim is not None and len(per_dim) != len(t.shape):
+                raise ValueError(f"cutecall: '{bound.launcher.name}': dims[{nm!r}] names "
+                                 f"{len(per_dim)} dims, but the tensor has rank "
+                                 f"{len(t.shape)}")
+            mask = self.param_masks.get(nm, 0) | masks[i]
+            op = self.front.describe(nm, i, t, props[i], mask, per_dim)
+            operands.append(op)
+            if outputs and nm in bound.binding.written:
+                if props[i].overlap:
+                    raise ValueError(
+                        f"cutecall: output '{nm}' of '{bound.launcher.name}' (shape "
+                        f"{tuple(op.shape)}, strides {tuple(op.strides)}) has elements "
+                        "that several indices reach (an expand()ed or overlapping "
+                        "as_strided view): the kernel's writes would race. Pass a "
+                        "tensor that owns its elements (.contiguous() or .clone()).")
+                written.append(i)
+        return operands, written
 
     def _remember(self, leaves, masks) -> list:
         """Per leaf, the StaticMask each operand compiled with; kept when
         any is set."""
         out = leaf_masks(leaves, masks)
         if any(out):
-            self.static_masks, self._leaves = out, leaves
+            self._masks, self._leaves = out, leaves
         return out
 
 
-def kernel_entry(result: Specialization, uses: Sequence,
-                 static_masks: Sequence[int] = ()) -> "_core.KernelEntry":
-    """The ``_core.KernelEntry`` a C++ launch object registers: the compiled
-    kernel; per leaf of a call, how it reaches the plan (:func:`leaf_uses`)
-    and what it compiled in (:func:`leaf_masks`; none: all dynamic)."""
-    runtime.ensure_runtime_path()
-    k = result.kernel
-    masks = list(static_masks) if any(static_masks) else []
-    if k.entry is not None:  # parsed by the compile that made it
-        return k.entry.with_uses(uses=list(uses), static_masks=masks)
-    return _core.KernelEntry(
-        module=k.module, sha256=k.sha256, function=k.function, kernel=k.name,
-        plan=list(k.plan), operand_names=k.operand_names,
-        symbol_names=k.symbol_names, uses=list(uses), static_masks=masks)
+def leaf_names(bound: BoundCall) -> list[str]:
+    """Per array leaf of a bound call, its name: ``x``, ``epilogue.mC``,
+    ``arg2`` (uninspected launchers)."""
+    sig = bound.launcher.sig
+    names = [p.name for p in open_params(bound.launcher)] if sig.inspected else []
+    arg = [names[k] if k < len(names) else f"arg{k}" for k in bound.binding.arrays]
+    return [arg[a] + pytree.keystr(path) for a, path in bound.binding.leaves]
 
 
-def call_leaves(bound: BoundCall) -> list:
-    """The leaves a C++ launch object reads from a call, in its order (an
-    argument that is a container contributes its leaves depth first, any
-    other argument one): per leaf ``("array", operand)``, ``("scalar",
-    slot, type)``, ``("const", value)`` (a compile-time leaf: a call must
-    match it) or ``("ignore",)`` (None, an argument compiled in by the
-    front)."""
-    binding = bound.binding
-    positions = range(bound.num_args) if bound.positions is None else bound.positions
-    at = {c: k for k, c in enumerate(positions)}
-    out, operand = [], 0
-    for c in range(bound.num_args):
-        k = at.get(c)
-        slot = binding.arg_slots[k] if k is not None else None
-        if slot is not None and slot.kind == SlotKind.INPUT:
-            tree = binding.trees[slot.index]
-            for leaf in (tree.leaves() if isinstance(tree, Node) else (tree,)):
-                if leaf.kind == ARRAY:
-                    out.append((ARRAY, operand))
-                    operand += 1
-                elif leaf.kind == SCALAR:
-                    out.append((SCALAR, leaf.value, leaf.scalar_type))
-                elif leaf.kind == CONST:
-                    out.append((CONST, leaf.value))
-                else:
-                    out.append(("ignore",))
-        elif slot is not None and slot.kind == SlotKind.SCALAR:
-            out.append((SCALAR, slot.index, binding.scalars[slot.index].scalar_type))
-        else:
-            out.append(("ignore",))
+def _outputs_option(outputs) -> tuple[int, tuple | None]:
+    """``outputs=``: (how many, their names or None)."""
+    names = None
+    if isinstance(outputs, (list, tuple)):
+        names = tuple(outputs)
+        if not all(isinstance(o, str) for o in names):
+            raise TypeError(f"cutecall: outputs must be an int or parameter "
+                            f"names, got {outputs!r}")
+        outputs = len(names)
+    if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 0:
+        raise ValueError(f"cutecall: outputs must be an int >= 0 (how many "
+                         f"tensor parameters the launcher writes) or their "
+                         f"names, got {outputs!r}")
+    return outputs, names
+
+
+def dims_from_option(dims, params: Sequence[Param]) -> dict:
+    """``dims=``: {parameter name: tuple of dim names}."""
+    if dims is None:
+        return {}
+    if not isinstance(dims, dict):
+        raise TypeError(f"cutecall: dims must be a dict {{parameter: (name or None "
+                        f"per dim)}}, got {dims!r}")
+    names = {p.name for p in params}
+    out = {}
+    for name, per_dim in dims.items():
+        if name not in names:
+            raise ValueError(f"cutecall: dims names {name!r}, which is not a "
+                             f"parameter of the launcher ({sorted(names)})")
+        if not isinstance(per_dim, (tuple, list)) or \
+                any(d is not None and not isinstance(d, str) for d in per_dim):
+            raise TypeError(f"cutecall: dims[{name!r}] must be a tuple of names "
+                            f"(str) or None per dim, got {per_dim!r}")
+        out[name] = tuple(per_dim)
     return out
 
 
-def leaf_uses(leaves: Sequence, written: Sequence[int] = ()) -> list:
-    """Per leaf (:func:`call_leaves`), how it reaches the plan
-    (``_core.ArgUse``); operands in `written` are outputs (a launch whose
-    outputs are all empty does nothing)."""
-    uses = []
-    for leaf in leaves:
-        if leaf[0] == ARRAY:
-            uses.append(_core.ArgUse(_core.UseKind.OUTPUT if leaf[1] in written
-                                     else _core.UseKind.TENSOR, leaf[1]))
-        elif leaf[0] == SCALAR:
-            uses.append(_core.ArgUse(_core.UseKind.SCALAR, leaf[1],
-                                     getattr(_core.ScalarType, leaf[2])))
-        elif leaf[0] == CONST:
-            uses.append(_core.ArgUse(_core.UseKind.CONST, value=leaf[1]))
+def masks_from_option(static, params: Sequence[Param]) -> dict:
+    """``static=`` as {parameter name: StaticMask}: True (every extent and
+    stride of every tensor), or {parameter name: True | per-dim bools}
+    (extents)."""
+    if static is None or static is False:
+        return {}
+    if static is True:
+        return {p.name: EVERYTHING for p in params}
+    if not isinstance(static, dict):
+        raise TypeError(f"cutecall: static must be True, False, None or a dict "
+                        f"{{parameter: True | tuple of bools}}, got {static!r}")
+    names = [p.name for p in params]
+    masks = {}
+    for name, dims in static.items():
+        if name not in names:
+            raise ValueError(f"cutecall: static names {name!r}, which is not a "
+                             f"tensor parameter; parameters: {', '.join(names)}")
+        if dims is True:
+            masks[name] = EVERY_EXTENT
+        elif isinstance(dims, (tuple, list)) and all(isinstance(x, bool) for x in dims):
+            masks[name] = static_mask(dims)
         else:
-            uses.append(_core.ArgUse(_core.UseKind.IGNORE))
-    return uses
+            raise TypeError(f"cutecall: static[{name!r}] must be True or a "
+                            f"tuple of bools per dim, got {dims!r}")
+    return masks
 
-
-def leaf_masks(leaves: Sequence, masks: Sequence[int]) -> list:
-    """Per leaf (:func:`call_leaves`), the StaticMask its operand compiled
-    with (`masks`: :attr:`Specialization.masks`, per operand); 0 for leaves
-    that are not arrays."""
-    return [masks[leaf[1]] if leaf[0] == ARRAY else 0 for leaf in leaves]
-
-
-def register_types(launch, args: Sequence, is_array: Callable[[Any], bool]) -> None:
-    """Tells C++ launch object `launch` how to read the objects in `args`
-    that are not arrays, numbers, None or plain containers: dataclasses
-    (their fields), CuTe DSL values (runtime scalars) and anything else
-    (compile-time, by identity). The same walk as ``pytree.flatten``."""
-    def walk(x):
-        if x is None or isinstance(x, (bool, int, float)) or is_array(x):
-            return
-        if isinstance(x, (tuple, list)):
-            for v in x:
-                walk(v)
-        elif isinstance(x, dict):
-            for v in x.values():
-                walk(v)
-        elif pytree.is_container(x):
-            fields = [f.name for f in dataclasses.fields(x) if f.init]
-            launch.register_type(type(x), "node", fields)
-            for name in fields:
-                walk(getattr(x, name))
-        else:
-            launch.register_type(type(x), "scalar" if pytree.dsl_scalar_type(x)
-                                 else "const")
-    for a in args:
-        walk(a)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Sequence
 
 import numpy as np
@@ -50,6 +51,21 @@ def is_int(v) -> bool:
 
 
 INT32_MAX = 2**31 - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Description:
+    """One call's arrays as a front describes them for a binding: an
+    :class:`OperandDesc` per array leaf (the input leaves, then the outputs
+    the kernel writes), the tree of the kernel's outputs (None: none), the
+    plan's operand and result counts (None: inputs, outputs), and the arch
+    the arrays' device runs (None: the target's)."""
+
+    operands: tuple
+    output_tree: typing.Any = None
+    num_args: int | None = None
+    num_rets: int | None = None
+    device_arch: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

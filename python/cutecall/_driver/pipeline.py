@@ -3,37 +3,48 @@ launcher, a future one) reaches compiled kernels through :class:`Launcher`.
 
 A front translates; the driver decides::
 
-    launcher = Launcher(fn, name=..., constexprs=..., hint="torch")
-    binding, leaves = launcher.bind(args, kwargs, num_outputs=...)  # the driver binds
+    launcher = Launcher(fn, name=..., constexprs=..., hint=front_hint)
+    binding, leaves = launcher.bind(args, kwargs, num_outputs=...,
+                                    describe=...)             # the driver binds
     operands = [OperandDesc(...) for each array leaf]         # the front describes
     result = launcher.specialize(operands, binding)           # the driver decides
 
-:meth:`Launcher.specialize` owns everything after the descriptions: the
-static masks and the fallback ladder, :class:`KernelSpec` (built here and
-nowhere else), the specialization key (``key``), the compile or store
-lookup, and the rung to remember. A C++ launch object's first call (the
-typed ``_core.KernelEntry`` it registers) is ``launch_object``'s. No
-framework is imported.
+:meth:`Launcher.bind` binds a call; when it names no outputs the output
+placement stage (``outputs.stage``) decides where they sit, asking the
+front's description of a binding (`describe`) and traces of the kernel,
+and returns one binding. :meth:`Launcher.specialize` owns everything after
+the descriptions: the static masks and the fallback ladder,
+:class:`KernelSpec` (built here and nowhere else), the specialization key
+(``key``), the compile or store lookup, and the rung to remember. A C++
+launch object's first call (the typed ``_core.KernelEntry`` it registers) is
+``launch_object``'s. No framework is imported.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, fallback, fingerprint as _fingerprint
 from . import diagnosis, launcher_kind, signature as _signature, target
-from .outputs import writes as written_params
-from .binding import Binding, SlotKind
-from .outputs.probes import PlacementProbes, outputs_at
+from .binding import Binding, Call, SlotKind
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .key import specialization_key
-from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
+from .operand import SOURCE_ARG, Description, OperandDesc, make_operand, tie_dims
+from .outputs import stage
+from .outputs.placement import NO_EVIDENCE, Evidence
 from .pytree import Node
 from .store import memory
 
-HINT_STYLES = ("cutlass_call", "torch", "helion")
+
+def plain_hint(masks: Sequence[int], operands: Sequence) -> str:
+    """How a user asks for `masks` when the front says nothing of its own:
+    the dims, per operand (``x: extents (False, True)``)."""
+    parts = [f"{op.name}: extents {e}" for op, e in
+             zip(operands, fallback.static_parts(masks, operands)) if any(e)]
+    return "static " + "; ".join(parts) if parts else "nothing"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,14 +52,12 @@ class Specialization:
     """What :meth:`Launcher.specialize` decided: the compiled kernel (named
     after this launcher), its spec, the static mask each operand was
     compiled with (the front's request and the fallback's dims) and how many
-    forms were tried before it (0: the first compiled); what its trace saw
-    the kernel write (``written_params.ParamWrites``; None: no trace ran)."""
+    forms were tried before it (0: the first compiled)."""
 
     kernel: CompiledKernel
     spec: KernelSpec
     masks: tuple
     level: int
-    writes: Any = None
 
 
 class Launcher:
@@ -57,21 +66,19 @@ class Launcher:
     kernel object's attributes may change while it is traced), constexprs,
     compile options and key, and the static-fallback policy.
 
-    `hint` names how the front's users ask for static extents (see
-    ``fallback.explicit_hint``). `keeps_static_masks`: the front's C++
-    launcher keys its calls by static masks (torch), so after a fallback
-    climb the front keeps the masks (:attr:`Specialization.masks`) and
-    describes them; otherwise the launcher remembers the rung (JAX).
-    `learns_writes`: what a compile's trace writes is read (and kept) even
-    with no outputs to check, for binds that place outputs by it; False for
-    a front that never asks (Helion's launcher, torch with named outputs):
-    a compile then reads the module only to check placed outputs."""
+    `hint(masks, operands)` says how the front's users ask for static
+    extents (a warning of the static fallback quotes it; default
+    :func:`plain_hint`). `keeps_static_masks`: the front's C++ launcher keys
+    its calls by static masks (torch), so after a fallback climb the front
+    keeps the masks (:attr:`Specialization.masks`) and describes them;
+    otherwise the launcher remembers the rung (JAX)."""
 
     def __init__(self, fn: Callable, *, name: str | None = None,
                  constexprs: Mapping[str, Any] | None = None,
                  compile_options: str | None = None, compile_key: Any = None,
-                 static_fallback: bool | None = None, hint: str = "cutlass_call",
-                 keeps_static_masks: bool = False, learns_writes: bool = True):
+                 static_fallback: bool | None = None,
+                 hint: Callable[[Sequence[int], Sequence], str] = plain_hint,
+                 keeps_static_masks: bool = False):
         if not callable(fn):
             raise TypeError(f"cutecall: launcher must be callable (a @cute.jit "
                             f"function or kernel object), got "
@@ -79,8 +86,9 @@ class Launcher:
         if compile_options is not None and not isinstance(compile_options, str):
             raise TypeError(f"cutecall: compile_options must be a str, got "
                             f"{compile_options!r}")
-        if hint not in HINT_STYLES:
-            raise ValueError(f"cutecall: hint must be one of {HINT_STYLES}, got {hint!r}")
+        if not callable(hint):
+            raise TypeError(f"cutecall: hint must be a function (masks, operands) -> "
+                            f"str, got {hint!r}")
         self.fn = fn
         self.sig = _signature.analyze(fn)
         self.name = name or self.sig.name
@@ -89,8 +97,10 @@ class Launcher:
         self.history = diagnosis.CallHistory()
         self.fingerprint = _fingerprint.launcher_fingerprint(fn)
         self.constexprs = tuple(sorted((constexprs or {}).items()))
-        for k, v in self.constexprs:  # fail early on unusable constexprs
-            _fingerprint.fingerprint(v, f"constexpr {k!r}")
+        prints = [[k, _fingerprint.fingerprint(v, f"constexpr {k!r}")]  # fails early
+                  for k, v in self.constexprs]
+        # What the launcher is, as a digest: launchers of one kernel share it.
+        self.content = hashlib.sha256(repr((self.fingerprint, prints)).encode()).hexdigest()
         self.sig.check_constexprs(dict(self.constexprs))
         self.options = compile_options
         if compile_key is not None:
@@ -104,14 +114,9 @@ class Launcher:
         self.static_fallback = fallback.check_option(static_fallback)
         self.hint = hint
         self.keeps_static_masks = keeps_static_masks
-        self.learns_writes = learns_writes
         # What the static fallback compiled in last, by operand name (fronts
         # that do not keep masks themselves): later calls start there.
         self.static_dims: dict[str, int] = {}
-        # What a trace saw the kernel write (written_params.ParamWrites), and
-        # the output placements tried so far and what each taught.
-        self.writes = None
-        self.probes = PlacementProbes()
 
     def __repr__(self):
         return f"Launcher({self.name})"
@@ -119,30 +124,44 @@ class Launcher:
     # -- binding -------------------------------------------------------------
 
     def bind(self, args: Sequence, kwargs: Mapping | None = None, *,
-             num_outputs: int = 0, order: str = "inputs_first",
-             output_names: Sequence[str] | None = None,
+             num_outputs: int = 0, outputs_in_call: bool = False,
+             order: str = "inputs_first", output_names: Sequence[str] | None = None,
              scalar_value: Callable = _signature.concrete_scalar,
-             is_array: Callable = _binding.default_is_array) -> tuple[Binding, list]:
+             is_array: Callable = _binding.default_is_array,
+             describe: Callable[[Binding, list], Description] | None = None
+             ) -> tuple[Binding, list]:
         """Binds one call's positional arguments (arrays, pytrees, runtime
-        scalars, None) and keyword scalars to the launcher's parameters,
-        placing `num_outputs` outputs (``binding`` module). Returns the
-        binding and the array leaves' values, in ``Binding.leaves`` order:
-        the operands the front describes. Outputs not named go where a trace
-        saw the kernel write (:attr:`writes`), when it has; a compile of a
-        binding placed by the rule alone checks that (``written_params``)."""
-        written = self.writes.candidates if self.writes is not None else None
-        in_leaves = self.writes.in_leaves if self.writes is not None else frozenset()
-        binding, leaves = _binding.bind(
-            self.sig, args, kwargs or {}, num_outputs, order,
-            {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
-            written, frozenset(self.probes.avoid), in_leaves)
-        # Named outputs, or outputs all where a trace saw writes, are not
-        # checked again; a placement made without that evidence (none of
-        # the written parameters fits the call) is.
-        if output_names is not None or (written and all(
-                self.sig.params[i].name in written for i in outputs_at(binding))):
-            self.probes.trust(binding)
-        return binding, leaves
+        scalars, None) and keyword scalars to the launcher's parameters
+        (``binding``), with `num_outputs` outputs: returned by the call, or
+        among its arguments (`outputs_in_call`: a launch object's). Returns
+        the binding and the array leaves' values, in ``Binding.leaves``
+        order: the operands the front describes.
+
+        Outputs not named go where the kernel writes them: the output
+        placement stage (``outputs.stage.place``) asks `describe(binding,
+        leaves)`, the front's :class:`~operand.Description` of a binding's
+        arrays, and traces; without `describe` the rule places them."""
+        call = Call(tuple(args), dict(kwargs or {}), num_outputs, outputs_in_call, order,
+                    scalar_value, is_array)
+        if output_names is None and num_outputs and describe is not None and \
+                self.sig.inspected:
+            self._check_kind()  # before any trace
+            return stage.place(self, call, describe)
+        return self.bind_as(call, output_names=output_names)
+
+    def bind_as(self, call: Call, *, output_names: Sequence[str] | None = None,
+                evidence: Evidence = NO_EVIDENCE) -> tuple[Binding, list]:
+        """`call` bound with its outputs at `output_names`, or placed by the
+        rule and the `evidence` of a placement question (``binding.bind``)."""
+        return _binding.bind(self.sig, call, {k for k, _ in self.constexprs},
+                             output_names=output_names, evidence=evidence)
+
+    def _check_kind(self) -> None:
+        """Raises for a launcher that launches nothing (a plain function, a
+        bare ``@cute.kernel``), once, before its first trace."""
+        if not self._launches:
+            launcher_kind.check(self.fn, self.name)
+            self._launches = True
 
     def parameter_names(self, binding: Binding) -> dict:
         """{Slot: the launcher parameter it fills}."""
@@ -160,9 +179,7 @@ class Launcher:
         `output_tree` holds them (default: none); `num_args`/`num_rets`: the
         plan's operand and result counts (default: inputs, outputs). Climbs
         the static-fallback ladder when the DSL rejects a form."""
-        if not self._launches:  # a plain function would compile to nothing
-            launcher_kind.check(self.fn, self.name)
-            self._launches = True
+        self._check_kind()
         options, arch = target.resolve_options(self.options, device_arch)
 
         def build(extra) -> KernelSpec:
@@ -172,42 +189,25 @@ class Launcher:
 
         start = [0 if self.keeps_static_masks else self.static_dims.get(op.name, 0)
                  for op in operands]
-        probes = self.probes
-        check, searched = probes.check(binding), probes.searched(binding)
-        learn = self.writes is None and self.learns_writes
         compiles = memory.compile_stats()["compiles"]
-        try:  # the hook runs while there is something to check or to learn
-            with written_params.observing(check, check or learn,
-                                          probes.probe_empty(binding)) as seen:
-                kernel, spec, extra, level = fallback.climb(
-                    build, operands, start, self.name, options, arch,
-                    self.static_fallback,  # probes too: a kernel may need static dims
-                    lambda masks: fallback.explicit_hint(
-                        self.hint, [op.static | m for op, m in zip(operands, masks)],
-                        operands), searched)
+        try:
+            kernel, spec, extra, level = fallback.climb(
+                build, operands, start, name=self.name, options=options, arch=arch,
+                fallback=self.static_fallback,
+                explicit=lambda masks: self.hint(
+                    [op.static | m for op, m in zip(operands, masks)], operands))
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
-            probes.did_not_compile(self.name, binding, error, e, searched)
             raise error from e
-        except written_params.NothingWritten:  # the front tries the next placement
-            probes.wrote_nothing(binding)
-            raise
-        except written_params.OutputsElsewhere as e:  # the front binds again
-            self.writes = e.writes
-            probes.read_only(binding)
-            raise
-        probes.compiled()
         if memory.compile_stats()["compiles"] != compiles:  # a trace may have filled
             _fingerprint.remember_compiled_state(self.fn, self.fingerprint)  # attributes
-        if seen.writes is not None:
-            self.writes = seen.writes
         self.history.record(operands)
         if not self.keeps_static_masks:
             self.static_dims.update({op.name: m for op, m in zip(operands, extra) if m})
         if kernel.name != self.name:  # a compile shared with another launcher
             kernel = dataclasses.replace(kernel, name=self.name)
         masks = tuple(op.static | m for op, m in zip(operands, extra))
-        return Specialization(kernel, spec, masks, level, seen.writes)
+        return Specialization(kernel, spec, masks, level)
 
     def spec(self, operands: Sequence[OperandDesc], binding: Binding, *,
              device_arch: str | None = None, output_tree: Node | None = None,

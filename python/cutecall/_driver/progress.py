@@ -108,8 +108,9 @@ def _write(stream, text: str) -> None:
 
 
 @contextlib.contextmanager
-def compiling(name: str, arch: str):
-    """Shows ``cutecall: compiling NAME for ARCH…`` on stderr once the block
+def compiling(name: str, arch: str, verb: str = "compiling"):
+    """Shows ``cutecall: compiling NAME for ARCH…`` (`verb`: ``tracing``
+    for a trace alone) on stderr once the block
     has run :data:`NOTICE_AFTER_S` seconds, ended by `` done (12.3 s)`` or,
     if the block raises, `` failed``. A shorter block prints nothing. Under
     a :func:`bar` the notice is the bar's text instead. The timer thread is
@@ -118,7 +119,7 @@ def compiling(name: str, arch: str):
     if not enabled(stream):
         yield
         return
-    text = f"compiling {name} for {arch}…"
+    text = f"{verb} {name} for {arch}…"
     lock, state = threading.Lock(), {"shown": False, "over": False}
     start = time.perf_counter()
 

@@ -12,9 +12,9 @@ from typing import Mapping
 import jax
 import numpy as np
 
-from .._driver import operand as _operand, pytree, signature as _signature
+from .._driver import fallback, operand as _operand, pytree, signature as _signature
 from .._driver.binding import Slot, SlotKind
-from .._driver.operand import SOURCE_ARG, SOURCE_RET
+from .._driver.operand import SOURCE_ARG, SOURCE_RET, Description
 from .._driver.tensor_spec import TensorSpec
 
 # ---------------------------------------------------------------------------
@@ -218,6 +218,65 @@ def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
                      call.use_static_tensors, call.name)
             for b in range(len(out_structs)) if b not in aliased]
     return out
+
+
+def describe_call(call, flat_in, binding, outs) -> tuple:
+    """The description step of one call of CutlassCall `call` bound as
+    `binding` (`flat_in`: its array leaves, values or tracers; `outs`: its
+    output contract): the :class:`~operand.Description` the driver
+    compiles (and the output placement stage traces), the alias pairs
+    (input leaf, output leaf) and the leaves' key paths (inputs rooted at
+    the call's positional arguments, outputs at its results)."""
+    ret_tree, out_structs, top, unpassed = outs
+    in_paths = [(pytree.Key("index", binding.arrays[a]),) + path
+                for a, path in binding.leaves]
+    positional = jax.tree.unflatten(ret_tree, out_structs)
+    if top == 1 and not isinstance(positional, (list, tuple)):
+        positional = (positional,)
+    out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
+    out_paths = [driver_path(p) for p, _ in out_leaves]
+    pairs, hidden = resolve_aliases(call.aliases, in_paths, out_paths, call.name)
+    for a, b in pairs:
+        x, o = flat_in[a], out_structs[b]
+        if (x.shape, x.dtype) != (o.shape, o.dtype):
+            raise ValueError(f"cutecall: input {pytree.keystr(in_paths[a])} "
+                             f"{x.dtype}{list(x.shape)} of '{call.name}' cannot "
+                             f"alias output {pytree.keystr(out_paths[b])} "
+                             f"{o.dtype}{list(o.shape)}")
+    # Aliased outputs the launcher also receives are operands of their own.
+    passed = {b for b, p in enumerate(out_paths) if p[0].value not in unpassed}
+    aliased = {b for _, b in pairs} - (passed - hidden)
+    operands = describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
+                                 top, unpassed)
+    # The kernel's outputs: top-level outputs not aliased whole, with
+    # path-aliased leaves hidden (None).
+    kernel_positional = []
+    for j in (j for j in range(top) if j not in unpassed):
+        leaves, tree = jax.tree.flatten(positional[j])
+        base = leaves_under(out_paths, (pytree.Key("index", j),))
+        kernel_positional.append(jax.tree.unflatten(
+            tree, [None if b in hidden else leaf for b, leaf in zip(base, leaves)]))
+    described = Description(tuple(operands), output_tree(kernel_positional), len(flat_in),
+                            len(out_structs), call.arch)
+    return described, pairs, in_paths, out_paths
+
+
+def explicit_static(masks, operands) -> str:
+    """How a ``cutlass_call`` user asks for `masks` (the static fallback's
+    warning quotes it): ``use_static_tensors=True``, or ``input_spec`` and
+    ``output_spec`` with ``TensorSpec(static=...)`` per array."""
+    extents = fallback.static_parts(masks, operands)
+    if all(all(e) for e in extents):
+        return "cutlass_call(..., use_static_tensors=True)"
+
+    def spec(e):
+        return "None" if not any(e) else "TensorSpec(static=True)" if all(e) \
+            else f"TensorSpec(static={e})"
+    sides = {side: [spec(e) for op, e in zip(operands, extents)
+                    if (op.source == SOURCE_ARG) == (side == "input_spec")]
+             for side in ("input_spec", "output_spec")}
+    parts = [f"{side}=({', '.join(s)},)" for side, s in sides.items() if s]
+    return f"cutlass_call(..., {', '.join(parts)})"
 
 
 def _leaves(tree):

@@ -9,7 +9,6 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 
 from .._driver import pytree, signature as _signature, target as _target
-from .._driver.outputs import writes as written_params
 from .._driver.binding import check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
@@ -76,7 +75,7 @@ class CutlassCall:
             fn, name=name or getattr(fn, "__name__", type(fn).__name__),
             constexprs=dict(constexprs or {}), compile_options=compile_options,
             compile_key=compile_key, static_fallback=static_fallback,
-            hint="cutlass_call")
+            hint=_jax_args.explicit_static)
         self.fn, self.name = fn, self.launcher.name
         self.output_shape_dtype = output_shape_dtype
         self.input_spec = input_spec
@@ -152,13 +151,8 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
-        def bind(unpassed):
-            return self.launcher.bind(
-                args, kwargs, num_outputs=outs[2] - len(unpassed),
-                order=self.operand_order, output_names=self.output_params,
-                scalar_value=_jax_args.scalar_value, is_array=_jax_args.is_array)
         try:
-            binding, values = bind(outs[3])
+            return self._bind_with(args, kwargs, outs)
         except TypeError:
             if not outs[3] or self.output_params is not None:
                 raise
@@ -167,19 +161,24 @@ class CutlassCall:
             # GEMM writes D through mD and through epilogue_args.mAuxOut):
             # pass every output; the first error when that fits neither.
             try:
-                binding, values = bind(frozenset())
+                return self._bind_with(args, kwargs, outs[:3] + (frozenset(),))
             except TypeError:
                 pass
-            else:
-                return binding, tuple(values), outs[:3] + (frozenset(),)
             raise
+
+    def _bind_with(self, args, kwargs, outs):
+        """The driver's binding of a call whose outputs are `outs`, placed
+        where the kernel writes them when output_params names none."""
+        binding, values = self.launcher.bind(
+            args, kwargs, num_outputs=outs[2] - len(outs[3]), order=self.operand_order,
+            output_names=self.output_params, scalar_value=_jax_args.scalar_value,
+            is_array=_jax_args.is_array,
+            describe=lambda b, leaves: _jax_args.describe_call(self, leaves, b, outs)[0])
         return binding, tuple(values), outs
 
     def __call__(self, *args, **kwargs):
-        def attempt():  # again where the kernel writes, if not the outputs
-            binding, flat_in, outs = self._bind(args, kwargs)
-            return self._jitted(flat_in, binding, outs)
-        return written_params.retrying(attempt)
+        binding, flat_in, outs = self._bind(args, kwargs)
+        return self._jitted(flat_in, binding, outs)
 
     def trace(self, *args, **kwargs) -> "TracedCall":
         """Traces one call (no GPU needed; the kernel is compiled or loaded,
@@ -190,11 +189,9 @@ class CutlassCall:
             t.jaxpr            # the one cutecall_call equation
             t.lower().as_text()
         """
-        def attempt():  # again where the kernel writes, if not the outputs
-            binding, flat_in, outs = self._bind(args, kwargs)
-            return TracedCall(self._jitted.trace(flat_in, binding, outs),
-                              tuple((s.name, s.scalar_type) for s in binding.scalars))
-        return written_params.retrying(attempt)
+        binding, flat_in, outs = self._bind(args, kwargs)
+        return TracedCall(self._jitted.trace(flat_in, binding, outs),
+                          tuple((s.name, s.scalar_type) for s in binding.scalars))
 
     def lower(self, *args, platform: str = "cuda", **kwargs):
         """Lowers a call for `platform` (no GPU needed): ``.as_text()`` shows
@@ -203,46 +200,14 @@ class CutlassCall:
 
     # -- trace ----------------------------------------------------------------
     def _trace(self, flat_in, binding, outs):
-        ret_tree, out_structs, top, unpassed = outs
+        ret_tree, out_structs = outs[:2]
         flat_in = list(flat_in)
-        # Leaf paths rooted at the call's positional arguments, for aliases.
-        in_paths = [(pytree.Key("index", binding.arrays[a]),) + path
-                    for a, path in binding.leaves]
-        positional = jax.tree.unflatten(ret_tree, out_structs)
-        if top == 1 and not isinstance(positional, (list, tuple)):
-            positional = (positional,)
-        out_leaves = jax.tree_util.tree_flatten_with_path(tuple(positional))[0]
-        out_paths = [_jax_args.driver_path(p) for p, _ in out_leaves]
-
-        pairs, hidden = _jax_args.resolve_aliases(
-            self.aliases, in_paths, out_paths, self.name)
-        for a, b in pairs:
-            x, o = flat_in[a], out_structs[b]
-            if (x.shape, x.dtype) != (o.shape, o.dtype):
-                raise ValueError(f"cutecall: input {pytree.keystr(in_paths[a])} "
-                                 f"{x.dtype}{list(x.shape)} of '{self.name}' cannot "
-                                 f"alias output {pytree.keystr(out_paths[b])} "
-                                 f"{o.dtype}{list(o.shape)}")
-        # Aliased outputs the launcher also receives are operands of their own.
-        passed = {b for b, p in enumerate(out_paths) if p[0].value not in unpassed}
-        aliased = {b for _, b in pairs} - (passed - hidden)
-        operands = _jax_args.describe_operands(
-            self, flat_in, binding, out_structs, out_paths, aliased, top, unpassed)
-
-        # The kernel's outputs: top-level outputs not aliased whole, with
-        # path-aliased leaves hidden (None).
-        kernel_positional = []
-        for j in (j for j in range(top) if j not in unpassed):
-            leaves, tree = jax.tree.flatten(positional[j])
-            base = _jax_args.leaves_under(out_paths, (pytree.Key("index", j),))
-            kernel_positional.append(jax.tree.unflatten(
-                tree, [None if b in hidden else leaf
-                       for b, leaf in zip(base, leaves)]))
-        out_tree = _jax_args.output_tree(kernel_positional)
-
+        described, pairs, in_paths, out_paths = _jax_args.describe_call(
+            self, flat_in, binding, outs)
         result = self.launcher.specialize(
-            operands, binding, device_arch=self.arch, output_tree=out_tree,
-            num_args=len(flat_in), num_rets=len(out_structs))
+            described.operands, binding, device_arch=described.device_arch,
+            output_tree=described.output_tree, num_args=described.num_args,
+            num_rets=described.num_rets)
         spec = result.spec
         in_layouts = tuple(_jax_args.xla_layout(op) for op in spec.operands
                            if op.source == SOURCE_ARG)

@@ -21,10 +21,9 @@ import torch
 
 from .. import _core
 from .._driver import dtypes, target
-from .._driver.operand import (EVERY_EXTENT, EVERYTHING, MAX_RANK, SOURCE_ARG,
-                               OperandDesc, static_mask)
+from .._driver.operand import MAX_RANK, SOURCE_ARG, OperandDesc
 from .._driver.binding import check_argument
-from .._driver.signature import SCALAR, Param
+from .._driver.signature import SCALAR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,54 +126,6 @@ def device_arch(device: torch.device | None) -> str:
         return target.default_arch()
     index = device.index if device.index is not None else torch.cuda.current_device()
     return target.default_arch(_capability_arch(index))
-
-
-def dims_from_option(dims, params: Sequence[Param]) -> dict:
-    """``kernel(dims=...)``: {parameter name: tuple of dim names}."""
-    if dims is None:
-        return {}
-    if not isinstance(dims, dict):
-        raise TypeError(f"cutecall: dims must be a dict {{parameter: (name or None "
-                        f"per dim)}}, got {dims!r}")
-    names = {p.name for p in params}
-    out = {}
-    for name, per_dim in dims.items():
-        if name not in names:
-            raise ValueError(f"cutecall: dims names {name!r}, which is not a "
-                             f"parameter of the launcher ({sorted(names)})")
-        if not isinstance(per_dim, (tuple, list)) or \
-                any(d is not None and not isinstance(d, str) for d in per_dim):
-            raise TypeError(f"cutecall: dims[{name!r}] must be a tuple of names "
-                            f"(str) or None per dim, got {per_dim!r}")
-        out[name] = tuple(per_dim)
-    return out
-
-
-def masks_from_option(static, params: Sequence[Param]) -> dict:
-    """``kernel(static=...)`` as {parameter name: StaticMask}: True (every
-    extent and stride of every tensor), or {parameter name: True | per-dim
-    bools} (extents)."""
-    if static is None or static is False:
-        return {}
-    if static is True:
-        return {p.name: EVERYTHING for p in params}
-    if not isinstance(static, dict):
-        raise TypeError(f"cutecall: static must be True, False, None or a dict "
-                        f"{{parameter: True | tuple of bools}}, got {static!r}")
-    names = [p.name for p in params]
-    masks = {}
-    for name, dims in static.items():
-        if name not in names:
-            raise ValueError(f"cutecall: static names {name!r}, which is not a "
-                             f"tensor parameter; parameters: {', '.join(names)}")
-        if dims is True:
-            masks[name] = EVERY_EXTENT
-        elif isinstance(dims, (tuple, list)) and all(isinstance(x, bool) for x in dims):
-            masks[name] = static_mask(dims)
-        else:
-            raise TypeError(f"cutecall: static[{name!r}] must be True or a "
-                            f"tuple of bools per dim, got {dims!r}")
-    return masks
 
 
 def check_kinds(k, args, tensor_types) -> list[str]:

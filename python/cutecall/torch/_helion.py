@@ -122,6 +122,11 @@ def _launcher(cute_kernel, block, options):
         return _cached(IdentityKey(cute_kernel), block, options)
 
 
+def _no_option(masks, operands) -> str:
+    """How a Helion user asks for static extents: not at all."""
+    return "nothing (Helion's launcher compiles what the kernel needs)"
+
+
 def constexpr_flags(cute_kernel) -> tuple[bool, ...]:
     """Per kernel parameter: is it ``cutlass.Constexpr`` (string annotations
     included)."""
@@ -224,8 +229,8 @@ class _HelionLaunch:
         if launcher is None:
             launcher = Launcher(
                 _make_launch(self.kernel, schema, self.block, self.cluster),
-                name=self.name, compile_options=self.options, hint="helion",
-                keeps_static_masks=True, learns_writes=False)  # no outputs to place
+                name=self.name, compile_options=self.options, hint=_no_option,
+                keeps_static_masks=True)
             self._launchers[schema] = launcher
         positions = tuple(range(_GRID)) + tuple(
             _GRID + i for i, e in enumerate(schema) if e[0] != "scalar_constexpr")
@@ -241,15 +246,10 @@ class _HelionLaunch:
                      and t.device.type == "cuda"), None)
         return _describe.device_arch(cuda)
 
-    def describe(self, bound: BoundCall, props, masks):
-        """(operand descriptions, written operands: none are known) of a
-        bound launch whose tensors have C++'s `props`."""
-        operands = []
-        for n, k in enumerate(bound.binding.arrays):
-            c = bound.positions[k]  # every argument is one leaf
-            operands.append(_describe.describe(f"arg{c - _GRID}", n, bound.arrays[n],
-                                               props[n], masks[n]))
-        return operands, []
+    def describe(self, name: str, index: int, t, props, mask: int, dims):
+        """Tensor `index` of a bound launch (``arg<k>``, its position among
+        Helion's arguments) with C++'s `props`, `mask` compiled in."""
+        return _describe.describe(name, index, t, props, mask, dims)
 
     measure = staticmethod(_describe.tensor_props)
 
@@ -265,8 +265,8 @@ class _HelionLaunch:
             raise BackendUnsupported("cute", "launches without a tensor argument")
         return self.first_call.entry(args, props)
 
-    def specialize(self, args, props, arch: str):
+    def spec_of(self, args, props, arch: str):
         """The KernelSpec and per-argument ``_core.ArgUse`` of a launch with
         arguments `args` (grid x, y, z first) whose tensors have C++'s
         `props`, without compiling."""
-        return self.first_call.spec(args, props, arch)
+        return self.first_call.spec_of(args, props, arch)

@@ -16,15 +16,27 @@ from typing import Any, Callable, Sequence
 import torch
 
 from .. import _core
-from .._driver import pytree, signature as _signature
-from .._driver.outputs import learn as _learn, placement
+from .._driver import pytree
+from .._driver.call_leaves import register_types
 from .._driver.compiled import CompiledKernel
-from .._driver.launch_object import BoundCall, LaunchObject, register_types
+from .._driver.launch_object import LaunchObject
+from .._driver.operand import EVERYTHING, OperandDesc
 from .._driver.pipeline import Launcher
 from . import _describe
 from ._custom_op import custom_op
 
 _is_compiling = torch.compiler.is_compiling  # dynamo folds it to True
+
+
+def explicit_static(masks, operands) -> str:
+    """How a torch user asks for `masks` (the static fallback's warning
+    quotes it): ``kernel(static=True)``, or ``static={parameter: ...}``."""
+    if all(m == EVERYTHING for m in masks):
+        return "cutecall.torch.kernel(..., static=True)"
+    from .._driver.fallback import static_parts
+    parts = [f"{op.name!r}: {True if all(e) else e}"
+             for op, e in zip(operands, static_parts(masks, operands)) if any(e)]
+    return "cutecall.torch.kernel(..., static={" + ", ".join(parts) + "})"
 
 
 class Kernel:
@@ -38,7 +50,9 @@ class Kernel:
 
     ``k.launch`` is the C++ launcher itself: the same call minus the
     ``torch.compile`` check, for the tightest eager loops (caller-allocated
-    outputs only).
+    outputs only). Outputs, ``allocate``'s merge, ``static=`` and ``dims=``
+    are the driver's launch object's (``first_call``); this class is its
+    tensors' glue.
     """
 
     def __init__(self, launcher: Callable, *, outputs: int | Sequence[str] = 1,
@@ -47,43 +61,23 @@ class Kernel:
                  static: bool | dict | None = None,
                  static_fallback: bool | None = None, dims: dict | None = None,
                  **constexprs):
-        output_names = None
-        if isinstance(outputs, (list, tuple)):
-            output_names = tuple(outputs)
-            if not all(isinstance(o, str) for o in output_names):
-                raise TypeError(f"cutecall: outputs must be an int or parameter "
-                                f"names, got {outputs!r}")
-            outputs = len(output_names)
-        if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 0:
-            raise ValueError(f"cutecall: outputs must be an int >= 0 (how many "
-                             f"tensor parameters the launcher writes) or their "
-                             f"names, got {outputs!r}")
         if allocate is not None and not callable(allocate):
             raise TypeError(f"cutecall: allocate must be a callable returning the "
                             f"output tensors, got {allocate!r}")
         self.launcher = Launcher(launcher, name=name, constexprs=constexprs,
                                  compile_options=compile_options,
-                                 static_fallback=static_fallback, hint="torch",
-                                 keeps_static_masks=True,
-                                 # outputs by number are learned from the writes
-                                 learns_writes=output_names is None and outputs > 0)
+                                 static_fallback=static_fallback, hint=explicit_static,
+                                 keeps_static_masks=True)
         self.fn, self.sig, self.name = launcher, self.launcher.sig, self.launcher.name
-        self.num_outputs = outputs
         self.allocate = allocate
-        self.params = self._open_params()
-        self.output_params = self._output_params(output_names)
-        self._outputs_named = output_names is not None  # else learned (learn_outputs)
-        self._outputs_known = self._outputs_named  # allocate= merges by them
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
-        self.first_call = LaunchObject(self)  # binds, specializes, the entry
-        self.dims = _describe.dims_from_option(dims, self.params)
-        self.param_masks = _describe.masks_from_option(static, self.params)
-        # What static= compiles in, per argument (each entry carries its own).
-        self._option_masks = [self.param_masks.get(p.name, 0) for p in self.params] \
-            if self.param_masks else None
+        # binds, asks where the outputs are, specializes, the entry
+        self.first_call = LaunchObject(self, self.launcher, outputs=outputs, static=static,
+                                       dims=dims)
+        self.params, self.num_outputs = self.first_call.params, self.first_call.num_outputs
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
-        self._op = custom_op(self)
+        self._ops: dict = {}  # the custom op per output placement
 
     def __call__(self, *args):
         if _is_compiling():
@@ -94,31 +88,27 @@ class Kernel:
         return (f"cutecall.torch.Kernel({self.name}, "
                 f"{len(self.launch)} specialization(s))")
 
-    # -- signature ---------------------------------------------------------
+    @property
+    def output_params(self) -> list[str]:
+        """The parameters the kernel writes: named, or (outputs by number)
+        where its trace saw writes, asked on the first call or compile;
+        before that, where the binding rule puts them."""
+        return self.first_call.output_params
 
-    def _open_params(self) -> list[_signature.Param]:
-        """Launcher parameters a call fills, in order."""
-        given = {k for k, _ in self.launcher.constexprs}
-        return [p for p in self.sig.params
-                if p.kind in (_signature.TENSOR, _signature.SCALAR)
-                and p.name not in given]
+    @property
+    def static_masks(self) -> list | None:
+        """Per leaf of a call, the StaticMask the last static fallback (or
+        ``static=``) compiled in; None when nothing is."""
+        return self.first_call.static_masks
 
-    def _output_params(self, names) -> list[str]:
-        """The parameters the kernel writes: `names`, else placed by the
-        driver's rule (``placement.written_params``)."""
-        tensors = [p.name for p in self.params if p.kind == _signature.TENSOR]
-        if names is not None:
-            for n in names:
-                if n not in tensors:
-                    raise ValueError(f"cutecall: outputs names {n!r}, which is "
-                                     f"not a tensor parameter of '{self.name}'; "
-                                     f"those are {', '.join(tensors)}")
-            return list(names)
-        if not self.num_outputs or not self.sig.inspected:
-            return []
-        index = {p.name: i for i, p in enumerate(self.sig.params)}
-        return placement.written_params(self.sig, [index[p.name] for p in self.params],
-                                        self.num_outputs, self.name)
+    @property
+    def _op(self):
+        """The ``torch.compile`` custom op, marking :attr:`output_params`
+        mutated."""
+        key = tuple(self.output_params)
+        if key not in self._ops:
+            self._ops[key] = custom_op(self)
+        return self._ops[key]
 
     def _allocate_and_launch(self, args):
         outs = self.allocate(*args)
@@ -127,67 +117,24 @@ class Kernel:
         if len(outs) != self.num_outputs:
             raise ValueError(f"cutecall: allocate of '{self.name}' returned "
                              f"{len(outs)} tensors, expected {self.num_outputs}")
-        if not self._outputs_known:
-            self._learn_before_merge(args, outs)
-        self.launch(*self._merge(args, outs))
+        if not self.first_call.outputs_known:  # asked before the first launch
+            self.first_call.place(self.first_call.merge(args, outs))
+        self.launch(*self.first_call.merge(args, outs))
         return outs[0] if single else outs
-
-    def _learn_before_merge(self, args, outs) -> None:
-        """``allocate=`` merges the outputs into the call where they sit:
-        before the first launch, a compile of the rule's merge tells where
-        the kernel writes (``learn_outputs``), and the launch merges there."""
-        self._outputs_known = True
-        if not self.num_outputs or not self.sig.inspected:
-            return
-        try:
-            self.compile(*self._merge(args, outs))
-        except Exception:  # the launch raises the same error, from its own call
-            pass
-
-    def _merge(self, args, outs) -> list:
-        """The launcher-order arguments: the call's, with outputs placed at
-        the output parameters (at the end for an uninspected launcher)."""
-        if not self.sig.inspected:
-            return [*args, *outs]
-        merged, a, o = [], iter(args), iter(outs)
-        out_names = set(self.output_params)
-        n_args = len(args)
-        used = 0
-        for p in self.params:
-            if p.name in out_names:
-                merged.append(next(o))
-            elif used < n_args:
-                merged.append(next(a))
-                used += 1
-            else:
-                break
-        if used < n_args:
-            raise TypeError(f"cutecall: '{self.name}' takes "
-                            f"{len(self.params) - self.num_outputs} arguments "
-                            f"besides its outputs, got {n_args}")
-        return merged
 
     # -- the description step (the launch object does the rest) --------------
 
-    def bind(self, args) -> BoundCall:
-        """A launcher-order call bound to the launcher's parameters."""
-        binding, leaves = self.launcher.bind(args, is_array=_describe.is_tensor)
-        return BoundCall(self.launcher, binding, leaves, len(args))
+    is_array = staticmethod(_describe.is_tensor)
+    measure = staticmethod(_describe.tensor_props)
 
-    def leaf_names(self, bound: BoundCall) -> list[str]:
-        """Per tensor leaf, its name: ``x``, ``epilogue.mC``, ``arg2``."""
-        names = [p.name for p in self.params] if self.sig.inspected else []
-        arg = [names[k] if k < len(names) else f"arg{k}" for k in bound.binding.arrays]
-        return [arg[a] + pytree.keystr(path) for a, path in bound.binding.leaves]
-
-    def check(self, bound: BoundCall, launch: bool) -> str:
+    def check(self, bound, launch: bool) -> str:
         """Raises, naming the argument and its value, for a tensor leaf no
         kernel takes (rank 0 or past MAX_RANK, a dtype without a CuTe DSL
         type) or, for a `launch`, no launch takes (not CUDA, on another
         device than the others); returns the arch of the tensors' device."""
+        from .._driver.launch_object import leaf_names
         device = None
-        for (a, path), nm, t in zip(bound.binding.leaves, self.leaf_names(bound),
-                                    bound.arrays):
+        for (a, path), nm, t in zip(bound.binding.leaves, leaf_names(bound), bound.arrays):
             what = f"argument {nm!r}" if self.sig.inspected or path else \
                 f"argument {bound.binding.arrays[a]}"
             found = _describe.check_tensor(t, f"{what} of '{self.name}'", device,
@@ -198,58 +145,17 @@ class Kernel:
                              "tensor; a launch runs on its tensors' device")
         return _describe.device_arch(device)
 
-    def describe(self, bound: BoundCall, props, masks):
-        """(operand descriptions, written operands) of a bound call whose
-        tensor leaves have C++'s `props`, compiled with `masks` (and the
-        user's ``static=``) in."""
-        operands, written = [], []
-        for i, (nm, t) in enumerate(zip(self.leaf_names(bound), bound.arrays)):
-            per_dim = self.dims.get(nm)
-            if per_dim is not None and len(per_dim) != t.dim():
-                raise ValueError(f"cutecall: '{self.name}': dims[{nm!r}] names "
-                                 f"{len(per_dim)} dims, but the tensor has rank "
-                                 f"{t.dim()}")
-            mask = self.param_masks.get(nm, 0) | masks[i]
-            operands.append(_describe.describe(nm, i, t, props[i], mask, per_dim))
-            if nm in self.output_params:
-                if props[i].overlap:
-                    raise ValueError(
-                        f"cutecall: output '{nm}' of '{self.name}' (shape "
-                        f"{tuple(t.shape)}, strides {tuple(t.stride())}) has elements "
-                        "that several indices reach (an expand()ed or overlapping "
-                        "as_strided view): the kernel's writes would race. Pass a "
-                        "tensor that owns its elements (.contiguous() or .clone()).")
-                written.append(i)
-        return operands, written
+    def describe(self, name: str, index: int, t, props, mask: int,
+                 dims: tuple | None) -> OperandDesc:
+        """Tensor leaf `index` with C++'s `props`, `mask` compiled in."""
+        return _describe.describe(name, index, t, props, mask, dims)
 
-    measure = staticmethod(_describe.tensor_props)
-
-    def learn_outputs(self, result) -> bool:
-        """After a compile: outputs given by number move to the parameters
-        its trace saw the kernel write (``learn_outputs.learned_outputs``),
-        and the custom op marks exactly those as mutated. True if they moved."""
-        if self._outputs_named or not self.num_outputs:
-            return False
-        names = _learn.learned_outputs(self.launcher, result, self.params,
-                                       self.num_outputs)
-        if names is None or names == self.output_params:
-            return False
-        self.output_params = names
-        self._op = custom_op(self)
-        return True
-
-    def specialize(self, args, props, arch: str):
+    def spec_of(self, args, props, arch: str):
         """(KernelSpec, per-leaf ``_core.ArgUse``) of a launcher-order call
         whose tensors have C++'s `props` (``_core.layout_props``), for
         `arch`: what the miss path compiles, without compiling. No device
         needed."""
-        return self.first_call.spec(args, props, arch)
-
-    @property
-    def static_masks(self) -> list | None:
-        """Per leaf of a call, the StaticMask the last static fallback (or
-        ``static=``) compiled in; None when nothing is."""
-        return self.first_call.static_masks or self._option_masks
+        return self.first_call.spec_of(args, props, arch)
 
     # -- the slow path: compile a specialization, or explain the error ------
 
@@ -289,7 +195,9 @@ class Kernel:
                 len(args) == len(self.params) - self.num_outputs:
             outs = self.allocate(*args)
             outs = (outs,) if isinstance(outs, torch.Tensor) else tuple(outs)
-            args = tuple(self._merge(args, outs))
+            if not self.first_call.outputs_known:
+                self.first_call.place(self.first_call.merge(args, outs))
+            args = tuple(self.first_call.merge(args, outs))
         _describe.check_kinds(self, args, (torch.Tensor, _describe.TensorDesc))
         return self.first_call.compile(args, arch=arch)
 

@@ -28,9 +28,9 @@ transport itself (symmetric memory across 2+ GPUs) is QuACK's runner's.
 Neither front names an output. In JAX the call ``(a, b, None, epi,
 sched, None)`` leaves the output to the rule, which puts it at ``mC``
 (``mD`` None); the trace of that binding writes no tensor at all, so the
-front tries the next placement, whose trace writes ``mD``
-(``written_params.NothingWritten``). torch passes ``d`` positionally and
-finds ``mD`` written.
+output placement stage traces the next placement, whose trace writes
+``mD`` (``outputs.probes``). torch passes ``d`` positionally and finds
+``mD`` written.
 
 Shapes: ``"test"`` (M, N, K) = (512, 256, 128), 2 shards (the test's one
 GPU: 1); ``"bench"`` (8192, 8192, 4096).

@@ -22,6 +22,7 @@ disambiguate (annotate, or pass by keyword). Pure Python.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from typing import Any, Sequence
 
@@ -36,6 +37,23 @@ ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
 CONTAINER = "container"
 # Placements tried before giving up (C(20, 10) would be 184,756).
 _MAX_PLACEMENTS = 20000
+
+
+@dataclasses.dataclass(frozen=True)
+class Evidence:
+    """What a placement question has learned so far (``stage``): the
+    parameters a trace saw written (`written`; `in_leaves`: those written
+    only through a leaf of a container), placements (tuples of parameter
+    positions) not to use again, and one to keep apart from: the next
+    placement shares none of its positions when one such fits."""
+
+    written: frozenset | None = None
+    in_leaves: frozenset = frozenset()
+    avoid: frozenset = frozenset()
+    apart_from: tuple = ()
+
+
+NO_EVIDENCE = Evidence()
 
 
 def arg_kind(x) -> str:

@@ -1,34 +1,48 @@
-"""Which output placements a launcher has tried, and what each taught it
-(issue 37's outputs found by what the kernel writes).
+"""The placements one placement question tried, and what each taught.
 
-When a call names no outputs, ``binding.bind`` places them by a rule, or
-among the parameters a trace saw the kernel write. A placement can turn out
-wrong in three ways, each raised by ``pipeline.Launcher.specialize`` so that
-the front binds again (``written_params.retrying``):
+When a call names no outputs, ``stage.place`` binds them by the rule, or
+among the parameters a trace saw the kernel write, and traces the binding.
+A placement can turn out wrong in three ways, each recorded here, and the
+next bind passes it over (:attr:`Probes.avoid`):
 
-* it does not compile (:class:`written_params.PlacementFailed`): another
-  placement is tried, at most ``MAX_PROBES``, with its dynamic and guided
-  forms only while the rule's has failed; when none compiles, every
-  placement again with every form (forms rejected once cost nothing);
-* its trace writes no tensor at all (:class:`written_params.NothingWritten`):
-  avoided while fewer than ``MAX_EMPTY_PROBES``, then the rule's placement
-  compiles as it is;
+* its trace fails (:meth:`Probes.did_not_trace`): the rule's placement is
+  traced in every static form the compile would climb, then the placement
+  sharing none of its outputs that ranks first -- when that one fails at
+  the same source line, the same way, the failure is the call's, not the
+  placement's, and the rule's error is raised (a kernel that asserts on a
+  stride before any write fails so wherever its outputs sit); then others,
+  best-ranked first, their dynamic and guided forms only, at most
+  :data:`MAX_PROBES`;
+* its trace writes no tensor at all (:meth:`Probes.wrote_nothing`): passed
+  over while fewer than :data:`MAX_EMPTY_PROBES` did, then the rule's
+  placement stands;
 * its trace only reads the outputs while it writes other parameters
-  (:class:`written_params.OutputsElsewhere`) and no written parameter fits
-  the call: avoided, at most ``MAX_READ_ONLY_PROBES``; when they come round
-  again the evidence missed a write, and the rule's placement compiles
-  unchecked.
+  (:meth:`Probes.read_only`) and no written parameter fits the call:
+  passed over, at most :data:`MAX_READ_ONLY_PROBES`; when they come round
+  again the evidence missed a write, and the rule's placement stands.
 
 A placement is the tuple of parameter positions of a binding's outputs, in
-output order. :class:`PlacementProbes` keeps one launcher's record; the
-launcher asks it what to check and what to avoid.
+output order. No framework, no CuTe DSL.
 """
 
 from __future__ import annotations
 
-from . import writes as written_params
 from ..binding import Binding, SlotKind
 from ..compile_error import CompileError
+
+# Placements traced after the rule's failed to trace. cuDNN's sm90
+# block-sparse attention, (q, k, v, o, lse, indices, counts, sizes), writes
+# where the rule ranks the 7th placement.
+MAX_PROBES = 8
+# Placements traced while each one's trace writes nothing (the rule's
+# counts): after that the rule's placement stands.
+MAX_EMPTY_PROBES = 3
+# Placements passed over because their trace read the outputs only while
+# writing other parameters (QuACK's symmetric GEMM from JAX: D at mC, which
+# it reads); then the rule's placement stands.
+MAX_READ_ONLY_PROBES = 4
+# Traces one question runs at most: every probe above, and a few more.
+MAX_ROUNDS = MAX_PROBES + MAX_EMPTY_PROBES + MAX_READ_ONLY_PROBES + 4
 
 
 def outputs_at(binding: Binding) -> tuple:
@@ -45,83 +59,79 @@ def has_absent(binding: Binding) -> bool:
     return any(slot.kind in (SlotKind.NONE, SlotKind.DEFAULT) for slot in binding.slots)
 
 
-class PlacementProbes:
-    """One launcher's placements tried and what each taught it."""
+def _where(error: CompileError) -> tuple:
+    """How a trace failed: its cause and the source line it failed at."""
+    return (getattr(error, "root_cause", "") or str(error),
+            getattr(error, "source_line", "") or "")
+
+
+class Probes:
+    """One question's placements tried and what each taught."""
 
     def __init__(self):
-        self.trusted: set = set()  # bindings with named outputs, or placed by writes
         self.avoid: set = set()  # placements the next bind must not use
         self.empty: set = set()  # traces that wrote nothing
-        self.empty_done = False  # probed enough: compile as placed
+        self.empty_done = False  # probed enough: the rule's placement stands
         self.read_only_seen: set = set()  # traces that only read the outputs
         self.read_only_done = False
-        self.failed: set = set()  # did not compile since the last that did
-        self.climb_all = False  # no probe compiled: every form of every placement
+        self.failed: dict = {}  # placement -> its trace's CompileError, in order
+        self.last: dict = {}  # placement -> its last form's CompileError
+        self.rule = None  # the rule's placement, when its trace failed
 
-    def trust(self, binding: Binding) -> None:
-        """Named outputs, or outputs all where a trace saw writes: not
-        checked again."""
-        self.trusted.add(binding)
+    @property
+    def first_error(self) -> CompileError | None:
+        """The rule's trace error (the first placement traced)."""
+        return next(iter(self.failed.values()), None)
 
-    def check(self, binding: Binding) -> bool:
-        """Whether a compile of `binding` checks its outputs against what
-        the trace writes."""
-        return bool(outputs_at(binding)) and binding not in self.trusted \
-            and not self.read_only_done
+    @property
+    def apart_from(self) -> tuple:
+        """The placement the next one keeps apart from: the rule's, while
+        no placement apart from it was traced."""
+        if self.rule is None or len(self.failed) != 1:
+            return ()
+        return self.rule
 
-    def probe_empty(self, binding: Binding) -> bool:
-        """Whether a trace that writes nothing stops the compile."""
+    def searched(self, outs: tuple) -> bool:
+        """Whether a trace of placement `outs` climbs the searched static
+        forms too: the first placement traced (the rule's), as its compile
+        would; not one tried after it failed."""
+        return not self.failed or outs == self.rule
+
+    def check_empty(self, binding: Binding) -> bool:
+        """Whether a trace that writes nothing moves the outputs on."""
         return not self.empty_done and has_absent(binding)
 
-    def searched(self, binding: Binding) -> bool:
-        """Whether the compile of `binding` climbs the searched static forms
-        too: not for a probe made after the rule's placement failed."""
-        return self.climb_all or not self.failed or binding in self.trusted
+    def did_not_trace(self, outs: tuple, error: CompileError, last: CompileError) -> bool:
+        """Records that placement `outs` failed to trace (`error`: its first
+        form's failure, `last`: its last form's); whether another is worth
+        tracing (module docstring)."""
+        self.failed[outs] = error
+        self.last[outs] = last
+        self.avoid.add(outs)
+        if self.rule is None:
+            self.rule = outs
+            return True
+        if len(self.failed) == 2 and not set(outs) & set(self.rule) and \
+                _where(last) == _where(self.last[self.rule]):
+            return False  # fails as the rule's, outputs elsewhere: the call's error
+        return len(self.failed) <= MAX_PROBES
 
-    def compiled(self) -> None:
-        """A placement compiled: the failures before it are history."""
-        self.failed.clear()
-        self.climb_all = False
-
-    def did_not_compile(self, name: str, binding: Binding, error: CompileError,
-                        cause: CompileError, searched: bool) -> None:
-        """Raises :class:`written_params.PlacementFailed` while another
-        placement is worth trying (at most ``MAX_PROBES``; when those ran out
-        with some climbed in part, once more with every form). Returns when
-        the call's own error is due."""
-        outs = outputs_at(binding)
-        if not outs or binding in self.trusted:
-            return
-        if len(self.avoid) < written_params.MAX_PROBES:
-            self.avoid.add(outs)
-            self.failed.add(outs)
-            raise written_params.PlacementFailed(name, outs, error) from cause
-        self.avoid.clear()  # none compiled: the rule's again next time
-        self.failed.clear()
-        if not searched and not self.climb_all:
-            self.climb_all = True
-            raise written_params.PlacementFailed(name, outs, error) from cause
-        self.climb_all = False
-
-    def wrote_nothing(self, binding: Binding) -> None:
-        """A trace of `binding` wrote no tensor: avoid its placement, until
+    def wrote_nothing(self, outs: tuple) -> None:
+        """A trace of placement `outs` wrote no tensor: passed over, until
         the placements run out or ``MAX_EMPTY_PROBES`` wrote nothing."""
-        outs = outputs_at(binding)
         again = outs in self.empty  # the placements ran out: none writes
         self.empty.add(outs)
         self.avoid.add(outs)
-        if again or len(self.empty) >= written_params.MAX_EMPTY_PROBES:
+        if again or len(self.empty) >= MAX_EMPTY_PROBES:
             self.avoid -= self.empty  # written nowhere: the rule's placement
             self.empty_done = True
 
-    def read_only(self, binding: Binding) -> None:
-        """A trace read the parameters of `binding`'s outputs only, while
-        writing others: never there again. When the placements come round
-        again or ``MAX_READ_ONLY_PROBES`` were read only, the evidence
-        missed a write: the rule's placement compiles next, unchecked."""
-        outs = outputs_at(binding)
-        if outs in self.read_only_seen or \
-                len(self.read_only_seen) >= written_params.MAX_READ_ONLY_PROBES:
+    def read_only(self, outs: tuple) -> None:
+        """A trace read placement `outs`' parameters only, while writing
+        others: never there again. When the placements come round again or
+        ``MAX_READ_ONLY_PROBES`` were read only, the evidence missed a
+        write: the rule's placement stands, unchecked."""
+        if outs in self.read_only_seen or len(self.read_only_seen) >= MAX_READ_ONLY_PROBES:
             self.avoid -= self.read_only_seen
             self.read_only_done = True
         else:

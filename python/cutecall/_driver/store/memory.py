@@ -181,3 +181,11 @@ def forget_rejection(key: str) -> None:
 
 def count_fallback() -> None:
     _counters.fallbacks += 1
+
+
+def count_failed_trace() -> None:
+    """A trace run alone that failed (a question about the module a compile
+    would trace: ``outputs``): a DSL run that failed, counted with the
+    compiles. A trace that passes is not a compile."""
+    with lock:
+        _counters.compiles += 1
