@@ -88,6 +88,30 @@ def test_inline_ptx_that_stores_is_a_maybe_or_unattributed():
     assert writes(module(harmless)) == mlir_writes.Writes()
 
 
+def test_inline_ptx_at_an_address_made_of_a_pointer_is_attributed():
+    # out.iterator.toint() + 4 * i, stored by st.global: operand 1 (%a0).
+    body = f'''      %q = "cute.get_iter"(%a0) : ({MEM}) -> {PTR}
+      %b = "cute.ptrtoint"(%q) : ({PTR}) -> i64
+      %o = "arith.muli"(%i, %four) : (i64, i64) -> i64
+      %addr = "arith.addi"(%b, %o) : (i64, i64) -> i64
+      "llvm.inline_asm"(%addr, %x) <{{asm_string = "st.global.f32 [$0], $1;", constraints = "l,f", has_side_effects}}> : (i64, f32) -> ()'''
+    w = writes(module(body))
+    assert w.maybe == {1} and not w.unattributed
+    # An integer compared (an alignment check) carries nothing further.
+    check = f'''      %q = "cute.get_iter"(%a0) : ({MEM}) -> {PTR}
+      %b = "cute.ptrtoint"(%q) : ({PTR}) -> i64
+      %r = "arith.remui"(%b, %sixteen) : (i64, i64) -> i64
+      "llvm.inline_asm"(%r, %x) <{{asm_string = "st.global.f32 [$0], $1;", constraints = "l,f", has_side_effects}}> : (i64, f32) -> ()'''
+    assert writes(module(check)).unattributed
+
+
+def test_outputs_no_write_reaches_are_unaccounted_when_an_address_was_lost():
+    lost = ParamWrites(frozenset({"lse"}), frozenset(), True)
+    assert lost.unaccounted(["out", "lse"]) == ["out"]
+    assert lost.unaccounted(["lse"]) == []
+    assert ParamWrites(frozenset(), frozenset(), False).unaccounted(["out"]) == []
+
+
 def test_shapes_read_from_a_tensor_do_not_carry_it():
     # An index computed from a1's shape, stored into a0: only a0 is written.
     body = f'''      %l1 = "cute.get_layout"(%a1) : ({MEM}) -> !cute.layout<"(?):(1)">

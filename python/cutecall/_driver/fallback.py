@@ -245,7 +245,7 @@ class _Climb:
             cause = (getattr(error, "root_cause", None) or "") if error else ""
             if _ELEMENT_TYPE.search(cause):
                 return
-            if not self.searched and not _NEEDS_STATIC.search(cause):
+            if error is not None and not self.searched and not _NEEDS_STATIC.search(cause):
                 searched = iter(())
             step = tuple(a | b for a, b in
                          zip(current, guided(error, self.names, self.ranks))) \

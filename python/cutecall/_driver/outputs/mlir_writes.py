@@ -15,8 +15,11 @@ a TMA store/reduce.
 The evidence is three sets of operand indices (:class:`Writes`): ``written``
 (a write op's destination), ``maybe`` (a pointer reaching inline PTX that
 stores -- ``llvm.inline_asm``, ``nvvm.inline_ptx`` -- or a call the module
-has no body for) and ``unattributed`` (storing inline PTX whose address is
-no longer a pointer: any tensor may be written). Text only: the DSL's value
+has no body for) and ``unattributed`` (storing inline PTX whose address
+comes from no operand the walk followed: any tensor may be written). A
+pointer turned into an integer (``cute.ptrtoint``: ``out.iterator.toint()``)
+keeps its origin through the integer arithmetic that makes an address of it
+(``_ADDRESS_OPS``), so ``st.global`` at ``base + 4 * i`` is attributed. Text only: the DSL's value
 casters turn some ``ir.Value`` objects into ones whose construction is not
 safe outside a trace, so the walk never touches them. No CuTe DSL import.
 
@@ -45,6 +48,13 @@ _ON_CHIP = re.compile(r"^!cute\.(memref|ptr)<[^,]+, (smem|rmem|tmem)\b")
 # Ops writing every memory operand they take (a value stored is a number).
 _STORES = re.compile(r"(^|\.)(store|store_vec|atomic\w*|red|cas|exch)\b|"
                      r"\.atomicrmw$|\.atomic_|\.store$|tma_(store|reduce)")
+# Integer ops an address passes through: from a pointer to an integer, and
+# an offset added or bits masked (never a value compared or divided).
+_ADDRESS_OPS = frozenset((
+    "cute.ptrtoint", "llvm.ptrtoint", "arith.addi", "arith.subi", "arith.andi",
+    "arith.ori", "arith.xori", "arith.extsi", "arith.extui", "arith.trunci",
+    "arith.index_cast", "arith.index_castui", "llvm.add", "llvm.sub", "llvm.and",
+    "llvm.or", "llvm.zext", "llvm.sext"))
 # Inline PTX that writes global memory.
 _PTX_WRITE = re.compile(r"\b(st|red|atom|cp\.reduce|cp\.async\.bulk\.global|"
                         r"cp\.async\.bulk\.tensor\.\dd\.global|multimem\.st|"
@@ -117,8 +127,10 @@ class _Flow:
             return _NONE
         return found[0] if len(found) == 1 else frozenset().union(*found)
 
-    def add(self, key, typ, origins) -> bool:
-        if not origins or not _memory(typ, self.aliases):
+    def add(self, key, typ, origins, address: bool = False) -> bool:
+        """`origins` join `key`'s when its type carries memory, or when it
+        is an `address` made of one (an integer)."""
+        if not origins or not (address or _memory(typ, self.aliases)):
             return False
         old = self.get(key)
         if origins <= old:
@@ -132,8 +144,9 @@ class _Flow:
         if not op.yields and not op.blocks:  # a plain op: all in, all out
             ins = self.union(op.operands)
             if ins:
+                address = op.name in _ADDRESS_OPS
                 for key, typ in op.typed().results:
-                    changed |= self.add(key, typ, ins)
+                    changed |= self.add(key, typ, ins, address)
         else:  # region-carried values (scf.for/if/while), position by position
             changed |= self._carry(op.results, [op.operands] + op.yields)
             if op.name not in FUNCTIONS:
