@@ -104,6 +104,33 @@ def test_launch_objects_of_one_kernel_share_where_its_outputs_go(compiles, monke
     assert compiles() == 1
 
 
+def test_a_first_call_under_torch_compile_marks_the_written_tensor(compiles):
+    """No eager call, no compile before: the placement is asked on
+    torch.compile's fake tensors before the custom op is built, so the op
+    in the graph marks ``out`` mutated (the rule would have marked ``y``).
+    CPU: meta tensors, a backend that keeps the AOT graph; the launch
+    itself does nothing here."""
+    from torch._dynamo.backends.common import aot_autograd
+    graphs = []
+
+    def keep(gm, example_inputs):
+        graphs.append(gm.code)
+        return gm
+    k = ct.kernel(ok.out_first, outputs=1)
+    k.launch = lambda *args: None  # no GPU: the op's launch is a no-op
+
+    def f(x, y):
+        out = torch.empty_like(x)
+        k(out, x, y)
+        return out * 2
+    torch.compile(f, backend=aot_autograd(fw_compiler=keep), fullgraph=True)(meta(), meta())
+    assert k.output_params == ["out"] and mutated(k) == ["out"]
+    (graph,) = graphs
+    assert re.search(r"auto_functionalized\w*\(torch\.ops\.cutecall\.out_first_\d+\.default, "
+                     r"x = \w+, y = \w+, _out_base_index = 0", graph), graph
+    assert compiles() == 0  # asked with a trace; the launch compiles
+
+
 @pytest.fixture
 def reads(monkeypatch):
     """Counts the traced modules the compiles read for their writes."""
@@ -151,6 +178,20 @@ def test_gpu_output_first_eager_and_under_torch_compile():
         return out * 2
     got = torch.compile(f, fullgraph=True)(x, y)
     torch.testing.assert_close(got, (x + y) * 2, rtol=0, atol=0)
+
+
+@pytest.mark.gpu
+def test_gpu_a_first_call_under_torch_compile():
+    x, y = torch.randn(N, device="cuda"), torch.randn(N, device="cuda")
+    k = ct.kernel(ok.out_first, outputs=1)
+
+    def f(x, y):
+        out = torch.empty_like(x)
+        k(out, x, y)
+        return out * 2
+    got = torch.compile(f, fullgraph=True)(x, y)  # no eager call before
+    torch.testing.assert_close(got, (x + y) * 2, rtol=0, atol=0)
+    assert mutated(k) == ["out"]
 
 
 @pytest.mark.gpu

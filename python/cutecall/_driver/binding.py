@@ -13,10 +13,10 @@ import enum
 from typing import Any, Callable, Mapping, Sequence
 
 from . import pytree
-from .outputs.placement import (NO_EVIDENCE, Evidence, arg_kind, named_outputs,
+from .outputs.placement import (NO_EVIDENCE, VALUE, Evidence, arg_kind, named_outputs,
                                 place_outputs, place_written, placements, probe_rank,
                                 written_params)
-from .signature import (SCALAR, STREAM, TENSOR, LauncherSignature, Param,
+from .signature import (CONSTEXPR, SCALAR, STREAM, TENSOR, LauncherSignature, Param,
                         concrete_scalar, encode_scalar, infer_scalar_type,
                         is_scalar_value, python_value)
 
@@ -105,6 +105,18 @@ def check_argument(a, what: str, is_array: Callable[[Any], bool] = default_is_ar
                     "pytree)")
 
 
+def check_arguments(sig: LauncherSignature, args: Sequence, constexpr_names, name: str,
+                    is_array: Callable[[Any], bool] = default_is_array) -> None:
+    """:func:`check_argument` for each positional argument of a call of
+    launcher `name`; a compile-time value passes where a ``Constexpr``
+    parameter not given to the launcher may take it."""
+    values = any(p.kind == CONSTEXPR and not p.keyword_only and p.name not in constexpr_names
+                 for p in sig.params)
+    for i, a in enumerate(args):
+        if not (values and arg_kind(a) == VALUE):
+            check_argument(a, f"argument {i} of '{name}'", is_array)
+
+
 @dataclasses.dataclass(frozen=True)
 class Call:
     """One call as a front hands it to the driver to bind: its positional
@@ -139,20 +151,50 @@ def bind(sig: LauncherSignature, call: Call, constexpr_names, *,
 
     A positional argument that is neither None nor a scalar is a pytree
     (``pytree``): an array, a container of arrays, runtime scalars, None and
-    compile-time values, or one compile-time value."""
+    compile-time values, or one compile-time value. ``cutlass.Constexpr``
+    parameters the launcher was not given take the call's positional values
+    where its authors pass them (first, after the stream, between tensors:
+    ``cute.compile(bmm, gemm_op, a, b, c, stream, epilogue)``) -- objects,
+    callables and numbers, compiled in -- when the call does not fit the
+    other parameters alone."""
+    if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
+        return _Builder(sig, call.scalar_value, call.is_array).bind_uninspected(
+            call.args, call.kwargs, 0 if call.outputs_in_call else call.num_outputs)
+    by_name = _check_keywords(sig, call.kwargs, constexpr_names)
+    closed = [i for i, p in enumerate(sig.params)
+              if p.kind in (TENSOR, SCALAR) and p.name not in call.kwargs
+              and p.name not in constexpr_names]
+    with_constexprs = [i for i, p in enumerate(sig.params)
+                       if (i in closed or p.kind == CONSTEXPR and not p.keyword_only)
+                       and p.name not in call.kwargs and p.name not in constexpr_names]
+    try:
+        return _bind_to(sig, call, by_name, constexpr_names, closed, closed,
+                        output_names, evidence)
+    except TypeError as error:
+        if with_constexprs == closed:
+            raise
+        first = error
+    try:
+        return _bind_to(sig, call, by_name, constexpr_names, closed, with_constexprs,
+                        output_names, evidence)
+    except TypeError as error:
+        values = any(arg_kind(a) == VALUE for a in call.args)
+        raise error if values or len(call.args) > len(closed) else first from None
+
+
+def _bind_to(sig: LauncherSignature, call: Call, by_name: dict, constexpr_names,
+             closed: list, open_params: list, output_names, evidence: Evidence
+             ) -> tuple[Binding, list]:
+    """`call` bound with its positional arguments filling `open_params`
+    (parameter indices, in order) around the outputs; `closed`: those of
+    them that are no constexpr (where outputs sit)."""
     args, kwargs = call.args, call.kwargs
     num_outputs = 0 if call.outputs_in_call else call.num_outputs
     b = _Builder(sig, call.scalar_value, call.is_array)
-    if not sig.inspected:  # (stream, *inputs, *outputs, **constexprs)
-        return b.bind_uninspected(args, kwargs, num_outputs)
-    by_name = _check_keywords(sig, kwargs, constexpr_names)
-    open_params = [i for i, p in enumerate(sig.params)
-                   if p.kind in (TENSOR, SCALAR) and p.name not in kwargs
-                   and p.name not in constexpr_names]
     if call.outputs_in_call and call.num_outputs:
         among = (evidence.written, evidence.in_leaves) if evidence.written else ()
         b.written = tuple(output_names) if output_names is not None else tuple(
-            written_params(sig, open_params, call.num_outputs, sig.name, *among))
+            written_params(sig, closed, call.num_outputs, sig.name, *among))
         output_names = None
     out_pos = output_positions(sig, open_params, args, num_outputs, call.order,
                                output_names, evidence)
@@ -215,6 +257,10 @@ class _Builder:
     def positional(self, k: int, p: Param, a) -> Slot:
         """Positional argument `k` filling parameter `p`."""
         what = f"argument {p.name!r} of '{self.sig.name}'"
+        if p.kind == CONSTEXPR:  # compiled in, whatever it is
+            self.trees.append(pytree.Leaf(pytree.CONST, a))
+            self.arrays.append(k)
+            return Slot(SlotKind.INPUT, len(self.trees) - 1)
         if a is None:
             self.absent.append(k)
             return NONE_SLOT

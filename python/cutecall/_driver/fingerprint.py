@@ -9,6 +9,11 @@ with a ``@cute.jit __call__`` -- by their class's source and every attribute
 (``N``, tile sizes, ``is_causal``...), recursively. Values whose only
 ``repr`` holds an address are refused with a message naming them.
 
+An object a compile fills in while traced (CUTLASS's GEMM objects set
+their layouts, FA4's its copy atoms) keeps the fingerprint it had when
+first seen (:func:`value_fingerprint`): launchers, constexprs and
+compile-time arguments alike, so its second compile's key is its first's.
+
 Pure Python, no CuTe DSL import.
 """
 
@@ -43,43 +48,62 @@ _first_seen_lock = threading.Lock()
 
 
 def launcher_fingerprint(fn) -> Any:
-    """The fingerprint of a launcher as a front end binds it (see
-    ``_first_seen``): a kernel object keeps the fingerprint of its state
-    when first bound while those attributes keep their values."""
-    state = _state(fn) if not inspect.isroutine(fn) else None
-    if state is None:
-        return fingerprint(fn, "launcher")
-    try:
-        with _first_seen_lock:
-            first = _first_seen.get(fn)
-    except TypeError:  # not hashable or not weak-referenceable
-        return fingerprint(fn, "launcher")
+    """The fingerprint of a launcher as a front end binds it
+    (:func:`value_fingerprint`)."""
+    return value_fingerprint(fn, "launcher")
+
+
+def value_fingerprint(value, what: str) -> Any:
+    """:func:`fingerprint` of a launcher, constexpr or compile-time
+    argument, except that an object keeps the fingerprint of its state when
+    first seen (see ``_first_seen``) while those attributes keep their
+    first values or the values a compile of it left
+    (:func:`remember_compiled_state`): a value, not an identity or a moment."""
+    first = _first(value)
     if first is not None:
-        names, fp, states = first
-        if _first_state(fn, state, names) in states:
-            return fp
-    fp = fingerprint(fn, "launcher")
-    with contextlib.suppress(TypeError):
-        with _first_seen_lock:
-            _first_seen[fn] = (frozenset(state), fp, {_digest(fp)})
+        return first
+    fp = fingerprint(value, what)
+    state = _state(value) if not inspect.isroutine(value) else None
+    if state is not None:
+        with contextlib.suppress(TypeError):  # not hashable or weak-referenceable
+            with _first_seen_lock:
+                _first_seen[value] = (frozenset(state), fp, {_digest(fp)})
     return fp
 
 
-def remember_compiled_state(fn, fp) -> None:
-    """After a compile of kernel object `fn` bound with fingerprint `fp`:
-    the values its first attributes have now (what the trace filled in)
-    keep `fp`, so a front that binds the object again after the compile
-    finds the same kernel. A no-op for functions and for an object whose
-    state cannot be fingerprinted (that costs a compile, nothing worse)."""
-    state = _state(fn) if not inspect.isroutine(fn) else None
+def _first(value) -> Any:
+    """The fingerprint `value` was first seen with, while its first
+    attributes hold first or compiled values; else None."""
+    state = _state(value) if not inspect.isroutine(value) else None
+    if state is None:
+        return None
+    try:
+        with _first_seen_lock:
+            first = _first_seen.get(value)
+        if first is None:
+            return None
+        names, fp, states = first
+        return fp if _first_state(value, state, names) in states else None
+    except Exception:  # noqa: BLE001 - not hashable, or derived state that is not
+        return None
+
+
+def remember_compiled_state(value) -> None:
+    """After a compile that `value` (a kernel or configuration object) took
+    part in: the values its first attributes have now (what the trace
+    filled in) keep its first fingerprint, so a front that binds it again
+    finds the same kernel. A no-op for functions, objects never seen, and
+    an object whose state cannot be fingerprinted (that costs a compile,
+    nothing worse)."""
+    state = _state(value) if not inspect.isroutine(value) else None
     if state is None:
         return
     try:
         with _first_seen_lock:
-            first = _first_seen.get(fn)
-        if first is None or first[1] != fp:
+            first = _first_seen.get(value)
+        if first is None:
             return
-        now = _first_state(fn, state, first[0])
+        now = _first_state(value, state, first[0])
     except Exception:  # noqa: BLE001 - derived state that does not hash
         return
     with _first_seen_lock:
@@ -161,7 +185,9 @@ def _fingerprint(value, what: str, depth: int, seen: frozenset,
         return _callable_fingerprint(value, what, inner)
     state = _state(value)
     if state is not None:
-        return _object_fingerprint(value, state, what, depth, seen)
+        first = _first(value) if depth else None  # an object a compile filled in
+        return first if first is not None else \
+            _object_fingerprint(value, state, what, depth, seen)
     try:
         hash(value)
     except TypeError:

@@ -18,7 +18,7 @@ import json
 from typing import Any, Sequence
 
 from . import dsl, flavour as _flavour
-from .fingerprint import fingerprint
+from .fingerprint import value_fingerprint
 from .plan import PLAN_VERSION
 
 
@@ -50,7 +50,8 @@ def specialization_key(*, launcher: Any, operands: Sequence, trees: Sequence[str
         "binding": [[[s.kind.value, s.index] for s in slots], list(scalar_types),
                     [list(k) for k in keyword_scalars]],
         "symbols": list(symbols),
-        "constexprs": [[k, fingerprint(v, f"constexpr {k!r}")] for k, v in constexprs],
+        "constexprs": [[k, value_fingerprint(v, f"constexpr {k!r}")]
+                       for k, v in constexprs],
         "options": compile_options or "",
         "compile_key": compile_key,
         "arch": arch,

@@ -36,7 +36,7 @@ from .operand import EVERY_EXTENT, EVERYTHING, Description, OperandDesc, static_
 from .outputs import placement
 from .pipeline import Launcher
 from .pytree import ARRAY
-from .signature import SCALAR, TENSOR, Param
+from .signature import CONSTEXPR, SCALAR, TENSOR, Param
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +76,19 @@ class Front(Protocol):
         """The layout facts C++ would read from `array`."""
 
 
-def open_params(launcher: Launcher) -> list[Param]:
-    """The launcher's parameters a launch object's call fills, in order."""
+def open_params(launcher: Launcher, args: Sequence = ()) -> list[Param]:
+    """The launcher's parameters a launch object's call fills, in order:
+    its tensors and runtime scalars, and the ``Constexpr`` ones too when
+    `args` pass their values (more arguments than the others take, or a
+    value no tensor or scalar is: ``binding.bind``)."""
     given = {k for k, _ in launcher.constexprs}
-    return [p for p in launcher.sig.params
-            if p.kind in (TENSOR, SCALAR) and p.name not in given]
+    params = [p for p in launcher.sig.params
+              if p.kind in (TENSOR, SCALAR) and p.name not in given]
+    if len(args) > len(params) or any(placement.arg_kind(a) == placement.VALUE
+                                      for a in args):
+        params = [p for p in launcher.sig.params if p.name not in given and (
+            p.kind in (TENSOR, SCALAR) or p.kind == CONSTEXPR and not p.keyword_only)]
+    return params
 
 
 class LaunchObject:
@@ -156,7 +164,7 @@ class LaunchObject:
         merged, a, o = [], iter(args), iter(outs)
         out_names = set(self.output_params)
         used = 0
-        for p in self.params:
+        for p in open_params(self.launcher, [*args, *outs]):
             if p.name in out_names:
                 merged.append(next(o))
             elif used < len(args):
@@ -281,10 +289,10 @@ class LaunchObject:
 def leaf_names(bound: BoundCall) -> list[str]:
     """Per array leaf of a bound call, its name: ``x``, ``epilogue.mC``,
     ``arg2`` (uninspected launchers)."""
-    sig = bound.launcher.sig
-    names = [p.name for p in open_params(bound.launcher)] if sig.inspected else []
-    arg = [names[k] if k < len(names) else f"arg{k}" for k in bound.binding.arrays]
-    return [arg[a] + pytree.keystr(path) for a, path in bound.binding.leaves]
+    binding = bound.binding
+    param_of = bound.launcher.parameter_names(binding)
+    arg = [param_of.get(binding.arg_slots[k]) or f"arg{k}" for k in binding.arrays]
+    return [arg[a] + pytree.keystr(path) for a, path in binding.leaves]
 
 
 def _outputs_option(outputs) -> tuple[int, tuple | None]:

@@ -35,7 +35,7 @@ from .key import specialization_key
 from .operand import SOURCE_ARG, Description, OperandDesc, make_operand, tie_dims
 from .outputs import stage
 from .outputs.placement import NO_EVIDENCE, Evidence
-from .pytree import Node
+from .pytree import CONST, Node
 from .store import memory
 
 
@@ -97,7 +97,7 @@ class Launcher:
         self.history = diagnosis.CallHistory()
         self.fingerprint = _fingerprint.launcher_fingerprint(fn)
         self.constexprs = tuple(sorted((constexprs or {}).items()))
-        prints = [[k, _fingerprint.fingerprint(v, f"constexpr {k!r}")]  # fails early
+        prints = [[k, _fingerprint.value_fingerprint(v, f"constexpr {k!r}")]  # fails early
                   for k, v in self.constexprs]
         # What the launcher is, as a digest: launchers of one kernel share it.
         self.content = hashlib.sha256(repr((self.fingerprint, prints)).encode()).hexdigest()
@@ -156,6 +156,17 @@ class Launcher:
         return _binding.bind(self.sig, call, {k for k, _ in self.constexprs},
                              output_names=output_names, evidence=evidence)
 
+    def _remember_compiled(self, binding: Binding) -> None:
+        """After a compile: the objects it took (the launcher, constexprs,
+        compile-time arguments) keep their first fingerprints in the state
+        the trace left them (``fingerprint.remember_compiled_state``)."""
+        values = [self.fn] + [v for _, v in self.constexprs]
+        for tree in binding.trees:
+            leaves = tree.leaves() if isinstance(tree, Node) else (tree,)
+            values += [leaf.value for leaf in leaves if leaf.kind == CONST]
+        for v in values:
+            _fingerprint.remember_compiled_state(v)
+
     def _check_kind(self) -> None:
         """Raises for a launcher that launches nothing (a plain function, a
         bare ``@cute.kernel``), once, before its first trace."""
@@ -200,7 +211,7 @@ class Launcher:
             error = diagnosis.annotate(e, operands, self.history)
             raise error from e
         if memory.compile_stats()["compiles"] != compiles:  # a trace may have filled
-            _fingerprint.remember_compiled_state(self.fn, self.fingerprint)  # attributes
+            self._remember_compiled(binding)                   # attributes in
         self.history.record(operands)
         if not self.keeps_static_masks:
             self.static_dims.update({op.name: m for op, m in zip(operands, extra) if m})
@@ -232,7 +243,8 @@ class Launcher:
         defaults = _signature.scalar_defaults(self.sig, given) if self.sig.inspected else ()
         key = specialization_key(
             launcher=self.fingerprint, operands=specs,
-            trees=[t.key(_fingerprint.fingerprint) for t in trees], slots=binding.slots,
+            trees=[t.key(_fingerprint.value_fingerprint) for t in trees],
+            slots=binding.slots,
             scalar_types=scalar_types, keyword_scalars=binding.keyword_scalars,
             symbols=symbols, constexprs=self.constexprs, compile_options=tgt.options,
             compile_key=self.compile_key, arch=tgt.arch, scalar_defaults=defaults,

@@ -9,7 +9,7 @@ from typing import Any, Callable, Hashable, Mapping, Sequence
 import jax
 
 from .._driver import pytree, signature as _signature, target as _target
-from .._driver.binding import check_argument
+from .._driver.binding import check_arguments
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
 from . import _args as _jax_args, _batching, _targets
@@ -138,8 +138,9 @@ class CutlassCall:
         return self.whole_outputs
 
     def _bind(self, args, kwargs):
-        for i, x in enumerate(args):  # before output_shape_dtype reads them
-            check_argument(x, f"argument {i} of '{self.name}'", _jax_args.is_array)
+        check_arguments(self.launcher.sig, args,  # before output_shape_dtype reads them
+                        {k for k, _ in self.launcher.constexprs}, self.name,
+                        _jax_args.is_array)
         outs = self._outputs(args)
         for i, o in self.aliases:
             if isinstance(i, int) and (i >= len(args) or args[i] is None or

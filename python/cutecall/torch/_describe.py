@@ -23,7 +23,8 @@ from .. import _core
 from .._driver import dtypes, target
 from .._driver.operand import MAX_RANK, SOURCE_ARG, OperandDesc
 from .._driver.binding import check_argument
-from .._driver.signature import SCALAR
+from .._driver.launch_object import open_params
+from .._driver.signature import CONSTEXPR, SCALAR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +95,10 @@ def tensor_props(t) -> "_core.LayoutProps":
     pointer counts as 16-byte aligned) or a :class:`TensorDesc`."""
     address = getattr(t, "address", None)
     if address is None:
-        address = 0 if t.device.type == "meta" else t.data_ptr()
+        try:
+            address = 0 if t.device.type == "meta" else t.data_ptr()
+        except (RuntimeError, NotImplementedError):  # torch.compile's fake tensors
+            address = 0
     bits = 8 * dtypes.cutlass_dtype(t.dtype, "tensor")[1]
     return _core.layout_props(list(t.shape), list(t.stride()), int(address), bits)
 
@@ -130,14 +134,18 @@ def device_arch(device: torch.device | None) -> str:
 
 def check_kinds(k, args, tensor_types) -> list[str]:
     """Raises for an argument no parameter of launch object `k` can take (a
-    tensor for a runtime scalar); returns how errors name each argument."""
-    names = [p.name for p in k.params] if k.sig.inspected else []
-    what = [f"argument {names[i]!r}" if i < len(names) else f"argument {i}"
+    tensor for a runtime scalar); returns how errors name each argument. A
+    ``Constexpr`` parameter takes any value (compiled in)."""
+    params = open_params(k.launcher, args) if k.sig.inspected else []
+    what = [f"argument {params[i].name!r}" if i < len(params) else f"argument {i}"
             for i in range(len(args))]
     for i, a in enumerate(args):
-        if i < len(names) and k.params[i].kind == SCALAR and isinstance(a, tensor_types):
+        kind = params[i].kind if i < len(params) else None
+        if kind == CONSTEXPR:
+            continue
+        if kind == SCALAR and isinstance(a, tensor_types):
             raise TypeError(f"cutecall: {what[i]} of '{k.name}' is a runtime "
-                            f"scalar ({k.params[i].scalar_type}); pass a "
+                            f"scalar ({params[i].scalar_type}); pass a "
                             f"Python value, got a tensor")
         check_argument(a, f"{what[i]} of '{k.name}'",
                        lambda x: isinstance(x, tensor_types))

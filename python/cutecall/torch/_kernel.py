@@ -11,6 +11,7 @@ and to report bad arguments.
 
 from __future__ import annotations
 
+import weakref
 from typing import Any, Callable, Sequence
 
 import torch
@@ -78,10 +79,13 @@ class Kernel:
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
         self._ops: dict = {}  # the custom op per output placement
+        this = weakref.ref(self)  # torch's registry must not keep the kernel alive
+        self._in_graph = torch.compiler.allow_in_graph(
+            lambda *args: this()._placed_op(args))
 
     def __call__(self, *args):
         if _is_compiling():
-            return self._op(*args)
+            return self._in_graph(*args)
         return self._eager(*args)
 
     def __repr__(self):
@@ -100,6 +104,20 @@ class Kernel:
         """Per leaf of a call, the StaticMask the last static fallback (or
         ``static=``) compiled in; None when nothing is."""
         return self.first_call.static_masks
+
+    def _placed_op(self, args):
+        """Under ``torch.compile`` (run on its fake tensors: Dynamo writes
+        this call into the graph, AOTAutograd traces it): the outputs are
+        asked first when nothing asked yet -- the first call of a program
+        may be compiled -- then the custom op marking them is called."""
+        if not self.first_call.outputs_known:
+            merged = args
+            if self.allocate is not None:
+                outs = self.allocate(*args)
+                merged = self.first_call.merge(
+                    args, (outs,) if isinstance(outs, torch.Tensor) else tuple(outs))
+            self.first_call.place(merged)
+        return self._op(*args)
 
     @property
     def _op(self):

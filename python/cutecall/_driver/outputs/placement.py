@@ -26,7 +26,7 @@ import dataclasses
 import itertools
 from typing import Any, Sequence
 
-from ..signature import (SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
+from ..signature import (CONSTEXPR, SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
                         is_scalar_value)
 
 # A call argument's kind, for placing outputs.
@@ -35,6 +35,9 @@ ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"
 # tuple): never a parameter annotated ``cute.Tensor`` (one annotated as a
 # NamedTuple of tensors, FA4's BlockSparseTensors, takes it).
 CONTAINER = "container"
+# Anything else -- a configuration object, a callable (an epilogue lambda):
+# a compile-time value, for a ``cutlass.Constexpr`` parameter.
+VALUE = "value"
 # Placements tried before giving up (C(20, 10) would be 184,756).
 _MAX_PLACEMENTS = 20000
 
@@ -67,10 +70,16 @@ def arg_kind(x) -> str:
         return SCALAR_ARG
     if isinstance(x, (tuple, list, dict)) and not hasattr(x, "shape"):
         return CONTAINER
+    if not hasattr(x, "shape") and (callable(x) or not hasattr(x, "__dataclass_fields__")):
+        return VALUE
     return ARRAY
 
 
 def _fits(p: Param, kind: str) -> bool:
+    if p.kind == CONSTEXPR:  # compiled in: a value, a number, None
+        return kind in (VALUE, SCALAR_ARG, NONE_ARG)
+    if kind == VALUE:  # elsewhere it fits as an array would (and says why not)
+        kind = ARRAY
     if kind == SCALAR_ARG:
         return p.kind == SCALAR or (p.kind == TENSOR and not p.annotated)
     if kind == ARRAY:

@@ -114,7 +114,8 @@ class _Question:
         if hint is not None:  # the kernel's writes are known: placed there
             binding, leaves = self.launcher.bind_as(
                 self.call, evidence=Evidence(hint.candidates, hint.in_leaves))
-            if all(n in hint.candidates for n in self.outputs(binding)):
+            names = self.outputs(binding)
+            if not hint.contradicts(names) and not hint.unaccounted(names):
                 return binding, leaves
         rule, leaves = self.launcher.bind_as(self.call)
         key = self.spec(rule, leaves).key
@@ -130,7 +131,7 @@ class _Question:
                 raise
             _put(_ANSWERS, key, found)
             _put(_LAST, self.launcher.content, found)
-            if found.writes is not None:
+            if found.writes is not None and found.writes.candidates:
                 _put(_WRITES, self.launcher.content, found.writes)
         _ANSWERS.move_to_end(key)
         return self.launcher.bind_as(self.call, output_names=found.outputs)
