@@ -1,4 +1,4 @@
-// cutecall/device_context.h — running a launch on a given CUDA device.
+// device_context.h — running a launch on a given CUDA device.
 //
 // Owns: the five CUDA driver entry points cutecall needs to launch on a
 // device that is not the calling thread's current one (a torch tensor on
@@ -10,8 +10,8 @@
 // otherwise it makes the device's primary context current for `fn` and
 // restores the previous context afterwards, whatever `fn` returns. No C++
 // exception crosses it; driver failures are Internal errors naming the call.
-#ifndef CUTECALL_DEVICE_CONTEXT_H_
-#define CUTECALL_DEVICE_CONTEXT_H_
+#ifndef CUTECALL_SRC_DEVICE_CONTEXT_H_
+#define CUTECALL_SRC_DEVICE_CONTEXT_H_
 
 #include <string>
 
@@ -26,7 +26,7 @@ struct DriverTable {
   int (*ctx_get_current)(void** context) = nullptr;
   int (*ctx_set_current)(void* context) = nullptr;
   int (*primary_ctx_retain)(void** context, int device) = nullptr;
-  // For CUTECALL_LAUNCH_BLOCKING (cutecall/launch_blocking.h).
+  // For CUTECALL_LAUNCH_BLOCKING (launch_blocking.h).
   int (*stream_synchronize)(void* stream) = nullptr;
   int (*stream_is_capturing)(void* stream, int* capture_status) = nullptr;
   int (*get_error_name)(int code, const char** name) = nullptr;
@@ -99,4 +99,4 @@ Status OnDevice(const DriverTable& d, int device, Fn&& fn) {
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_DEVICE_CONTEXT_H_
+#endif  // CUTECALL_SRC_DEVICE_CONTEXT_H_

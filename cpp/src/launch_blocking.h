@@ -1,4 +1,4 @@
-// cutecall/launch_blocking.h — the blocking mode: every launch waits for
+// launch_blocking.h — the blocking mode: every launch waits for
 // its kernel, so a fault surfaces at the launch that caused it.
 //
 // Owns: the process-wide switch (CUTECALL_LAUNCH_BLOCKING=1 at first use,
@@ -6,13 +6,13 @@
 // Contract: off by default. When on, each launch synchronizes its stream
 // (cuStreamSynchronize) and a CUDA error becomes an Internal error naming
 // the kernel, the CUDA status and the launch's grid and block (where
-// recorded: cutecall/launch_record.h), instead of surfacing later at an
+// recorded: launch_record.h), instead of surfacing later at an
 // unrelated sync with no kernel named. A stream being captured into a CUDA
 // graph is never synchronized (that would invalidate the capture): such
 // launches are checked when the graph runs. Off, the launch path costs one
 // relaxed atomic load.
-#ifndef CUTECALL_LAUNCH_BLOCKING_H_
-#define CUTECALL_LAUNCH_BLOCKING_H_
+#ifndef CUTECALL_SRC_LAUNCH_BLOCKING_H_
+#define CUTECALL_SRC_LAUNCH_BLOCKING_H_
 
 #include <functional>
 #include <string>
@@ -37,4 +37,4 @@ Status SyncAfterLaunch(void* stream, const std::string& kernel,
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_LAUNCH_BLOCKING_H_
+#endif  // CUTECALL_SRC_LAUNCH_BLOCKING_H_

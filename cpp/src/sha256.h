@@ -1,9 +1,9 @@
-// cutecall/sha256.h — SHA-256 (FIPS 180-4) of a byte string.
+// sha256.h — SHA-256 (FIPS 180-4) of a byte string.
 //
 // Owns: the digest used to name every compiled object. Module bytes are
 // verified against their digest before they are handed to the DSL runtime.
-#ifndef CUTECALL_SHA256_H_
-#define CUTECALL_SHA256_H_
+#ifndef CUTECALL_SRC_SHA256_H_
+#define CUTECALL_SRC_SHA256_H_
 
 #include <array>
 #include <cstdint>
@@ -22,4 +22,4 @@ bool FromHex(std::string_view hex, Digest* out);
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_SHA256_H_
+#endif  // CUTECALL_SRC_SHA256_H_

@@ -1,4 +1,4 @@
-// cutecall/call_state.h — one call site's state across the three stages.
+// call_state.h — one call site's state across the three stages.
 //
 // Owns: the validated launch plan, the module bytes and the runtime scalar
 // values of one custom call (instantiate), the loaded module (prepare), and
@@ -10,8 +10,8 @@
 // is safe to call concurrently; Execute allocates nothing, never syncs, and
 // fails with FailedPrecondition if Prepare has not succeeded. Each stage call
 // bumps its counter (relaxed), whether or not it succeeds.
-#ifndef CUTECALL_CALL_STATE_H_
-#define CUTECALL_CALL_STATE_H_
+#ifndef CUTECALL_SRC_CALL_STATE_H_
+#define CUTECALL_SRC_CALL_STATE_H_
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "cutecall/launch_plan.h"
-#include "cutecall/module_registry.h"
+#include "module_registry.h"
 
 namespace cutecall {
 
@@ -148,4 +148,4 @@ class CallState {
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_CALL_STATE_H_
+#endif  // CUTECALL_SRC_CALL_STATE_H_

@@ -1,12 +1,12 @@
-// cutecall/elf.h — reading and patching compiled module bytes (ELF64
+// elf.h — reading and patching compiled module bytes (ELF64
 // little-endian relocatable objects) before the CuTe DSL runtime sees them.
 //
 // Contract: every read is bounds-checked; malformed bytes are an
 // InvalidArgument, never a crash or an overread (the readers are fuzzed:
 // cpp/fuzz/fuzz_elf_symbols.cc). A rename either succeeds or leaves the
 // bytes exactly as they were.
-#ifndef CUTECALL_ELF_H_
-#define CUTECALL_ELF_H_
+#ifndef CUTECALL_SRC_ELF_H_
+#define CUTECALL_SRC_ELF_H_
 
 #include <string>
 #include <string_view>
@@ -34,4 +34,4 @@ Status RenameUndefinedSymbol(std::string* object, std::string_view from,
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_ELF_H_
+#endif  // CUTECALL_SRC_ELF_H_

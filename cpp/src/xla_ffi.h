@@ -1,4 +1,4 @@
-// cutecall/xla_ffi.h — the XLA FFI handlers of cutecall's custom call.
+// xla_ffi.h — the XLA FFI handlers of cutecall's custom call.
 //
 // Owns: the handler symbols and the registered names. Names carry a version
 // suffix and must never change meaning: compiled executables and jax.export
@@ -11,8 +11,8 @@
 //                              prepare stage: XLA would call it per execution.
 //   cutecall_call_no_graph_v1  same stages; XLA never captures it in a graph
 // State type: cutecall_call_state_v1
-#ifndef CUTECALL_XLA_FFI_H_
-#define CUTECALL_XLA_FFI_H_
+#ifndef CUTECALL_SRC_XLA_FFI_H_
+#define CUTECALL_SRC_XLA_FFI_H_
 
 #include "xla/ffi/api/c_api.h"
 
@@ -31,4 +31,4 @@ const XLA_FFI_TypeInfo* StateTypeInfo();
 
 }  // namespace cutecall::xla_ffi
 
-#endif  // CUTECALL_XLA_FFI_H_
+#endif  // CUTECALL_SRC_XLA_FFI_H_

@@ -1,4 +1,4 @@
-// cutecall/module_registry.h — compiled modules, loaded once per process.
+// module_registry.h — compiled modules, loaded once per process.
 //
 // Owns: every CuTe DSL runtime module this process has loaded, keyed by the
 // SHA-256 of the object bytes and the function prefix. A module is loaded on
@@ -9,11 +9,11 @@
 // them (the runtime aborts the process on an unknown prefix). Runtime calls
 // are guarded so that no C++ exception escapes into a caller.
 // Where it can, a module is loaded with its launch call routed through
-// cutecall_launch_kex (cutecall/launch_record.h), so that launch errors name
+// cutecall_launch_kex (launch_record.h), so that launch errors name
 // the grid and block; where it cannot, or where the routed load fails, the
 // bytes are loaded exactly as compiled.
-#ifndef CUTECALL_MODULE_REGISTRY_H_
-#define CUTECALL_MODULE_REGISTRY_H_
+#ifndef CUTECALL_SRC_MODULE_REGISTRY_H_
+#define CUTECALL_SRC_MODULE_REGISTRY_H_
 
 #include <cstddef>
 #include <map>
@@ -24,9 +24,9 @@
 #include <utility>
 
 #include "cutecall/abi.h"
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "cutecall/runtime_table.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "cutecall/status.h"
 
 namespace cutecall {
@@ -94,4 +94,4 @@ class ModuleRegistry {
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_MODULE_REGISTRY_H_
+#endif  // CUTECALL_SRC_MODULE_REGISTRY_H_

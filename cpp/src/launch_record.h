@@ -1,11 +1,11 @@
-// cutecall/launch_record.h — the grid and block of the last launch, for
+// launch_record.h — the grid and block of the last launch, for
 // error messages that name them.
 //
 // A compiled module's launcher (DSL-generated host code) picks the grid,
 // block and shared memory and calls _cudaLaunchKernelEx, which the CuTe DSL
 // runtime's JIT links to its own definition. Before loading a module,
 // cutecall renames that import to cutecall_launch_kex (same length, in
-// place: cutecall/elf.h) and names the shared object defining it to the
+// place: elf.h) and names the shared object defining it to the
 // runtime, so the launch passes through cutecall_launch_kex: it writes the
 // launch's configuration to a thread-local record and forwards to the
 // runtime's _cudaLaunchKernelEx.
@@ -21,8 +21,8 @@
 // The runtime resolves imports lazily and aborts the process on a missing
 // one, so a module is routed only to a library checked, by dlopen of its
 // path, to resolve cutecall_launch_kex to this process's shim.
-#ifndef CUTECALL_LAUNCH_RECORD_H_
-#define CUTECALL_LAUNCH_RECORD_H_
+#ifndef CUTECALL_SRC_LAUNCH_RECORD_H_
+#define CUTECALL_SRC_LAUNCH_RECORD_H_
 
 #include <cstdint>
 #include <string>
@@ -107,4 +107,4 @@ class ScopedLaunchShimLibraryOverride {
 
 }  // namespace cutecall
 
-#endif  // CUTECALL_LAUNCH_RECORD_H_
+#endif  // CUTECALL_SRC_LAUNCH_RECORD_H_
