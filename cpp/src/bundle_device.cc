@@ -12,17 +12,34 @@
 namespace cutecall::bundle_internal {
 namespace {
 
-// The properties compared, under the names Python records a kernel's reads
-// by (python/cutecall/_driver/hardware.py).
+// The properties a device reports, under the names Python records a
+// kernel's reads by (python/cutecall/_driver/hardware.py), and how a read
+// value must compare with the device's for the kernel to be right there:
+//   kEqual   the SM count: a persistent kernel's grid is one CTA per SM it
+//            read (fewer SMs serialize its waves, more sit idle);
+//   kAtMost  shared memory: a kernel sized its buffers by what it read, and
+//            more than the device has cannot launch; less is fine;
+//   kHint    L2: a tuning hint, the kernel is correct on any L2.
+enum class Rule { kEqual, kAtMost, kHint };
 struct Property {
   const char* name;
   int DeviceProperties::*field;
+  Rule rule;
 };
 constexpr Property kProperties[] = {
-    {"sm_count", &DeviceProperties::sm_count},
-    {"smem_per_block_optin", &DeviceProperties::smem_per_block_optin},
-    {"smem_per_sm", &DeviceProperties::smem_per_sm},
-    {"l2_bytes", &DeviceProperties::l2_bytes}};
+    {"sm_count", &DeviceProperties::sm_count, Rule::kEqual},
+    {"smem_per_block_optin", &DeviceProperties::smem_per_block_optin, Rule::kAtMost},
+    {"smem_per_sm", &DeviceProperties::smem_per_sm, Rule::kAtMost},
+    {"l2_bytes", &DeviceProperties::l2_bytes, Rule::kHint}};
+
+bool Fits(Rule rule, int64_t read, int have) {
+  switch (rule) {
+    case Rule::kEqual: return read == have;
+    case Rule::kAtMost: return read <= have;
+    case Rule::kHint: return true;
+  }
+  return true;
+}
 
 bool ValidReadName(std::string_view n) {
   if (n.empty() || n.size() > 64) return false;
@@ -104,7 +121,7 @@ Status CheckEntryDevice(const ManifestEntry& e, const TargetDevice& device,
   for (const auto& [name, value] : e.device_reads) {
     for (const Property& p : kProperties) {
       const int have = device.properties.*p.field;
-      if (name != p.name || have == 0 || have == value) continue;
+      if (name != p.name || have == 0 || Fits(p.rule, value, have)) continue;
       return FailedPrecondition(
           at + "kernel '" + e.kernel + "' read " + name + " = " +
           std::to_string(value) + " of its device while it was traced "

@@ -87,12 +87,14 @@ struct TargetDevice {
 ErrorOr<TargetDevice> ResolveDevice(const BundleOptions& options,
                                     const std::string& who);
 
-// Entry `e` against `device`: its arch runs there, and every property its
-// kernel read while traced that the device reports (sm_count,
-// smem_per_block_optin, smem_per_sm, l2_bytes) has the value it read.
-// Reads of other names (max_active_clusters(n), which follows from the arch
-// and the SM count) are not compared. Errors are FailedPrecondition naming
-// the kernel, the property, both values and what to do; `at` prefixes them.
+// Entry `e` against `device`: its arch runs there, and what its kernel
+// read while traced fits the device: the same sm_count, no more
+// smem_per_block_optin or smem_per_sm than the device has (bundle_device.cc
+// says why). l2_bytes (a tuning hint) and other names
+// (max_active_clusters(n), which follows from the arch and the SM count)
+// are not compared, nor properties the device leaves 0. Errors are
+// FailedPrecondition naming the kernel, the property, both values and what
+// to do; `at` prefixes them.
 Status CheckEntryDevice(const ManifestEntry& e, const TargetDevice& device,
                         const std::string& at);
 

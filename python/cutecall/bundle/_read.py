@@ -5,7 +5,8 @@ The manifest has one reader, the C++ one (``cpp/src/bundle.cc``,
 everything before anything is used -- the manifest's own digest (and a
 pinned one, if given), the format and plan versions, every object's size,
 SHA-256, ELF symbols and plan, and each entry against the GPU (its arch,
-and what its kernel read of its device while traced: the SM count...) -- and
+and what its kernel read of its device while traced: the SM count, shared
+memory) -- and
 returns the verified fields and object bytes. This module turns them into
 :class:`CompiledKernel` records. Imports no framework and no CuTe DSL: a
 process that only loads bundles needs cutecall's C++ core, and JAX only to
@@ -90,8 +91,8 @@ def load_bundle(path, *, digest: str | None = None,
         content, so a bundle rewritten with a fresh digest is refused too.
       check_arch: check every entry against CUDA device 0 (skipped when
         there is no CUDA driver or device): refuse one compiled for an arch
-        it cannot run, or whose kernel read another SM count, shared memory
-        or L2 size of its device while traced (``device_reads``: a
+        it cannot run, or whose kernel read another SM count, or more shared
+        memory than the device has, while traced (``device_reads``: a
         persistent kernel sized for 148 SMs on a 132-SM GPU).
 
     Raises:
