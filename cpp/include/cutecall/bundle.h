@@ -110,15 +110,6 @@ struct BundleOptions {
   // The GPU's arch, e.g. "sm_90a" or "sm_90" (from cudaGetDeviceProperties):
   // entries that cannot run there are refused. Empty: not checked.
   std::string device_arch;
-  // The GPU's properties: an entry whose kernel read another value of one
-  // while it was traced (its manifest field 'device-reads') is refused,
-  // naming the kernel, the property and both values. Entries that read
-  // nothing load on any GPU their arch runs on.
-  DeviceProperties device_properties = {};
-  // A CUDA device ordinal, or -1: Open reads that GPU's arch and properties
-  // from the CUDA driver (libcuda.so.1) for device_arch and
-  // device_properties where they are left empty, and fails if it cannot.
-  int device = -1;
   // false: verify and list the entries but load no module and no runtime
   // (inspection on machines without a GPU); Run then fails.
   bool load_modules = true;
@@ -126,6 +117,17 @@ struct BundleOptions {
   // object error at Open) instead of at each kernel's first Run. Also on
   // when $CUTECALL_BUNDLE_EAGER is set to anything but "" or "0".
   bool eager_load = false;
+  // New members are appended here, so that positional initializers
+  // ({digest, arch, load_modules}) keep their meaning.
+  // The GPU's properties: an entry whose kernel read another SM count, or
+  // more shared memory than these, while it was traced (its manifest field
+  // 'device-reads') is refused, naming the kernel, the property and both
+  // values. Entries that read nothing load on any GPU their arch runs on.
+  DeviceProperties device_properties = {};
+  // A CUDA device ordinal, or -1: Open reads that GPU's arch and properties
+  // from the CUDA driver (libcuda.so.1) for device_arch and
+  // device_properties where they are left empty, and fails if it cannot.
+  int device = -1;
 };
 
 // Where this process's bundle loading time went, since it started (all
