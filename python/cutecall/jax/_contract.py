@@ -263,7 +263,8 @@ def compile(fn, *example_args, name: str | None = None,
       from input dims and constants; otherwise calls pass
       ``output_shape_dtype=``.
     """
-    from ._call import CutlassCall, cutlass_call
+    from ._api import cutlass_call
+    from ._call import CutlassCall
     if isinstance(fn, CutlassCall):
         call, call_kwargs = fn, kwargs
     else:

@@ -1,0 +1,126 @@
+"""Recipes: a warm call keyed by what the caller asked for, not by the
+kernel object, so a process whose store holds the kernel needs neither the
+kernel's library nor the CuTe DSL (nor torch, which such libraries import).
+
+A recipe key is the SHA-256 of: the caller's recipe values (hashable,
+fingerprinted by content), the kernel's name, how the call is made (which
+arguments are arrays of which dtype and rank, scalars or None; the call
+site's options), the target (arch and device properties), and the versions
+*and installed files* of cutecall, the DSL and the kernel's packages, read
+from package metadata (``RECORD``) without importing them. So it is stricter
+than the specialization key: a change to any file of the kernel's package
+(its helper modules too) is a new recipe.
+
+The record under a recipe key holds one :class:`Variant` per specialization
+seen: the store key of the compiled kernel and how a call meets it (runtime
+scalar types, XLA layouts, aliases, the vmap declaration). A hit loads the
+kernel by its key (digests checked, signed entries verified, as every
+entry); a variant fits a call when the call's extents meet the kernel's
+static extents and divisibility classes. A miss takes the full path and
+adds a variant. Records live where kernels live (``store.records``). No
+framework, no CuTe DSL.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import hashlib
+import importlib.metadata
+import json
+from typing import Any, Sequence
+
+from .fingerprint import fingerprint
+from .plan import PLAN_VERSION
+
+KIND = "recipe"
+# What every recipe depends on besides the kernel's own packages.
+BASE_PACKAGES = ("cutecall", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base")
+MAX_VARIANTS = 64
+
+
+@functools.lru_cache(maxsize=64)
+def package_digest(name: str) -> str | None:
+    """``version:sha256`` of an installed distribution's RECORD (every file
+    it installed, with each file's hash), or of its files' bytes when the
+    RECORD has no hashes (an editable install); None when not installed.
+    Imports nothing of the package."""
+    try:
+        dist = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    h = hashlib.sha256()
+    record = dist.read_text("RECORD")
+    if record and "sha256=" in record:
+        h.update(record.encode())
+    else:
+        for f in sorted(dist.files or (), key=str):
+            if str(f).endswith(".py"):
+                try:
+                    h.update(str(f).encode() + b"\0" + f.locate().read_bytes())
+                except OSError:
+                    h.update(str(f).encode() + b"\0?")
+    return f"{dist.version}:{h.hexdigest()}"
+
+
+def recipe_key(values: Any, *, name: str, call: Any, target: dict,
+               packages: Sequence[str] = ()) -> str:
+    """The recipe key (hex). `values`: the caller's recipe (hashable
+    values); `call`: how the call is made (JSON-able); `target`:
+    ``Target.key()``; `packages`: the kernel's distributions (by name)."""
+    names = tuple(BASE_PACKAGES) + tuple(sorted(set(packages) - set(BASE_PACKAGES)))
+    doc = {"kind": KIND, "recipe": fingerprint(values, "recipe"), "name": name,
+           "call": call, "target": target, "plan": PLAN_VERSION,
+           "packages": {n: package_digest(n) for n in names}}
+    blob = json.dumps(doc, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+@dataclasses.dataclass(frozen=True)
+class Variant:
+    """One specialization a recipe led to: the kernel's store key and name,
+    and how a JAX call meets it (the ``cutecall_call`` parameters that do not
+    follow from the call's shapes)."""
+
+    key: str
+    name: str
+    scalar_types: tuple     # per runtime scalar, in the call's order
+    num_inputs: int         # flat input arrays
+    num_outputs: int
+    aliases: tuple          # (input, output) flat pairs
+    in_layouts: tuple
+    out_layouts: tuple
+    allow_cuda_graph: bool
+    batch: Any = None       # the vmap declaration (a JSON dict) or None
+
+    def to_json(self) -> dict:
+        doc = dataclasses.asdict(self)
+        return json.loads(json.dumps(doc))
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "Variant":
+        def tuples(v):
+            return tuple(tuples(x) for x in v) if isinstance(v, list) else v
+        return cls(**{f.name: tuples(doc[f.name]) if f.name != "batch" else doc.get("batch")
+                      for f in dataclasses.fields(cls)})
+
+
+def load(key: str, arch: str) -> list[Variant]:
+    """The variants recorded under recipe `key` (any tier), or []."""
+    from .store import kernels as records
+    meta = records.load_record(key, arch, KIND)
+    if not meta:
+        return []
+    try:
+        return [Variant.from_json(v) for v in meta.get("variants", ())]
+    except (KeyError, TypeError, ValueError):
+        return []  # a record of another format: rebuilt by the next miss
+
+
+def add(key: str, arch: str, variant: Variant) -> None:
+    """Adds `variant` to the record under recipe `key` (newest first,
+    bounded; the same kernel once)."""
+    from .store import kernels as records
+    known = [v for v in load(key, arch) if v.key != variant.key]
+    variants = [variant] + known[:MAX_VARIANTS - 1]
+    records.store_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
