@@ -105,3 +105,15 @@ def test_a_warm_process_imports_neither_the_dsl_nor_the_library(compiles):
         print(cutecall.compile_stats()["compiles"], loaded)
     """)
     assert run_python(code).split() == ["0", "[]"]
+
+
+def test_vmap_of_a_served_call_folds_as_the_full_path_does(compiles):
+    """The record keeps the vmap declaration (as a bundle's contract does):
+    one launch on the whole batch, from the record too."""
+    lower(add_call(batch_modes=0), f32(4096), f32(4096))
+    served = add_call(batch_modes=0)
+    text = jax.jit(jax.vmap(served)).trace(f32(8, 4096), f32(8, 4096)).lower(
+        lowering_platforms=("cuda",)).as_text()
+    assert text.count("cutecall_call") == 1 and served.fn is None
+    assert "tensor<32768xf32>" in text  # folded: (8, 4096) -> (32768,)
+    assert compiles() == 1

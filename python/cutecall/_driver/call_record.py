@@ -28,6 +28,9 @@ class JaxContract:
     in_layouts: tuple      # XLA minor-to-major per input
     out_layouts: tuple     # XLA minor-to-major per output
     allow_cuda_graph: bool
+    # how jax.vmap folds the call: the JAX front's BatchPlan as (inputs,
+    # outputs, reason, explicit_loop); None: it loops
+    batch: tuple | None = None
 
     def to_json(self) -> dict:
         return {
@@ -40,6 +43,8 @@ class JaxContract:
             "in_layouts": [list(x) for x in self.in_layouts],
             "out_layouts": [list(x) for x in self.out_layouts],
             "allow_cuda_graph": self.allow_cuda_graph,
+            **({} if self.batch is None else {"batch": [
+                list(self.batch[0]), list(self.batch[1]), self.batch[2], self.batch[3]]}),
         }
 
     @classmethod
@@ -58,7 +63,19 @@ class JaxContract:
             in_layouts=tuple(tuple(int(d) for d in x) for x in doc["in_layouts"]),
             out_layouts=tuple(tuple(int(d) for d in x)
                               for x in doc["out_layouts"]),
-            allow_cuda_graph=bool(doc["allow_cuda_graph"]))
+            allow_cuda_graph=bool(doc["allow_cuda_graph"]),
+            batch=_batch(doc.get("batch")))
+
+
+def _batch(doc) -> tuple | None:
+    """A vmap declaration from JSON: (inputs, outputs, reason,
+    explicit_loop); a malformed one raises ValueError."""
+    if doc is None:
+        return None
+    inputs, outputs, reason, explicit = doc
+    dims = [None if d is None else int(d) for d in inputs]
+    return (tuple(dims), tuple(int(d) for d in outputs),
+            None if reason is None else str(reason), bool(explicit))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,11 +12,13 @@ than the specialization key: a change to any file of the kernel's package
 (its helper modules too) is a new recipe.
 
 The record under a recipe key holds one :class:`Variant` per specialization
-seen: the store key of the compiled kernel and how a call meets it (runtime
-scalar types, XLA layouts, aliases, the vmap declaration). A hit loads the
-kernel by its key (digests checked, signed entries verified, as every
-entry); a variant fits a call when the call's extents meet the kernel's
-static extents and divisibility classes. A miss takes the full path and
+seen: the store key of the compiled kernel and how a call meets it, recorded
+as a bundle records a kernel (``call_record``: runtime scalars, the JAX call
+contract with XLA layouts, aliases and the vmap declaration). A hit loads the
+kernel by its key (digests checked, signed entries verified, as every entry)
+and calls it as a bundle's kernel is called (``CompiledCall``); a variant
+fits a call when the call's extents meet the kernel's static extents and
+divisibility classes. A miss takes the full path and
 adds a variant. Records live where kernels live (``store.records``). No
 framework, no CuTe DSL.
 """
@@ -30,6 +32,7 @@ import importlib.metadata
 import json
 from typing import Any, Sequence
 
+from .call_record import JaxContract
 from .fingerprint import fingerprint
 from .plan import PLAN_VERSION
 
@@ -78,31 +81,25 @@ def recipe_key(values: Any, *, name: str, call: Any, target: dict,
 
 @dataclasses.dataclass(frozen=True)
 class Variant:
-    """One specialization a recipe led to: the kernel's store key and name,
-    and how a JAX call meets it (the ``cutecall_call`` parameters that do not
-    follow from the call's shapes)."""
+    """One specialization a recipe led to: the kernel's store key, and how a
+    call meets it as a bundle records a kernel (``call_record``): its name,
+    runtime scalars ``(name, DSL type)`` in the call's order, and JAX call
+    contract. A hit is a ``CompiledCall`` of these and the loaded kernel."""
 
     key: str
     name: str
-    scalar_types: tuple     # per runtime scalar, in the call's order
-    num_inputs: int         # flat input arrays
-    num_outputs: int
-    aliases: tuple          # (input, output) flat pairs
-    in_layouts: tuple
-    out_layouts: tuple
-    allow_cuda_graph: bool
-    batch: Any = None       # the vmap declaration (a JSON dict) or None
+    scalars: tuple
+    contract: JaxContract
 
     def to_json(self) -> dict:
-        doc = dataclasses.asdict(self)
-        return json.loads(json.dumps(doc))
+        return {"key": self.key, "name": self.name,
+                "scalars": [list(s) for s in self.scalars], "jax": self.contract.to_json()}
 
     @classmethod
     def from_json(cls, doc: dict) -> "Variant":
-        def tuples(v):
-            return tuple(tuples(x) for x in v) if isinstance(v, list) else v
-        return cls(**{f.name: tuples(doc[f.name]) if f.name != "batch" else doc.get("batch")
-                      for f in dataclasses.fields(cls)})
+        return cls(str(doc["key"]), str(doc["name"]),
+                   tuple((str(n), str(t)) for n, t in doc["scalars"]),
+                   JaxContract.from_json(doc["jax"]))
 
 
 def load(key: str, arch: str) -> list[Variant]:

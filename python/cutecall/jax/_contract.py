@@ -21,6 +21,7 @@ import jax
 import numpy as np
 
 from . import _targets
+from ._batching import BatchPlan
 from .._driver import signature as _signature
 from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord, JaxContract
@@ -68,7 +69,8 @@ class CompiledCall(CallRecord):
             out_avals=tuple(jax.core.ShapedArray(s, np.dtype(dt))
                             for s, (dt, _) in zip(shapes, c.outputs)),
             aliases=c.aliases, allow_cuda_graph=c.allow_cuda_graph,
-            in_layouts=c.in_layouts, out_layouts=c.out_layouts)
+            in_layouts=c.in_layouts, out_layouts=c.out_layouts,
+            batch=None if c.batch is None else BatchPlan(*c.batch))
         return results[0] if c.single_output else tuple(results)
 
     def _check_layouts(self, in_shapes, out_shapes) -> None:
@@ -159,6 +161,13 @@ class CompiledCall(CallRecord):
             shapes.append(tuple(d if isinstance(d, int) else
                                 arrays[d[0]].shape[d[1]] for d in rule))
         return shapes
+
+
+def batch_tuple(plan: BatchPlan | None) -> tuple | None:
+    """A BatchPlan as JaxContract keeps it."""
+    if plan is None:
+        return None
+    return (tuple(plan.inputs), tuple(plan.outputs), plan.reason, plan.explicit_loop)
 
 
 def _find_call(jaxpr):
@@ -284,7 +293,7 @@ def compile(fn, *example_args, name: str | None = None,
         aliases=tuple(tuple(a) for a in p["aliases"]),
         in_layouts=tuple(tuple(x) for x in p["in_layouts"]),
         out_layouts=tuple(tuple(x) for x in p["out_layouts"]),
-        allow_cuda_graph=bool(p["allow_cuda_graph"]))
+        allow_cuda_graph=bool(p["allow_cuda_graph"]), batch=batch_tuple(p.get("batch")))
     kernel = p["kernel"]
     return CompiledCall(name or kernel.name, kernel, traced.scalars, contract)
 

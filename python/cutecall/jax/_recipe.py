@@ -26,23 +26,22 @@ from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
 from .._driver.plan import decode_plan
 from .._driver.binding import check_argument
+from .._driver.call_record import JaxContract
 from .._driver.pipeline import Launcher
 from . import _args
-from ._batching import BatchPlan
 from ._call import CutlassCall, TracedCall
-from ._primitive import cutecall_p
-from ._varying import match_varying
+from ._contract import CompiledCall, batch_tuple
 
 
 @dataclasses.dataclass(frozen=True)
 class Found:
-    """A call served from a recipe: its flat input arrays, runtime scalar
-    bits, the variant and its kernel."""
+    """A call served from a recipe: the recorded kernel as a bundle's kernel
+    is called (``CompiledCall``), and the call's flat input arrays and
+    runtime scalar values."""
 
+    call: CompiledCall
     arrays: tuple
-    bits: tuple
-    variant: _recipe.Variant
-    kernel: Any
+    scalars: tuple
 
 
 def describe_call(args, kwargs) -> tuple[list, list, list]:
@@ -122,17 +121,16 @@ class RecipeCalls:
             with self._lock:
                 self._variants[key] = variants
         for v in variants:
-            if v.num_inputs != len(arrays) or len(v.scalar_types) != len(scalars) \
-                    or v.num_outputs != len(out_shapes):
+            c = v.contract
+            if len(c.inputs) != len(arrays) or len(v.scalars) != len(scalars) \
+                    or len(c.outputs) != len(out_shapes):
                 continue
             kernel = self._kernel(v)
             if kernel is None or not fits(kernel, [tuple(x.shape) for x in arrays],
-                                          out_shapes, v.in_layouts, v.out_layouts):
+                                          out_shapes, c.in_layouts, c.out_layouts):
                 continue
-            bits = tuple(_signature.encode_scalar(f"scalar {i}", st, _args.scalar_value(
-                x, f"runtime scalar {i} of '{self.name}'")).bits
-                for i, (st, x) in enumerate(zip(v.scalar_types, scalars)))
-            return Found(tuple(arrays), bits, v, kernel)
+            return Found(CompiledCall(v.name, kernel, v.scalars, c), tuple(arrays),
+                         tuple(scalars))
         return None
 
     def _kernel(self, v: _recipe.Variant):
@@ -149,8 +147,8 @@ class RecipeCalls:
     def bound(self, kernel, scalars, aliases, in_layouts, out_layouts,
               allow_cuda_graph, batch) -> None:
         """What a full-path trace bound (``CutlassCall._trace`` calls it)."""
-        self._bound = (kernel, [s.scalar_type for s in scalars], aliases, in_layouts,
-                       out_layouts, allow_cuda_graph, batch)
+        self._bound = (kernel, tuple((s.name, s.scalar_type) for s in scalars),
+                       aliases, in_layouts, out_layouts, allow_cuda_graph, batch)
 
     def recording(self, args, kwargs, out_structs, run):
         """`run()` (the call's full path), then what its trace bound is
@@ -162,24 +160,24 @@ class RecipeCalls:
             self.record(args, kwargs, out_structs, *self._bound)
         return out
 
-    def record(self, args, kwargs, out_structs, kernel, scalar_types, aliases,
+    def record(self, args, kwargs, out_structs, kernel, scalars, aliases,
                in_layouts, out_layouts, allow_cuda_graph, batch) -> None:
         """After a full-path call: what it compiled, under its recipe key."""
-        desc, arrays, scalars = describe_call(args, kwargs)
-        desc = desc + _outputs(out_structs)
-        if len(scalars) != len(scalar_types):
+        desc, arrays, values = describe_call(args, kwargs)
+        if len(values) != len(scalars):
             logger.info("kernel '%s': its runtime scalars do not follow the call's "
                         "order (%d in the call, %d bound); no recipe record",
-                        self.name, len(scalars), len(scalar_types))
+                        self.name, len(values), len(scalars))
             return
-        variant = _recipe.Variant(
-            key=kernel.key, name=kernel.name, scalar_types=tuple(scalar_types),
-            num_inputs=len(arrays), num_outputs=len(out_layouts), aliases=tuple(aliases),
+        contract = JaxContract(
+            inputs=tuple((np.dtype(x.dtype).name, len(x.shape)) for x in arrays),
+            outputs=tuple((np.dtype(o.dtype).name, None) for o in out_structs),
+            single_output=False, aliases=tuple(tuple(a) for a in aliases),
             in_layouts=tuple(in_layouts), out_layouts=tuple(out_layouts),
-            allow_cuda_graph=bool(allow_cuda_graph),
-            batch=None if batch is None else dataclasses.asdict(batch))
-        key = self.key_of(desc)
-        _recipe.add(key, self.target.arch, variant)
+            allow_cuda_graph=bool(allow_cuda_graph), batch=batch_tuple(batch))
+        key = self.key_of(desc + _outputs(out_structs))
+        _recipe.add(key, self.target.arch, _recipe.Variant(kernel.key, kernel.name,
+                                                           scalars, contract))
         with self._lock:
             self._variants.pop(key, None)
             self._kernels[kernel.key] = kernel
@@ -222,24 +220,6 @@ def _strides(shape, minor_to_major) -> list:
 
 # ---------------------------------------------------------------------------
 # The call site
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class Hashed:
-    """A :class:`Found` as a static argument of a jitted trace: equal when
-    the kernel, the variant and the scalar bits are."""
-
-    value: Found
-
-    def _id(self):
-        f = self.value
-        return (f.kernel.key, f.kernel.sha256, f.variant, f.bits)
-
-    def __hash__(self):
-        return hash(self._id())
-
-    def __eq__(self, other):
-        return isinstance(other, Hashed) and other._id() == self._id()
-
 
 def _content(value):
     """Options as hashable content (mappings as sorted item tuples)."""
@@ -287,7 +267,6 @@ class RecipeCall(CutlassCall):
             site=fingerprint(_content({k: v for k, v in options.items()
                                        if k != "output_shape_dtype"}),
                              "cutlass_call options"))
-        self._recorded = jax.jit(self._trace_recorded, static_argnums=(1, 2, 3))
 
     @functools.cached_property
     def launcher(self) -> Launcher:
@@ -301,39 +280,30 @@ class RecipeCall(CutlassCall):
         return Launcher(self.fn, name=self.name, **self._launcher_options)
 
     def __call__(self, *args, **kwargs):
-        found, structs = self._lookup(args, kwargs)
+        found, (ret_tree, structs) = self._lookup(args, kwargs)
         if found is not None:
-            return self._recorded(*found)
+            return _call_found(found, ret_tree, structs)
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.__call__(self, *args, **kwargs))
 
     def trace(self, *args, **kwargs):
-        found, structs = self._lookup(args, kwargs)
+        found, (ret_tree, structs) = self._lookup(args, kwargs)
         if found is not None:
-            scalars = tuple((f"scalar {i}", st) for i, st in
-                            enumerate(found[1].value.variant.scalar_types))
-            return TracedCall(self._recorded.trace(*found), scalars)
+            traced = jax.jit(lambda *arrays: _call_found(
+                dataclasses.replace(found, arrays=arrays), ret_tree, structs)).trace(
+                    *found.arrays)
+            return TracedCall(traced, found.call.scalars)
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.trace(self, *args, **kwargs))
 
     def _lookup(self, args, kwargs):
-        """((flat inputs, Hashed(found), output tree, output structs) of a
-        call the record serves, or None (a miss); the output structs)."""
+        """(the call's Found, or None: a miss; (output tree, output structs))."""
         for i, x in enumerate(args):
             check_argument(x, f"argument {i} of '{self.name}'", _args.is_array)
         ret_tree, structs, _, _ = self._outputs(args)
-        found = self.recipe.find(args, kwargs, structs)
-        if found is None:
-            return None, structs
-        return (found.arrays, Hashed(found), ret_tree, structs), structs
+        return self.recipe.find(args, kwargs, structs), (ret_tree, structs)
 
-    def _trace_recorded(self, flat_in, found: Hashed, ret_tree, out_structs):
-        f, v = found.value, found.value.variant
-        batch = None if v.batch is None else BatchPlan(**{
-            k: tuple(x) if isinstance(x, list) else x for k, x in v.batch.items()})
-        results = cutecall_p.bind(
-            *match_varying(list(flat_in)), kernel=f.kernel, scalars=f.bits,
-            out_avals=tuple(jax.core.ShapedArray(o.shape, o.dtype) for o in out_structs),
-            aliases=v.aliases, allow_cuda_graph=v.allow_cuda_graph,
-            in_layouts=v.in_layouts, out_layouts=v.out_layouts, batch=batch)
-        return jax.tree.unflatten(ret_tree, results)
+
+def _call_found(found: Found, ret_tree, structs):
+    results = found.call(*found.arrays, *found.scalars, output_shape_dtype=list(structs))
+    return jax.tree.unflatten(ret_tree, results)
