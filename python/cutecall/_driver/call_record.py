@@ -7,6 +7,7 @@ front's ``CompiledCall`` is a ``CallRecord`` that JAX can call."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from .compiled import CompiledKernel
 
@@ -89,3 +90,22 @@ class CallRecord:
     kernel: CompiledKernel
     scalars: tuple = ()
     contract: JaxContract | None = None
+
+
+def record_of_entry(e) -> CallRecord:
+    """A verified bundle entry (``_core.read_bundle``'s ``BundleEntry``) as a
+    :class:`CallRecord`; a malformed call contract raises ValueError naming
+    the field."""
+    kernel = CompiledKernel(
+        name=e.kernel, key=e.key, module=e.module, sha256=e.sha256,
+        function=e.function, plan=tuple(e.plan), operand_names=e.operand_names,
+        symbol_names=e.symbol_names, num_slots=e.num_slots, arch=e.arch,
+        compile_seconds=0.0)
+    scalars = tuple((n, t) for n, t in zip(e.scalar_names, e.scalar_types) if t != "?")
+    contract = None
+    if e.jax:
+        try:
+            contract = JaxContract.from_json(json.loads(e.jax))
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            raise ValueError(f"field 'jax' is not a cutecall call contract: {err}") from None
+    return CallRecord(e.name, kernel, scalars, contract)

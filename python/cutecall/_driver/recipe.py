@@ -25,11 +25,13 @@ framework, no CuTe DSL.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import hashlib
 import importlib.metadata
 import json
+import threading
 from typing import Any, Sequence
 
 from .call_record import JaxContract
@@ -38,26 +40,33 @@ from .plan import PLAN_VERSION
 
 KIND = "recipe"
 # What every recipe depends on besides the kernel's own packages.
-BASE_PACKAGES = ("cutecall", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base")
+BASE_PACKAGES = ("cutecall", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base",
+                 "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-cu13",
+                 "nvidia-cutlass-dsl-libs-cu12")
 MAX_VARIANTS = 64
 
 
 @functools.lru_cache(maxsize=64)
 def package_digest(name: str) -> str | None:
-    """``version:sha256`` of an installed distribution's RECORD (every file
-    it installed, with each file's hash), or of its files' bytes when the
-    RECORD has no hashes (an editable install); None when not installed.
-    Imports nothing of the package."""
+    """``version:sha256`` over an installed distribution's files and their
+    hashes as its RECORD lists them (the package's own files: not its
+    ``.dist-info``, scripts or bytecode, which differ between installs of
+    the same wheel), or over its ``.py`` files' bytes when the RECORD has no
+    hashes (an editable install); None when not installed. Imports nothing
+    of the package."""
     try:
         dist = importlib.metadata.distribution(name)
     except importlib.metadata.PackageNotFoundError:
         return None
     h = hashlib.sha256()
-    record = dist.read_text("RECORD")
-    if record and "sha256=" in record:
-        h.update(record.encode())
+    files = [f for f in dist.files or () if not str(f).startswith("..")
+             and ".dist-info" not in str(f) and not str(f).endswith(".pyc")]
+    hashed = sorted((str(f), f.hash.value) for f in files if f.hash is not None)
+    if hashed:
+        for path, digest in hashed:
+            h.update(f"{path}\0{digest}\n".encode())
     else:
-        for f in sorted(dist.files or (), key=str):
+        for f in sorted(files, key=str):
             if str(f).endswith(".py"):
                 try:
                     h.update(str(f).encode() + b"\0" + f.locate().read_bytes())
@@ -114,9 +123,35 @@ def load(key: str, arch: str) -> list[Variant]:
         return []  # a record of another format: rebuilt by the next miss
 
 
+_collectors: list = []
+_collectors_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def collecting():
+    """Collects ``(recipe key, arch, Variant)`` of every recipe call made
+    inside (recorded or served): what a pack of those calls holds."""
+    seen: list = []
+    with _collectors_lock:
+        _collectors.append(seen)
+    try:
+        yield seen
+    finally:
+        with _collectors_lock:
+            _collectors.remove(seen)
+
+
+def used(key: str, arch: str, variant: Variant) -> None:
+    """A recipe call met `variant` (for :func:`collecting`)."""
+    with _collectors_lock:
+        for seen in _collectors:
+            seen.append((key, arch, variant))
+
+
 def add(key: str, arch: str, variant: Variant) -> None:
     """Adds `variant` to the record under recipe `key` (newest first,
     bounded; the same kernel once)."""
+    used(key, arch, variant)
     from .store import kernels as records
     known = [v for v in load(key, arch) if v.key != variant.key]
     variants = [variant] + known[:MAX_VARIANTS - 1]

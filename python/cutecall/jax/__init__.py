@@ -31,7 +31,8 @@ from ._batching import BatchModes, VmapFallbackWarning
 from ._api import cutlass_call
 from ._call import CutlassCall, TracedCall
 from ._recipe import RecipeCall
-from ._contract import CompiledCall, compile, jax_export_checks, register
+from ._compile import compile
+from ._contract import CompiledCall, jax_export_checks, register
 
 __all__ = ["cutlass_call", "CutlassCall", "RecipeCall", "TracedCall", "differentiable",
            "Differentiable",

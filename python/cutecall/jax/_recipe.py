@@ -20,7 +20,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._driver import pytree, recipe as _recipe, signature as _signature
+from .._driver import packs, pytree, recipe as _recipe, signature as _signature
 from .._driver import target as _target
 from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
@@ -110,28 +110,37 @@ class RecipeCalls:
 
     def find(self, args, kwargs, out_structs) -> Found | None:
         """The recorded kernel this call (with outputs `out_structs`) fits,
-        or None."""
+        from a store's record or a pack, or None."""
         desc, arrays, scalars = describe_call(args, kwargs)
         key = self.key_of(desc + _outputs(out_structs))
-        out_shapes = [tuple(o.shape) for o in out_structs]
-        with self._lock:
-            variants = self._variants.get(key)
-        if variants is None:
-            variants = _recipe.load(key, self.target.arch)
-            with self._lock:
-                self._variants[key] = variants
-        for v in variants:
-            c = v.contract
-            if len(c.inputs) != len(arrays) or len(v.scalars) != len(scalars) \
-                    or len(c.outputs) != len(out_shapes):
+        shapes = ([tuple(x.shape) for x in arrays], [tuple(o.shape) for o in out_structs])
+        for variant, kernel in self._candidates(key):
+            c = variant.contract
+            if len(c.inputs) != len(arrays) or len(variant.scalars) != len(scalars) \
+                    or len(c.outputs) != len(out_structs):
                 continue
-            kernel = self._kernel(v)
-            if kernel is None or not fits(kernel, [tuple(x.shape) for x in arrays],
-                                          out_shapes, c.in_layouts, c.out_layouts):
+            kernel = kernel or self._kernel(variant)
+            if kernel is None or not fits(kernel, *shapes, c.in_layouts, c.out_layouts):
                 continue
-            return Found(CompiledCall(v.name, kernel, v.scalars, c), tuple(arrays),
-                         tuple(scalars))
+            _recipe.used(key, self.target.arch, variant)
+            return Found(CompiledCall(variant.name, kernel, variant.scalars, c),
+                         tuple(arrays), tuple(scalars))
         return None
+
+    def _candidates(self, key: str) -> list:
+        """(Variant, kernel or None: load it) pairs under recipe `key`: the
+        stores' record, else the packs' entries (kernels included)."""
+        with self._lock:
+            found = self._variants.get(key)
+        if found is None:
+            found = [(v, None) for v in _recipe.load(key, self.target.arch)]
+            if not found:
+                found = [(_recipe.Variant(r.kernel.key, r.kernel.name, r.scalars, r.contract),
+                          r.kernel) for r in packs.find(key) if r.contract is not None
+                         and r.kernel.arch == self.target.arch]
+            with self._lock:
+                self._variants[key] = found
+        return found
 
     def _kernel(self, v: _recipe.Variant):
         with self._lock:
