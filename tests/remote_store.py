@@ -99,7 +99,7 @@ def redis_server(tmp_path):
 CHILD = r"""
 import json, os, random, sys, time, hashlib
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import kernels
+from cutecall._driver.store import lookup as kernels
 counts, names, start, slow = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3]), float(sys.argv[4])
 random.seed(os.getpid())
 random.shuffle(names)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall._driver.store import kernels as kernel_store
+from cutecall._driver.store import lookup as kernel_store
 from cutecall.examples import kernels
 
 TIMES = {1: 30.0, 2: 10.0, 3: 20.0}   # us per call, by config "k"

@@ -48,7 +48,7 @@ import time
 CHILD = r"""
 import hashlib, json, os, random, sys, time
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import config, kernels
+from cutecall._driver.store import config, lookup as kernels
 tag, k, start, compile_s, size = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \
     float(sys.argv[4]), int(sys.argv[5])
 names = [f"{tag}-kernel{i}" for i in range(k)]

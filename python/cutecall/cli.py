@@ -28,7 +28,7 @@ import sys
 import time
 
 from ._driver import store as _store
-from ._driver.store import kernels as kernel_store
+from ._driver.store import lookup as kernel_store
 
 
 def _store_or_exit() -> _store.ArtifactStore:

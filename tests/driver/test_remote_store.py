@@ -14,7 +14,7 @@ import time
 import pytest
 
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import ArtifactStore, config, kernels, signing
+from cutecall._driver.store import ArtifactStore, config, lookup as kernels, signing
 from cutecall._driver.store.entry import decode
 from cutecall._driver.store.remote_tier import RemoteTier
 from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401

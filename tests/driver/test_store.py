@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import cutecall
-from cutecall._driver.store import config, entry as entry_format, kernels as kernel_store, local
+from cutecall._driver.store import config, entry as entry_format, lookup as kernel_store, local
 from cutecall import cli
 from cutecall._driver.store import ArtifactStore, CacheError
 from shared import ROOT, child_env

@@ -35,7 +35,7 @@ import re
 import warnings
 from typing import Callable, Iterator, Sequence
 
-from .store import kernels, memory
+from .store import lookup as kernels, memory
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
 from .log import logger
 from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents

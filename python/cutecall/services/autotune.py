@@ -39,7 +39,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .._driver import progress
-from .._driver.store import kernels as kernel_store
+from .._driver.store import lookup as kernel_store
 from .._driver.fingerprint import fingerprint, source_digest
 from .timing import NoGPU, concrete_jax, default_timer, device_name, is_torch
 from .._driver.log import logger

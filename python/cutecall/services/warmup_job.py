@@ -22,7 +22,7 @@ import warnings
 from typing import Callable, Sequence
 
 from .._driver.log import logger
-from .._driver.store import kernels as kernel_store
+from .._driver.store import lookup as kernel_store
 from . import cluster
 
 __all__ = ["warmup_job", "JobReport"]

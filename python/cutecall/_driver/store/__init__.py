@@ -11,7 +11,7 @@ module                    job
 ``memory``                the in-process tier: a bounded LRU of
                           ``CompiledKernel``\\ s, the compile lock, the counters
                           (``compile_stats``), rejected and failed keys
-``kernels``               kernels and small records in the stores: stamps,
+``lookup``                kernels and small records in the stores: stamps,
                           ``load_or_compile``, rejection and autotune records
 ``entry``                 one entry as bytes (both digests), the same in
                           every tier

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from . import kernels
+from . import lookup as kernels
 from ..compile_error import CompileError
 from ..compiled import CompiledKernel, KernelSpec
 
