@@ -5,7 +5,6 @@ entries, read-only hosts. The hosts are child processes with their own
 empty local tiers; their compile is a cheap stand-in (``remote_store.CHILD``)
 and everything else (local tier, remote tier, leases) is the real path."""
 
-import hashlib
 import logging
 import os
 import signal
@@ -13,12 +12,10 @@ import time
 
 import pytest
 
-from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import ArtifactStore, config, lookup as kernels, signing
+from cutecall._driver.store import ArtifactStore, config, signing, stamps
 from cutecall._driver.store.entry import decode
-from cutecall._driver.store.remote_tier import RemoteTier
 from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401
-                          stderr_of, RedisServer)
+                          stderr_of, RedisServer, hosts, get, key_of, remote_name)
 
 NAMES = [f"kernel{i}" for i in range(6)]
 
@@ -85,39 +82,6 @@ def test_redis_stopped_mid_run_every_host_finishes_locally(tmp_path, redis_serve
 
 
 # -- in this process: signing, read-only, settings ------------------------------
-def fake(name: str, calls: list):
-    data = (name.encode() + b"#") * 500
-
-    def compile():
-        calls.append(name)
-        return CompiledKernel(name=name, key=key_of(name), module=data,
-                              sha256=hashlib.sha256(data).hexdigest(), function="f",
-                              plan=(1,), operand_names="a", symbol_names="", num_slots=1,
-                              arch="sm_90a", compile_seconds=0.0)
-    return compile
-
-
-def key_of(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
-
-
-def get(name: str, calls: list, host) -> str:
-    """How kernel `name` came to a fresh host (its own local tier `host`)."""
-    os.environ["CUTECALL_CACHE_DIR"] = str(host)
-    kernel, how = kernels.load_or_compile(key_of(name), name, "sm_90a", fake(name, calls))
-    assert kernel.module == (name.encode() + b"#") * 500
-    return how
-
-
-@pytest.fixture
-def hosts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "h0"))
-    return iter(tmp_path / f"h{i}" for i in range(1, 100))
-
-
-def remote_name(name: str) -> str:
-    return "cutecall:v1:e:" + RemoteTier.name_for(key_of(name),
-                                                 kernels.kernel_stamp("sm_90a"))
 
 
 def test_tampered_and_unsigned_entries_are_refused_by_name_and_rebuilt(
@@ -184,7 +148,7 @@ def test_an_fsspec_url_is_a_remote_tier(tmp_path, hosts, monkeypatch):
     assert config.remote_tier().backend.stats()["entries"] == 1
     # the remote hit now sits in that host's local tier, verified
     local = ArtifactStore(str(host))
-    assert [status for _, status, _ in local.verify(kernels.stamp_of)] == ["ok"]
+    assert [status for _, status, _ in local.verify(stamps.stamp_of)] == ["ok"]
     assert get("fs", calls, host) == "local"
 
 

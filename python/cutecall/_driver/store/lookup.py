@@ -1,43 +1,21 @@
-"""Compiled kernels in the process's artifact store: the stamp an entry
-carries (versions of cutecall, the DSL and CUDA, the target arch, the fields
-of ``CompiledKernel``), :func:`load_or_compile`, and the records of
-specializations the DSL rejected (so the static fallback of a later process
-skips the failed compile)."""
+"""Kernels through the tiers: :func:`load_or_compile` (the local tier, then
+the remote one, else a compile stored in both), :func:`load_kernel` (the
+same reads, never a compile) and :func:`prefetch` (a remote entry copied to
+the local tier). Every entry read is verified (``entry``, ``signing``) and
+stamped with the running versions (``stamps``)."""
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-import functools
-import hashlib
 import warnings
 from typing import Callable
 
-from ..._version import __version__
-from .. import dsl, flavour
 from ..compiled import CompiledKernel
 from ..log import logger
 from .config import default_store, remote_tier
-from .entry import FORMAT, Entry
+from .entry import Entry
+from .stamps import kernel_fields, kernel_stamp
 
-def cuda_versions() -> dict:
-    """Versions of the CUDA pieces a compiled object depends on: the
-    cuda-bindings the DSL drives and the DSL's CUDA library wheels."""
-    names = ("cuda-bindings", "nvidia-cutlass-dsl-libs-cu13",
-             "nvidia-cutlass-dsl-libs-cu12")
-    return {n: v for n in names if (v := dsl.package_version(n))}
-
-
-def current_stamp(arch: str) -> dict:
-    """The stamp an entry compiled now for `arch` carries."""
-    return dict(_versions_stamp(), arch=arch)
-
-
-@functools.lru_cache(maxsize=1)
-def _versions_stamp() -> dict:  # package metadata look-ups cost ~1 ms each
-    return {"format": FORMAT, "cutecall": __version__,
-            "dsl": dsl.dsl_version(), "flavour": flavour.name_or_none(),
-            "cuda": cuda_versions()}
+__all__ = ["load_kernel", "load_or_compile", "prefetch"]
 
 
 def _tuples(value):
@@ -45,96 +23,10 @@ def _tuples(value):
     return tuple(_tuples(v) for v in value) if isinstance(value, list) else value
 
 
-def _kernel_fields() -> tuple[str, ...]:
-    """CompiledKernel fields kept in an entry's meta (the bytes are the
-    object; key, name and sha256 come from the entry and the caller)."""
-    return tuple(f.name for f in dataclasses.fields(CompiledKernel)
-                 if f.name not in ("module", "key", "name", "sha256", "entry"))
-
-
-def kernel_stamp(arch: str) -> dict:
-    """The stamp of a kernel entry: `current_stamp` plus CompiledKernel's
-    field names, so a change of the kernel record invalidates entries."""
-    return dict(current_stamp(arch), kernel_fields=",".join(_kernel_fields()))
-
-
-def stamp_of(entry: Entry) -> dict:
-    """The stamp an entry of its kind would carry if written now (kernels,
-    or records that the DSL rejected a key)."""
-    if entry.meta.get("rejected"):
-        return rejection_stamp(entry.stamp.get("arch", ""))
-    if entry.meta.get("autotune"):
-        return record_stamp(entry.stamp.get("arch", ""), "autotune")
-    return kernel_stamp(entry.stamp.get("arch", ""))
-
-
-def record_stamp(arch: str, kind: str) -> dict:
-    """The stamp of a small record (not a kernel) of kind `kind`."""
-    return dict(current_stamp(arch), kind=kind)
-
-
-def _record_key(prefix: str, key: str) -> str:
-    return hashlib.sha256(f"{prefix}:{key}".encode()).hexdigest()
-
-
-def _write_record(record_key: str, stamp: dict, meta: dict, replace: bool) -> None:
-    """A small JSON entry (no object bytes) in the default store, for every
-    process of this user. Best effort: a store failure is silent."""
-    store = default_store()
-    if store is None:
-        return
-    with contextlib.suppress(OSError):
-        if replace:
-            store.remove(record_key)
-        store.get_or_build(record_key, stamp, lambda: (meta, b""))
-
-
-def _read_record(record_key: str, stamp: dict) -> dict | None:
-    """The meta of a record written with `stamp` (same versions), or None."""
-    store = default_store()
-    if store is None:
-        return None
-    try:
-        entry = store.load(record_key, stamp)
-    except OSError:
-        return None
-    return None if entry is None else dict(entry.meta)
-
-
-def store_record(key: str, arch: str, kind: str, meta: dict) -> None:
-    """Writes a record (e.g. an autotuning winner) under sha256(kind:key);
-    a new one replaces the old."""
-    _write_record(_record_key(kind, key), record_stamp(arch, kind), meta, replace=True)
-
-
-def load_record(key: str, arch: str, kind: str) -> dict | None:
-    """The record `store_record` wrote with the same versions, or None."""
-    return _read_record(_record_key(kind, key), record_stamp(arch, kind))
-
-
-def rejection_stamp(arch: str) -> dict:
-    return record_stamp(arch, "rejection")
-
-
-def record_rejection(key: str, name: str, arch: str, cause: str,
-                     source_line: str = "") -> None:
-    """Remembers, for every process of this user, that the DSL rejected
-    specialization `key` and where (the static fallback then starts above
-    it, guided by `source_line`). Best effort: a store failure is silent
-    (the next process compiles again)."""
-    _write_record(_record_key("rejected", key), rejection_stamp(arch),
-                  {"rejected": key, "name": name, "cause": cause[:2000],
-                   "source_line": source_line[:2000]}, replace=False)
-
-
-def rejection(key: str, arch: str) -> tuple[str, str] | None:
-    """(why, the failing source line) if a process recorded that the DSL
-    rejected `key` (with the same cutecall, DSL and CUDA versions); else
-    None."""
-    meta = _read_record(_record_key("rejected", key), rejection_stamp(arch))
-    if meta is None:
-        return None
-    return str(meta.get("cause", "?")), str(meta.get("source_line", ""))
+def _kernel(entry: Entry, key: str, name: str) -> CompiledKernel:
+    """The CompiledKernel a verified kernel entry holds."""
+    return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
+                          **{f: _tuples(entry.meta[f]) for f in kernel_fields()})
 
 
 def load_or_compile(key: str, name: str, arch: str, compile: Callable):
@@ -150,7 +42,7 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     store = default_store()
     if store is None:
         return compile(), "compiled"
-    fields, done, stamp = _kernel_fields(), {}, kernel_stamp(arch)
+    fields, done, stamp = kernel_fields(), {}, kernel_stamp(arch)
     remote = remote_tier()
 
     def compile_meta():
@@ -184,22 +76,20 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     compiled = done.get("kernel")
     if built and compiled is not None and compiled.sha256 == entry.sha256:
         return compiled, done.get("how", "local")  # its plan parsed once, kept
-    return CompiledKernel(name=name, key=key, module=entry.data, sha256=entry.sha256,
-                          **{f: _tuples(entry.meta[f]) for f in fields}), \
-        done.get("how", "local") if built else "local"
+    return _kernel(entry, key, name), done.get("how", "local") if built else "local"
 
 
 class _NotPublished(Exception):
     pass
 
 
-def prefetch(key: str, name: str, arch: str) -> bool:
-    """Copies kernel `key` from the remote tier to the local one (verified),
-    compiling nothing; True when the local tier now has it. Warm-up's load
-    step, for the kernels other processes compiled."""
+def _fetched(key: str, name: str, arch: str) -> Entry | None:
+    """Kernel `key` from the local tier, else copied there from the remote
+    tier (verified, no fsync: the remote copy is the durable one); None
+    when neither has it, or the store is off or fails."""
     store, remote = default_store(), remote_tier()
     if store is None:
-        return False
+        return None
     stamp = kernel_stamp(arch)
 
     def fetch():
@@ -209,8 +99,33 @@ def prefetch(key: str, name: str, arch: str) -> bool:
         return got
 
     try:
-        store.get_or_build(key, stamp, fetch, rebuilt=f"kernel '{name}' is fetched again",
-                           durable=lambda: False)
+        entry, _ = store.get_or_build(key, stamp, fetch, durable=lambda: False,
+                                      rebuilt=f"kernel '{name}' is fetched again")
     except (_NotPublished, OSError):
-        return False
-    return True
+        return None
+    return entry
+
+
+def load_kernel(key: str, name: str, arch: str) -> CompiledKernel | None:
+    """The kernel stored under specialization key `key` for `arch`: from
+    the local tier, else from the remote tier (then kept locally too);
+    None when no tier has it. Compiles nothing, takes no remote lease;
+    every entry is verified (digests, stamp, signature with a signing key).
+    When another process of this host is storing the same key, waits for
+    it (the local tier's per-key lock). `name` labels the log records.
+
+    Example::
+
+        kernel = load_kernel(spec.key, "vector_add", "sm_90a")
+        if kernel is None:
+            ...  # a miss in every tier: compile (load_or_compile)
+    """
+    entry = _fetched(key, name, arch)
+    return None if entry is None else _kernel(entry, key, name)
+
+
+def prefetch(key: str, name: str, arch: str) -> bool:
+    """Copies kernel `key` from the remote tier to the local one (verified),
+    compiling nothing; True when the local tier now has it. Warm-up's load
+    step, for the kernels other processes compiled."""
+    return _fetched(key, name, arch) is not None
