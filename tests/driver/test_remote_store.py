@@ -199,7 +199,9 @@ def test_a_missing_client_library_warns_once_and_compiles(hosts, monkeypatch):
     ("CUTECALL_CACHE_REMOTE", "not a url", "is not a URL"),
     ("CUTECALL_CACHE_REMOTE_MODE", "write-only", "use read or readwrite"),
     ("CUTECALL_CACHE_LEASE_S", "-3", "is not a positive number of seconds"),
-    ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path")])
+    ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path"),
+    ("CUTECALL_CACHE_SIGNING_KEY", "", "is empty"),
+    ("CUTECALL_CACHE_SIGNING_KEY", "  ", "is empty")])
 def test_bad_settings_name_the_variable(monkeypatch, var, value, message):
     monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "file:///tmp/x")
     monkeypatch.setenv(var, value)
