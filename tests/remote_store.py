@@ -94,6 +94,43 @@ def redis_server(tmp_path):
     server.stop()
 
 
+@pytest.fixture(params=["redis", "file"])
+def remote(request, tmp_path):
+    """The URL of an empty remote tier of each kind."""
+    if request.param == "file":
+        yield f"file://{tmp_path}/shared"
+        return
+    server = RedisServer(tmp_path)
+    yield server.url
+    server.stop()
+
+
+def lease_of(url: str, name: str, value: str | None = None) -> str | None:
+    """The value of kernel `name`'s lease in remote tier `url` (None: no
+    lease); with `value`, first writes that lease as anyone who can write
+    the tier could: no expiry in Redis, a far one in a file."""
+    from cutecall._driver.store.stamps import kernel_stamp
+    from cutecall._driver.store.remote_tier import RemoteTier
+    lease = RemoteTier.name_for(key_of(name), kernel_stamp("sm_90a"))
+    if url.startswith("redis://"):
+        import redis
+        client, at = redis.Redis.from_url(url), "cutecall:v1:l:" + lease
+        if value is not None:
+            client.set(at, value)
+        got = client.get(at)
+        return None if got is None else got.decode()
+    path = os.path.join(url[len("file://"):], "v1", "leases", lease)
+    if value is not None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"owner": value, "expires": 1e12}, f)
+    try:
+        with open(path) as f:
+            return json.load(f)["owner"]
+    except FileNotFoundError:
+        return None
+
+
 # A child "host": its own local tier, the shared remote tier, the real store
 # path; the compile is a stand-in that sleeps (so others must wait) and
 # appends the pid to counts/<name>. Prints {name: how} as JSON.

@@ -15,20 +15,9 @@ import pytest
 from cutecall._driver.store import ArtifactStore, config, signing, stamps
 from cutecall._driver.store.entry import decode
 from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401
-                          stderr_of, RedisServer, hosts, get, key_of, remote_name)
+                          stderr_of, hosts, get, key_of, remote, remote_name, lease_of)
 
 NAMES = [f"kernel{i}" for i in range(6)]
-
-
-@pytest.fixture(params=["redis", "file"])
-def remote(request, tmp_path):
-    """The URL of an empty remote tier of each kind."""
-    if request.param == "file":
-        yield f"file://{tmp_path}/shared"
-        return
-    server = RedisServer(tmp_path)
-    yield server.url
-    server.stop()
 
 
 def test_sixteen_hosts_compile_six_kernels_six_times(tmp_path, remote):
@@ -41,8 +30,11 @@ def test_sixteen_hosts_compile_six_kernels_six_times(tmp_path, remote):
 
 
 def test_a_killed_lease_holder_is_taken_over_after_expiry(tmp_path, remote):
+    """Signed leases: waiters wait while the holder renews its lease (a new
+    signed token each time), and one takes over once it is killed."""
     marker = tmp_path / "compiling"
-    lease = {"CUTECALL_CACHE_LEASE_S": "1.5", "CUTECALL_LOG": "info"}
+    lease = {"CUTECALL_CACHE_LEASE_S": "1.5", "CUTECALL_LOG": "info",
+             "CUTECALL_CACHE_SIGNING_KEY": "s3cret"}
     holder, = start_hosts(tmp_path, 1, ["k"], remote, slow=120, delay=0,
                           COMPILE_MARKER=str(marker), **lease)
     deadline = time.time() + 60
@@ -54,6 +46,12 @@ def test_a_killed_lease_holder_is_taken_over_after_expiry(tmp_path, remote):
                   for w in waiters):    # they wait on the holder's lease
         assert time.time() < deadline and holder.poll() is None
         time.sleep(0.05)
+    tokens = {lease_of(remote, "k")}
+    while len(tokens) < 4:              # three renewals while they wait
+        assert time.time() < deadline and holder.poll() is None
+        tokens.add(lease_of(remote, "k"))
+        time.sleep(0.05)
+    assert None not in tokens and not any("take-over" in stderr_of(w) for w in waiters)
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
     results = finish(waiters)

@@ -26,8 +26,9 @@ module                    job
 ``config``                the process's store from the environment
 ``remote_tier``           ``RemoteTier``: behind the local tier; fetch, verify,
                           publish; a backend that fails warns once
-``lease``                 one compile per key across hosts: wait, take over
-``signing``               HMAC signatures of published entries
+``lease``                 one compile per key across hosts: signed leases,
+                          wait, take over a dead or refused one
+``signing``               HMAC signatures of published entries and leases
 ``remote``                the backend interface (get/put/lease) and URL schemes
 ``redis_backend``         ``redis://`` (redis-py)
 ``file_backend``          ``file://`` on a shared filesystem (no ``flock``)

@@ -118,7 +118,7 @@ class RemoteTier:
             result, how = lease.single_flight(
                 self._guarded, name, fetch, build_and_publish, owner=self.owner,
                 ttl_s=self.ttl_s, bound_s=self.bound_s, label=label,
-                counters=self.counters)
+                counters=self.counters, key=self.signing_key)
             return (*result, how)
         except RemoteDown as e:
             self._went_down(e)
