@@ -26,6 +26,8 @@ module                    job
 ``config``                the process's store from the environment
 ``remote_tier``           ``RemoteTier``: behind the local tier; fetch, verify,
                           publish; a backend that fails warns once
+``backlog``               kernels compiled while the remote tier was down,
+                          published when it answers again
 ``lease``                 one compile per key across hosts: signed leases,
                           wait, take over a dead or refused one
 ``signing``               HMAC signatures of published entries and leases

@@ -6,11 +6,13 @@ stamped with the running versions (``stamps``)."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from typing import Callable
 
 from ..compiled import CompiledKernel
 from ..log import logger
+from . import backlog
 from .config import default_store, remote_tier
 from .entry import Entry
 from .stamps import kernel_fields, kernel_stamp
@@ -38,12 +40,14 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
     directory raises CacheError; a store that cannot be created
     (StoreUnavailable, an OSError) or an I/O failure of the store
     (read-only, full, EIO) warns and the kernel is used without it; a remote
-    tier that fails warns once (``remote_tier``)."""
+    tier that fails warns once (``remote_tier``), and what compiles
+    meanwhile is published when it answers again (``backlog``)."""
     store = default_store()
     if store is None:
         return compile(), "compiled"
     fields, done, stamp = kernel_fields(), {}, kernel_stamp(arch)
     remote = remote_tier()
+    answered = 0 if remote is None else remote.answered
 
     def compile_meta():
         done["started"] = True
@@ -56,8 +60,9 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
         if remote is None:
             done["how"] = "compiled"
             return compile_meta()
-        meta, data, done["how"] = remote.get_or_build(key, stamp, compile_meta,
-                                                      f"kernel '{name}'")
+        meta, data, how = remote.get_or_build(key, stamp, compile_meta, f"kernel '{name}'")
+        done["how"] = "compiled" if how == "unpublished" else how
+        done["unpublished"] = how == "unpublished"
         return meta, data
 
     try:
@@ -71,12 +76,26 @@ def load_or_compile(key: str, name: str, arch: str, compile: Callable):
                       f"kernel '{name}' is used without it", RuntimeWarning,
                       stacklevel=3)
         return done.get("kernel") or compile(), "compiled"
+    _settle(store, remote, key, answered, done.get("unpublished", False))
     if not built:
         logger.info("store hit: kernel '%s' (key %s) from %s", name, key[:16], store.root)
     compiled = done.get("kernel")
     if built and compiled is not None and compiled.sha256 == entry.sha256:
         return compiled, done.get("how", "local")  # its plan parsed once, kept
     return _kernel(entry, key, name), done.get("how", "local") if built else "local"
+
+
+def _settle(store, remote, key: str, answered: int, unpublished: bool) -> None:
+    """Remembers kernel `key` when the remote tier did not take it; after a
+    contact with the tier that succeeded, publishes the kernels remembered
+    earlier (``backlog``). Best effort."""
+    if remote is None:
+        return
+    with contextlib.suppress(OSError):
+        if unpublished:
+            backlog.remember(store, key)
+        elif remote.answered > answered:
+            backlog.publish(store, remote)
 
 
 class _NotPublished(Exception):
@@ -90,7 +109,7 @@ def _fetched(key: str, name: str, arch: str) -> Entry | None:
     store, remote = default_store(), remote_tier()
     if store is None:
         return None
-    stamp = kernel_stamp(arch)
+    stamp, answered = kernel_stamp(arch), 0 if remote is None else remote.answered
 
     def fetch():
         got = None if remote is None else remote.fetch_into(key, stamp, f"kernel '{name}'")
@@ -103,6 +122,7 @@ def _fetched(key: str, name: str, arch: str) -> Entry | None:
                                       rebuilt=f"kernel '{name}' is fetched again")
     except (_NotPublished, OSError):
         return None
+    _settle(store, remote, key, answered, False)
     return entry
 
 
