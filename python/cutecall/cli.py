@@ -29,7 +29,7 @@ import sys
 import time
 
 from ._driver import store as _store
-from ._driver.store import kernels as kernel_store
+from ._driver.store import stamps
 
 
 def _store_or_exit() -> _store.ArtifactStore:
@@ -40,7 +40,7 @@ def _store_or_exit() -> _store.ArtifactStore:
 
 
 def _stamp_for(entry: _store.Entry) -> dict:
-    return kernel_store.stamp_of(entry)
+    return stamps.stamp_of(entry)
 
 
 def _age(seconds: float) -> str:
@@ -296,7 +296,7 @@ def doctor(args) -> int:
         "gpu": _probe(_gpu),
         "machine": None,
         "driver CUDA": _probe(_driver_cuda),
-        "CUDA packages": _probe(kernel_store.cuda_versions) or "none found",
+        "CUDA packages": _probe(stamps.cuda_versions) or "none found",
         "jax": _probe(_jax),
         "pytorch": _probe(_torch),
         "cute dsl": _probe(_dsl),

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from . import kernels
+from . import lookup
 from ..compile_error import CompileError
 from ..compiled import CompiledKernel, KernelSpec
 
@@ -104,7 +104,7 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
         return kernel
     from ..compiler import compile_kernel
     try:
-        kernel, how = kernels.load_or_compile(
+        kernel, how = lookup.load_or_compile(
             spec.key, name, arch, lambda: compile_kernel(spec, name, options, arch))
     except CompileError:
         _counters.compiles += 1
