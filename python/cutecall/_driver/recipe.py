@@ -19,8 +19,10 @@ kernel by its key (digests checked, signed entries verified, as every entry)
 and calls it as a bundle's kernel is called (``CompiledCall``); a variant
 fits a call when the call's extents meet the kernel's static extents and
 divisibility classes. A miss takes the full path and
-adds a variant. Records live where kernels live (``store.records``). No
-framework, no CuTe DSL.
+adds a variant. Records live where kernels live, in both tiers, signed and
+verified as kernel entries are (``store.records``; on the remote tier the
+newest writer's record wins, so a variant another host added at the same
+moment may be compiled once more). No framework, no CuTe DSL.
 """
 
 from __future__ import annotations
@@ -113,8 +115,8 @@ class Variant:
 
 def load(key: str, arch: str) -> list[Variant]:
     """The variants recorded under recipe `key` (any tier), or []."""
-    from .store import kernels as records
-    meta = records.load_record(key, arch, KIND)
+    from .store import records
+    meta = records.shared_record(key, arch, KIND)
     if not meta:
         return []
     try:
@@ -152,7 +154,7 @@ def add(key: str, arch: str, variant: Variant) -> None:
     """Adds `variant` to the record under recipe `key` (newest first,
     bounded; the same kernel once)."""
     used(key, arch, variant)
-    from .store import kernels as records
+    from .store import records
     known = [v for v in load(key, arch) if v.key != variant.key]
     variants = [variant] + known[:MAX_VARIANTS - 1]
-    records.store_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
+    records.share_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
