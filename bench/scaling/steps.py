@@ -1,6 +1,7 @@
 """The training steps the scaling benchmark times: each impl is a loss over
 (weights, x, y), an SGD step (under ``shard_map`` on the loss averaged over
-the devices with ``pmean``), and a problem of global-batch sizes. Data parallel: weights replicated, the batch split.
+the devices with ``pmean``), and a problem of global-batch sizes. Data
+parallel: weights replicated, the batch split.
 
   fa4_cutecall  ``cutecall.attention.training`` (projections to q, k, v with
                 GQA, causal FA4 through cutecall, squared loss): the product's
@@ -94,8 +95,8 @@ def _mlp_problem(sizes):
 
 
 def pinned_tiles(non_persistent=()):
-    """The tiles bench/results/quack_mlp.json's tuner chose at 8192x4096x11008
-    (H100), per site: no autotuning inside a timed run. The sites named in
+    """A tile per GEMM site, chosen by cutecall's tuner on an H100
+    (``bench/quack_mlp``), pinned: no autotuning inside a timed run. The sites named in
     `non_persistent` (of "dw2", "dw1": the weight-gradient GEMMs) run one
     CTA per tile."""
     from cutecall.quack.gemm import Tile
