@@ -1,15 +1,8 @@
-#!/usr/bin/env python3
 """The page of bench/quack_mlp (``bench/results/quack_mlp.md``) from the JSON
-``run.py`` writes. Imported by run.py; also a command, to rewrite the page
-from a JSON that came back from the GPU machine:
-
-  python bench/quack_mlp/page.py quack_mlp.json > bench/results/quack_mlp.md
-"""
+``run.py`` writes (``python -m bench.quack_mlp.run --render quack_mlp.json``
+rewrites it from a JSON that came back from the GPU machine)."""
 
 from __future__ import annotations
-
-import json
-import sys
 
 TARGET = 0.98   # cutecall's forward+backward speed over QuACK's torch calls, at least
 
@@ -109,7 +102,3 @@ def render(data) -> str:
               "winners came from the artifact store of an earlier run.", ""]
     return "\n".join(lines)
 
-
-if __name__ == "__main__":
-    with open(sys.argv[1]) as f:
-        sys.stdout.write(render(json.load(f)))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Host cost per launch from PyTorch: cutecall against every other way.
 
 One process, one 3-tensor elementwise CuTe DSL kernel (``c = a + b``, float32,
@@ -35,7 +34,8 @@ Paths:
                     (launch_floor.cu, built with nvcc here): the machine's
                     own floor, no Python at all
 
-  python bench/torch_launch/run.py --out results.json
+  python -m bench.torch_launch.run --out results.json
+  python -m bench.torch_launch.run miss --out miss.json   (bench/torch_launch/miss.py)
 """
 
 import argparse
@@ -49,8 +49,8 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from report import versions as dist_versions  # noqa: E402
+from bench.report import versions as dist_versions
+from bench.torch_launch import miss
 
 N = 1024
 THREADS = 128
@@ -201,7 +201,12 @@ def versions() -> dict:
 
 def main(argv=None) -> int:
     global _helion_wrapper
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["miss"]:
+        return miss.main(argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench.torch_launch.run",
+                                 description=__doc__.splitlines()[0],
+                                 epilog="part: miss (python -m bench.torch_launch.run miss --help)")
     ap.add_argument("--launches", type=int, default=20_000)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--n", type=int, default=N)

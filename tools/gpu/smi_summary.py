@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""What the GPUs' clocks and power did during a scaling run: a summary of
-the CSV that ``bench/scaling/device_run.sh`` records with nvidia-smi every
-50 ms while its phases run (clock, power, temperature, clock-event reasons).
+"""What the GPUs' clocks and power did during a benchmark: a summary of the
+CSV that ``SMI=1 bash tools/gpu/gpu bench NAME`` records with nvidia-smi
+every 50 ms while it runs (clock, power, temperature, clock-event reasons).
 
-  python3 bench/scaling/smi_summary.py smi.csv [--json out.json]
+  python3 tools/gpu/smi_summary.py LABEL.smi.csv [--json out.json]
 
 Per GPU, over the samples it was busy (power above --busy-w): the count, the
 SM clock's min / median / max, power median / max, the hottest temperature,
 and the share of samples the software power cap (reason bit 0x4) held the
-clock. A row's speedup carries these: under the cap the first trials of a
-row run faster than the later ones, and rows move between runs.
+clock: under the cap the first trials of a timed row run faster than the
+later ones, and rows move between runs.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""The command line of ``bench/external/new_families.py`` and its report:
-the output checks' verdicts (bit for bit, largest difference), every
-family's JSON (``DIR/<family>.json``) merged into ``DIR/newfam.json`` and a
-markdown table ``DIR/newfam.md`` (device µs per call, the ratio of each
-cutecall front to the authors' torch path, the output checks)."""
+"""The command line of ``bench/external/families.py`` and its report: the
+output checks' verdicts (bit for bit, largest difference), every family's
+JSON (``F/<family>.json``) merged into ``F.json`` and a markdown table
+``F.md`` (device µs per call, the ratio of each cutecall front to the
+authors' torch path, the output checks); and the run of every family at
+once, a process each."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ import argparse
 import glob
 import json
 import os
+import subprocess
+import tempfile
+
+from bench.harness import ROOT, module_command
 
 TARGET = 1.02  # cutecall time / authors' time: at least 0.98x their speed
 
@@ -85,17 +90,16 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
-def merge(folder: str) -> int:
-    """DIR/<family>.json files -> DIR/newfam.json and DIR/newfam.md."""
+def merge(out: str) -> int:
+    """F/<family>.json files -> F.json and F.md (`out`: F.json)."""
     docs = []
-    for path in sorted(glob.glob(os.path.join(folder, "*.json"))):
-        if os.path.basename(path) == "newfam.json":
-            continue
+    stem = os.path.splitext(out)[0]
+    for path in sorted(glob.glob(os.path.join(stem, "*.json"))):
         with open(path) as f:
             docs.append(json.load(f))
     results = [r for d in docs for r in d["results"]]
     first = docs[0]["meta"] if docs else {}
-    head = [f"# issue 37's families against the authors' paths ({first.get('date', '?')})",
+    head = [f"# Kernel families against the authors' paths ({first.get('date', '?')})",
             "", f"- Device: {first.get('device')} ({first.get('nvidia_smi')})",
             f"- Versions: {json.dumps(first.get('versions', {}))}",
             f"- Families: {', '.join(d['family'] for d in docs) or 'none'}",
@@ -104,24 +108,53 @@ def merge(folder: str) -> int:
             "jit keeping every output (profiler span / calls); torch: CUDA events around "
             f"{first.get('args', {}).get('launches')} launches.", ""]
     text = "\n".join(head) + "\n" + table(results) + "\n"
-    tmp = os.path.join(folder, ".newfam.tmp")
+    tmp = stem + ".tmp"
     with open(tmp, "w") as f:
         json.dump({"families": docs}, f, indent=1)
-    os.replace(tmp, os.path.join(folder, "newfam.json"))
+    os.replace(tmp, out)
     with open(tmp, "w") as f:
         f.write(text)
-    os.replace(tmp, os.path.join(folder, "newfam.md"))
+    os.replace(tmp, stem + ".md")
     print(text)
     bad = [r["name"] for r in results if r.get("errors")
            or any(k.endswith("_error") for k in r.get("check", {}))]
     return 1 if bad or not results else 0
 
 
-def main(run_family, dry_run, families) -> int:
-    ap = argparse.ArgumentParser(description="issue 37's kernel families vs their authors")
+def run_all(args, families) -> int:
+    """Each family of ``--families`` in a process of its own, all at once
+    (they compile at the same time and take turns to time, under one lock
+    file), then the merged F.json and F.md."""
+    names = args.families.split(",") if args.families else sorted(families)
+    fd, lock = tempfile.mkstemp(prefix="families.lock.")
+    os.close(fd)
+    shared = [f"--{k.replace('_', '-')}={v}" for k, v in vars(args).items()
+              if k in ("size", "budget", "margin", "trials", "rest", "k2", "chain_gib",
+                       "launches", "host_launches") and v is not None]
+    os.makedirs(os.path.splitext(args.out)[0], exist_ok=True)
+    procs = []
+    for name in names:
+        log = open(os.path.join(os.path.splitext(args.out)[0], f"{name}.log"), "w")
+        procs.append((name, subprocess.Popen(
+            module_command("bench.external.run", "families", "--family", name, "--out",
+                           args.out, "--lock", lock, *shared),
+            cwd=ROOT, stdout=log, stderr=subprocess.STDOUT)))
+    failed = [name for name, p in procs if p.wait() != 0]
+    os.unlink(lock)
+    print(f"families done; failed: {failed or 'none'} (logs in {os.path.splitext(args.out)[0]})")
+    return merge(args.out) or (1 if failed else 0)
+
+
+def main(run_family, dry_run, families, argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.external.run families",
+                                 description="kernel families through cutecall vs their "
+                                             "authors' paths")
     ap.add_argument("--family", choices=sorted(families), help="one family (one process)")
-    ap.add_argument("--out", default="newfam", help="folder of the JSON files")
-    ap.add_argument("--merge", metavar="DIR", help="merge DIR's JSON files into newfam.*")
+    ap.add_argument("--families", help="the families run at once (default: all of "
+                                       f"{','.join(sorted(families))})")
+    ap.add_argument("--out", default="families.json",
+                    help="F.json: the merged results; each family's in F/<family>.json")
+    ap.add_argument("--merge", metavar="F.json", help="merge F/*.json into F.json and F.md")
     ap.add_argument("--dry-run", action="store_true", help="CPU: build and compile only")
     ap.add_argument("--size", default=None, choices=["bench", "test"],
                     help="corpus shapes (default: bench; test with --dry-run)")
@@ -138,7 +171,7 @@ def main(run_family, dry_run, families) -> int:
                     help="at most this much of kept outputs in one JAX chain")
     ap.add_argument("--launches", type=int, default=30)
     ap.add_argument("--host-launches", type=int, default=50)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.merge:
         return merge(args.merge)
     if args.dry_run:
@@ -146,5 +179,5 @@ def main(run_family, dry_run, families) -> int:
         return dry_run(args)
     args.size = args.size or "bench"
     if not args.family:
-        ap.error("--family is required (or --merge DIR, or --dry-run)")
+        return run_all(args, families)
     return run_family(args)

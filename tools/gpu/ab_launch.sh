@@ -1,9 +1,9 @@
 #!/bin/bash
-# Issue 34, "Nothing gets slower": one device call that A/Bs an old build
-# against this checkout on the three rows the issue names, at once on
-# three GPUs of one host, under one hard wall-time cap:
+# The launch-cost A/B (`gpu ab-launch`): one device call that A/Bs an old
+# build against this checkout on the launch costs, at once on three GPUs of
+# one host, under one hard wall-time cap:
 #
-#   GPU A  torch_launch/miss   first compile, the miss path (a new launch
+#   GPU A  torch_launch miss   first compile, the miss path (a new launch
 #                              object, kernel cached), a new class, a hit
 #   GPU B  overhead            in-jit us per call (cutecall vs hand-written)
 #   GPU C  torch_launch        k() and the other host launch paths
@@ -12,18 +12,18 @@
 # benchmark script from this checkout for both sites). Needs both sites:
 #   bash tools/gpu/gpu setup                                   # new: /tmp/site
 #   bash tools/gpu/gpu setup --tree .gpu/base.tar.gz --site /tmp/site_old
-# (.gpu/base.tar.gz is `git archive 825a091`; carry it). Without the old
-# site and with AB_BUILD_OLD=1 the script builds it first (~1 min, inside
-# the cap).
+# (.gpu/base.tar.gz is `git archive <old commit> | gzip`; carry it). Without
+# the old site and with AB_BUILD_OLD=1 the script builds it first (~1 min,
+# inside the cap).
 #
-#   bash bench/torch_launch/device_ab.sh            # the device call
-#   bash bench/torch_launch/device_ab.sh --dry-run  # print the commands
+#   bash tools/gpu/gpu ab-launch            # the device call
+#   bash tools/gpu/gpu ab-launch --dry-run  # print the commands
 #
 # Environment: AB_CAP (240 s, the whole script), AB_OLD_SITE
 # (/tmp/site_old), AB_NEW_SITE (/tmp/site), AB_GPUS ("0 1 2": A, B, C),
 # AB_MISS_ROUNDS (3), AB_OVERHEAD_ROUNDS (2), AB_LAUNCH_ROUNDS (2).
-# Writes $OUT/torch_launch_ab/ab/*.json|log (gpu ab's, one slug per
-# benchmark) and $OUT/torch_launch_ab/{miss,overhead,launch}.txt; prints
+# Writes $OUT/launch_ab/ab/*.json|log (gpu ab's, one label per
+# benchmark) and $OUT/launch_ab/{miss,overhead,launch}.txt; prints
 # the three A/B tables.
 set -u
 CAP="${AB_CAP:-240}"
@@ -34,7 +34,7 @@ DRY=0
 [ "${1:-}" = --dry-run ] && DRY=1
 HERE="$(cd "$(dirname "$0")/../.." && pwd)"
 GPU="bash $HERE/tools/gpu/gpu"
-R="${OUT:-/tmp/torch_launch_ab_out}/torch_launch_ab"
+R="${OUT:-/tmp/cutecall_out}/launch_ab"
 T0=$(date +%s)
 left() { echo $((CAP - ($(date +%s) - T0))); }
 
@@ -63,7 +63,7 @@ fi
 
 # Each run is a fresh process (imports, compiles); a run past its timeout
 # is cut and its column stays empty.
-run miss "$GPU_A" "${AB_MISS_ROUNDS:-3}" 60 torch_launch/miss
+run miss "$GPU_A" "${AB_MISS_ROUNDS:-3}" 60 torch_launch miss
 run overhead "$GPU_B" "${AB_OVERHEAD_ROUNDS:-2}" 80 overhead --paths cutecall,handwritten \
   --no-bandwidth --no-cmdbuf-off --budget-s 20
 run launch "$GPU_C" "${AB_LAUNCH_ROUNDS:-2}" 80 torch_launch --trials 3 --launches 10000

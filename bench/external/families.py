@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Issue 37's kernel families through cutecall against their authors' paths.
-
-One family per process (``--family``): Liger's CuTe DSL ops, QuACK's
+"""The part ``families`` of ``bench/external/run.py``: kernel families
+through cutecall against their authors' paths, one family per process:
+Liger's CuTe DSL ops, QuACK's
 Hadamard transform, the CUTLASS Operator API's Hopper GEMM, cuDNN's sm90
 block-sparse attention, FA4's varlen scheduling helpers and block-sparsity
 kernel, QuACK's all-gather GEMM kernel (one GPU, every shard arrived). The cases are the
@@ -28,9 +27,10 @@ it finishes (``DIR/<family>.json``, replaced whole), so a run cut off by
 its time cap keeps what it measured; ``--budget`` seconds skips what would
 start later.
 
-  python bench/external/new_families.py --family liger --out DIR [--lock F]
-  python bench/external/new_families.py --merge DIR     # DIR/newfam.{json,md}
-  python bench/external/new_families.py --dry-run [--family F] [--size test]
+  python -m bench.external.run families --out F.json      # every family, then F.json, F.md
+  python -m bench.external.run families --family liger --out F.json [--lock L]  # one: F/liger.json
+  python -m bench.external.run families --merge F.json     # F/*.json -> F.json, F.md
+  python -m bench.external.run families --dry-run [--family F] [--size test]
 
 ``--dry-run`` needs no GPU: each case's JAX call lowered (its kernel
 compiled for sm_90a) on the torch call's CPU inputs as the device run
@@ -46,15 +46,12 @@ import json
 import os
 import platform
 import statistics
-import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import Deadline, short_error, use_corpus  # noqa: E402
-from report import nvidia_smi, versions  # noqa: E402
-
-from new_families_report import summarize  # noqa: E402
+from bench.external.families_report import summarize
+from bench.harness import Deadline, short_error, use_corpus
+from bench.report import nvidia_smi, versions
 
 FAMILIES = {"liger": "liger_corpus", "hadamard": "quack_hadamard_corpus",
             "cutlass_operators": "cutlass_operators_corpus", "cudnn_bsa": "cudnn_bsa_corpus",
@@ -75,7 +72,7 @@ def corpus_module(family: str):
 
 def tensor_leaves(x) -> list:
     """The tensors in `x` (bench/external/run.py's ``tensor_leaves``)."""
-    from run import tensor_leaves as leaves
+    from bench.external.run import tensor_leaves as leaves
     return leaves(x)
 
 
@@ -261,8 +258,9 @@ def run_family(args) -> int:
     if "xla_gpu_enable_command_buffer" not in flags:  # as bench/external/run.py
         os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_enable_command_buffer=").strip()
     module = corpus_module(args.family)
-    os.makedirs(args.out, exist_ok=True)
-    path = os.path.join(args.out, f"{args.family}.json")
+    folder = os.path.splitext(args.out)[0]
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"{args.family}.json")
     doc = {"family": args.family, "meta": meta(args), "results": []}
     for case in module.cases(args.size):
         if deadline.expired():
@@ -314,6 +312,6 @@ def dry_run(args) -> int:
     return 1 if failed else 0
 
 
-if __name__ == "__main__":
-    from new_families_report import main
-    sys.exit(main(run_family, dry_run, FAMILIES))
+def main(argv=None) -> int:
+    from bench.external import families_report
+    return families_report.main(run_family, dry_run, FAMILIES, argv)
