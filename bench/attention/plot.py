@@ -41,7 +41,8 @@ def load(files):
         rows += [dict(r, set=r.get("set", "dense")) for r in d.get("rows", [])]
         if "profile" in d:
             profiles.append(d["profile"])
-        meta = meta or {k: v for k, v in d.items() if k not in ("rows", "profile")}
+        profiles += d.get("profiles", [])  # bench/results/attention.json keeps them
+        meta = meta or {k: v for k, v in d.items() if k not in ("rows", "profile", "profiles")}
     return meta, rows, profiles
 
 

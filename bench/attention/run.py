@@ -56,6 +56,7 @@ QUICK = dict(sets="dense,varlen,decode", dims="128", causal="1", seqlens="2048",
              varlen_seqlens="4096", decode_batches="32", decode_seqlens="8192",
              decode_queries="1", trials=2)
 PROFILE_PATHS = ("cutecall", "fa4_jax", "fa4_torch")
+PARTS = {"plot": plot.main}
 
 
 def ints(text: str) -> list:
@@ -157,8 +158,8 @@ def versions(paths) -> dict:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["plot"]:
-        return plot.main(argv[1:])
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench.attention.run",
                                  description=__doc__.split("\n\n")[0],
                                  epilog="part: plot FILES... [--png X.png] [--md X.md] "

@@ -53,6 +53,8 @@ from bench.harness import use_corpus
 from bench.report import versions
 from bench.timing import jax_trace_us, jax_wall_us, split_arrays, torch_device_us, torch_host_us
 
+PARTS = {"families": families.main}
+
 
 def describe_jax(call, args) -> dict:
     import jax
@@ -204,8 +206,8 @@ def table(results) -> str:
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["families"]:
-        return families.main(argv[1:])
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench.external.run",
                                  description=__doc__.splitlines()[0],
                                  epilog="part: families (python -m bench.external.run "

@@ -47,16 +47,16 @@ import platform
 import sys
 import time
 
-import torch
-
 from bench.report import versions as dist_versions
 from bench.torch_launch import miss
 
 N = 1024
 THREADS = 128
+PARTS = {"miss": miss.main}
 
 
 def build_paths(n: int):
+    import torch
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -119,6 +119,7 @@ def build_paths(n: int):
 
 
 def _ctypes_floor():
+    import torch
     cu = ctypes.CDLL("libcuda.so.1")
     ptx = b"""
 .version 8.0
@@ -173,6 +174,7 @@ _LOOP_LAUNCHER = None
 
 
 def measure(paths, launches: int, trials: int) -> dict:
+    import torch
     results = {name: [] for name in paths}
     for fn in paths.values():  # warm up: compile, load, JIT
         for _ in range(200):
@@ -192,6 +194,7 @@ def measure(paths, launches: int, trials: int) -> dict:
 
 
 def versions() -> dict:
+    import torch
     out = {"python": platform.python_version(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda}
     out.update(dist_versions(["nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13",
@@ -202,8 +205,8 @@ def versions() -> dict:
 def main(argv=None) -> int:
     global _helion_wrapper
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["miss"]:
-        return miss.main(argv[1:])
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench.torch_launch.run",
                                  description=__doc__.splitlines()[0],
                                  epilog="part: miss (python -m bench.torch_launch.run miss --help)")
@@ -212,6 +215,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=N)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    import torch
     _helion_wrapper = _define_helion_wrapper()
     paths, (a, b, c, _) = build_paths(args.n)
     for name in ("cutecall", "cutecall_direct", "helion_style", "tvm_ffi", "torch_add_out"):

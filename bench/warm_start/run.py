@@ -60,7 +60,8 @@ from bench.harness import ROOT, module_command
 from bench.report import nvidia_smi, versions
 from bench.warm_start import cluster, first_step, parallel
 
-PARTS = {"parallel": parallel.main, "cluster": cluster.main, "first-step": first_step.main}
+PARTS = {"parallel": parallel.main, "cluster": cluster.main,
+         "first-step": first_step.main}
 
 KERNELS = 10
 
