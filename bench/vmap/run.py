@@ -18,8 +18,8 @@ matters). Paths, each ``jax.jit``-ed, inputs (B, n) float32:
 Timing: a trial is ``--reps`` back-to-back calls then ``block_until_ready``
 (one stream); ``--trials`` trials, paths interleaved trial by trial; the
 table shows min and median microseconds per batched call and the speedup of
-``folded`` over ``lax_map`` and ``loop`` (by median). The target of issue 6
-is folded >= 1.4x faster than lax_map at batch 8.
+``folded`` over ``lax_map`` and ``loop`` (by median). The target: folded
+>= 1.4x faster than lax_map at batch 8.
 """
 
 from __future__ import annotations

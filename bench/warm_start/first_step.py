@@ -259,7 +259,7 @@ def markdown(rows: list, args, ratios: dict) -> str:
             f"{r.get('warmup_wait_s', '')} |")
     lines.append("")
     lines += [f"alone / {k}: {v:.1f}x" for k, v in ratios.items()]
-    lines.append("(issue 36 asks for at least 10x; columns after the time to first step are "
+    lines.append("(the target is at least 10x; columns after the time to first step are "
                  "the slowest rank's seconds; \"kernels got\" is the time in cutecall's store "
                  "inside the step, compiles included.)")
     return "\n".join(lines) + "\n"
