@@ -17,7 +17,7 @@ The compile is a stand-in (``--compile-s`` of sleep, an object of
 ``--bytes``): this measures the store, the leases and the waits, not the
 CuTe DSL, and lets 32 processes share a 2-core machine without measuring
 CPU contention of real compiles. Everything else is the real path
-(``kernels.load_or_compile``: local tier, remote tier, lease, signing).
+(``lookup.load_or_compile``: local tier, remote tier, lease, signing).
 Before the common start each process has done what a real one has by its
 first kernel: imported the DSL (the entries' stamp reads its version) and
 connected to the remote tier.
@@ -47,7 +47,7 @@ import time
 CHILD = r"""
 import hashlib, json, os, random, sys, time
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import config, kernels
+from cutecall._driver.store import config, lookup, stamps
 tag, k, start, compile_s, size = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \
     float(sys.argv[4]), int(sys.argv[5])
 names = [f"{tag}-kernel{i}" for i in range(k)]
@@ -64,7 +64,7 @@ def fake_compile(name):
 
 # What a real process has done before its first kernel: imported the DSL
 # (the stamp reads its version) and connected (here: one round trip).
-kernels.kernel_stamp("sm_90a")
+stamps.kernel_stamp("sm_90a")
 config.remote_tier().backend.ping()
 open(os.path.join(sys.argv[6], str(os.getpid())), "w").close()   # ready
 while not os.path.exists(os.path.join(sys.argv[6], "go")):
@@ -74,7 +74,7 @@ time.sleep(max(0.0, start - time.time()))
 gets = []
 for name in names:
     t, cpu = time.perf_counter(), time.process_time()
-    kernel, how = kernels.load_or_compile(hashlib.sha256(name.encode()).hexdigest(), name,
+    kernel, how = lookup.load_or_compile(hashlib.sha256(name.encode()).hexdigest(), name,
                                           "sm_90a", lambda: fake_compile(name))
     gets.append((how, time.perf_counter() - t, time.process_time() - cpu))
 ready = time.time() - start

@@ -60,7 +60,7 @@ def instrument() -> dict:
     came ("compiled", "remote", "disk"), and counts JAX's compile-cache
     events: {name: [count, seconds]}."""
     from jax import monitoring
-    from cutecall._driver.store import kernels as store_kernels
+    from cutecall._driver.store import lookup as store_kernels
     spent: dict = {}
     inner = store_kernels.load_or_compile
 

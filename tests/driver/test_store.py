@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import cutecall
-from cutecall._driver.store import config, entry as entry_format, kernels as kernel_store, local
+from cutecall._driver.store import config, entry as entry_format, local, stamps
 from cutecall import cli
 from cutecall._driver.store import ArtifactStore, CacheError
 from shared import ROOT, child_env
@@ -329,7 +329,7 @@ def test_second_process_compiles_nothing(tmp_path):
 # -- CLI -------------------------------------------------------------------------
 def fill(root, n=3):
     store = ArtifactStore(str(root))
-    stamp = kernel_store.kernel_stamp("sm_90a")
+    stamp = stamps.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
         store.get_or_build(k, stamp, lambda k=k: (
