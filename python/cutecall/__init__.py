@@ -43,6 +43,7 @@ _NAMES = {
     **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
     "DeviceProps": "._driver.devices",
     "recipe_fact": "._driver.recipe",
+    "import_skipping_init": "._driver.lazy_import",
     "DEVICES": "._driver.devices",
     **dict.fromkeys(
         ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",
