@@ -10,7 +10,7 @@ runs (:func:`capacity`).
     qt.tiles(cutecall.current_target("sm_100a"))     # SM100_TILES
     qt.capacity(cutecall.current_target("sm_100a"))  # (10, 0): QuACK's GemmSm100
     qt.check(qt.Tile(128, 192, 2, 1, pingpong=True), cutecall.current_target("sm_100a"))
-    # ValueError: ... QuACK has no pingpong GEMM on sm_100a ...
+    # ValueError: ... QuACK has no pingpong GEMM on sm100 ...
 
 The target is ``cutecall.current_target()`` unless given: ``$CUTECALL_ARCH``,
 else the GPU, else sm_90a. QuACK's kernels cutecall runs:
