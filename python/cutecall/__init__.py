@@ -43,6 +43,7 @@ _NAMES = {
     **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
     "compile_args": "._driver.dsl",  # a library's cute.compile arguments, uncompiled
     "DeviceProps": "._driver.devices",
+    "recipe_fact": "._driver.recipe",
     "DEVICES": "._driver.devices",
     **dict.fromkeys(
         ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",
