@@ -41,6 +41,7 @@ _NAMES = {
     "set_launch_blocking": "._driver.runtime",
     "TensorSpec": "._driver.tensor_spec",
     **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
+    "compile_args": "._driver.dsl",  # a library's cute.compile arguments, uncompiled
     "DeviceProps": "._driver.devices",
     "recipe_fact": "._driver.recipe",
     "import_skipping_init": "._driver.lazy_import",

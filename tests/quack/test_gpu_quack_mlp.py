@@ -1,4 +1,5 @@
-"""cutecall.quack.mlp on a GPU: the MLP's output and its three
+"""cutecall.quack.mlp on a GPU (sm90 on an H100/H200, sm100 on a
+B200/B300, each with tiles of its arch): the MLP's output and its three
 gradients against a float32 XLA reference, in two tiles, with a token count
 that is no multiple of any tile; bit for bit against QuACK's own torch calls
 (``gemm_act``, ``gemm_dact``, ``gemm``) pinned to the same tile, GEMM by GEMM
@@ -15,12 +16,16 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
+from cutecall import _core  # noqa: E402
 from cutecall.quack import mlp as quack_mlp  # noqa: E402
 from cutecall.quack import mlp_kernels as qmk  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 Tile = quack_mlp.Tile
-TILES = [Tile(128, 192, 2, 1, pingpong=True), Tile(256, 128, 1, 2)]
+SM100 = (_core.device_arch(0) or "").startswith("sm_10")
+# sm100: a 2-CTA tile with QuACK's CLC scheduler and a 1-CTA static one.
+TILES = ([Tile(256, 128, 2, 1, clc=True), Tile(128, 256, 1, 1)] if SM100 else
+         [Tile(128, 192, 2, 1, pingpong=True), Tile(256, 128, 1, 2)])
 SHAPES = [(1000, 512, 1024), (2048, 1024, 2816)]     # (tokens, d, hidden)
 
 
@@ -125,6 +130,7 @@ def test_float16_operands():
         assert_close(a, b, name)
 
 
+@pytest.mark.skipif(SM100, reason="QuACK's sm100 GEMM has no one-CTA-per-tile form")
 def test_non_persistent_weight_gradients_are_the_persistent_ones_bit_for_bit():
     """``Tile(persistent=False)`` for dW1 and dW2 (one CTA per tile) computes
     every tile as the persistent kernel does: the same bits."""

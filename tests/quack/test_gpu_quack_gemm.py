@@ -1,8 +1,9 @@
-"""cutecall.quack.gemm on a GPU: QuACK's Hopper GEMM through
-cutecall against a float32 reference in several tile configurations, with M,
-N and K that are not multiples of any tile; the autotuned form tunes once,
-and a second tuner of the same content takes the stored winner with no
-timing and no compile."""
+"""cutecall.quack.gemm on a GPU: QuACK's GEMM for the GPU's arch (sm90 on
+an H100/H200, sm100 on a B200/B300) through cutecall against a float32
+reference in several tile configurations of that arch, with M, N and K that
+are not multiples of any tile; the autotuned form tunes once, and a second
+tuner of the same content takes the stored winner with no timing and no
+compile."""
 
 import numpy as np
 import pytest
@@ -13,11 +14,16 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
+from cutecall import _core  # noqa: E402
 from cutecall.quack import gemm as quack_gemm  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-TILES = [quack_gemm.Tile(128, 192, 2, 1, pingpong=True), quack_gemm.Tile(256, 128, 1, 2),
-         quack_gemm.Tile(128, 256, 2, 1)]
+Tile = quack_gemm.Tile
+# Tiles of the GPU's arch: sm90 pingpong/cooperative; sm100 2-CTA with CLC,
+# 2-CTA static, 1-CTA.
+TILES = ([Tile(256, 256, 2, 1, clc=True), Tile(256, 128, 2, 2), Tile(128, 256, 1, 1)]
+         if (_core.device_arch(0) or "").startswith("sm_10") else
+         [Tile(128, 192, 2, 1, pingpong=True), Tile(256, 128, 1, 2), Tile(128, 256, 2, 1)])
 
 
 def operands(m, n, k, dtype=jnp.bfloat16):
