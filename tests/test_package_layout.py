@@ -345,11 +345,12 @@ def test_the_architecture_page_names_only_what_exists():
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_driver_map_names_every_driver_module():
-    """The module map in ``_driver/__init__.py`` names each module and
-    sub-package of the driver, and nothing else."""
+@pytest.mark.parametrize("package", ["_driver", "_driver/store"])
+def test_the_driver_map_names_every_driver_module(package):
+    """The module map in ``_driver/__init__.py`` (and ``_driver/store``'s)
+    names each module and sub-package there, and nothing else."""
     import re
-    driver = os.path.join(ROOT, "python", "cutecall", "_driver")
+    driver = os.path.join(ROOT, "python", "cutecall", package)
     with open(os.path.join(driver, "__init__.py")) as f:
         doc = ast.get_docstring(ast.parse(f.read()))
     mapped = set(re.findall(r"^``(\w+)``", doc, re.MULTILINE))

@@ -280,7 +280,7 @@ def test_driver_loads_from_disk_in_process(monkeypatch, tmp_path, compiles):
     second = vector_add_call().lower(*args).as_text()
     assert compiles() == 1 and cutecall.compile_stats()["disk_hits"] == hits + 1
     assert first == second  # same object bytes and plan in the custom call
-    report = ArtifactStore(str(tmp_path / "cache")).verify(cli._stamp_for)
+    report = ArtifactStore(str(tmp_path / "cache")).verify(cli.cache._stamp_for)
     assert [status for _, status, _ in report] == ["ok"]  # current, not stale
 
 
