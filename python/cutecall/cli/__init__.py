@@ -6,6 +6,7 @@
     cutecall cache verify [--json]       check every digest; remove corrupt entries
     cutecall cache clear                 remove every entry
     cutecall export ...                  write a bundle (``cutecall export --help``)
+    cutecall pack build|install|show     kernel packs (``cutecall pack --help``)
     cutecall --cmakedir | --includedir   the installed C++ package (docs/cpp.md)
     cutecall warmup module:attr [--workers N] [--remote URL]
                                          compile a task list in N processes
@@ -21,6 +22,7 @@ A module per command: ``doctor``, ``cache`` (here), ``services.warmup_cli``,
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 
@@ -32,17 +34,6 @@ from . import cache, doctor
 def export(argv: list[str]) -> int:
     from ..bundle import _write  # imports JAX and the bundle writer: only here
     return int(_write.export_cli(argv) or 0)
-
-
-# -- the C++ package (docs/cpp.md) ---------------------------------------------
-def cpp_package(flag: str) -> int:
-    from ..bundle import _package
-    try:
-        print(_package.cmake_dir() if flag == "--cmakedir" else _package.include_dir())
-    except _package.PackageMissing as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    return 0
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,11 +61,15 @@ def _parser() -> argparse.ArgumentParser:
         a = csub.add_parser(name, help=text)
         a.add_argument("--json", action="store_true")
         a.set_defaults(run=fn)
-    sub.add_parser("export", help="write a bundle (arguments: cutecall export --help)",
-                   add_help=False)
-    sub.add_parser("warmup", help="compile a task list into the store in worker "
-                   "processes (arguments: cutecall warmup --help)", add_help=False)
+    for name, text in (("export", "write a bundle"), ("pack", "build, install or show a "
+                       "kernel pack"), ("warmup", "compile a task list into the store in "
+                                        "worker processes")):
+        sub.add_parser(name, help=f"{text} (cutecall {name} --help)", add_help=False)
     return p
+
+
+# Commands parsed by their own modules (imported only when run).
+_COMMANDS = {"warmup": "..services.warmup_cli", "pack": "..bundle._pack_cli"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,12 +90,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("--cmakedir", "--includedir"):
-        return cpp_package(argv[0])
+        from ..bundle import _package  # the C++ package (docs/cpp.md)
+        return _package.print_dir(argv[0])
     if argv and argv[0] == "export":
         return export(argv[1:])
-    if argv and argv[0] == "warmup":
-        from ..services import warmup_cli  # imports JAX in the workers only
-        return warmup_cli.main(argv[1:])
+    if argv and argv[0] in _COMMANDS:  # warm-up imports JAX in its workers only
+        return importlib.import_module(_COMMANDS[argv[0]], __package__).main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

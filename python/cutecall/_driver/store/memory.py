@@ -123,6 +123,32 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
     return kernel
 
 
+def load(key: str, name: str, arch: str) -> CompiledKernel | None:
+    """Kernel `key` from the process, else a store (verified as every
+    entry), else None: nothing is compiled. A recipe's hit path."""
+    with lock:
+        kernel = _entries.get(key)
+        if kernel is not None:
+            _entries.move_to_end(key)
+            _counters.hits += 1
+            return kernel
+
+        found = lookup.find_kernel(key, name, arch)
+        if found is None:
+            return None
+        kernel, how = found
+        if how == "remote":
+            _counters.remote_hits += 1
+        else:
+            _counters.disk_hits += 1
+        _journal.append((key, name, arch, how))
+        _counters.got += 1
+        _entries[key] = kernel
+        while len(_entries) > CAPACITY:
+            _entries.popitem(last=False)
+        return kernel
+
+
 def is_rejected(key: str) -> bool:
     return key in _rejected
 
