@@ -24,7 +24,7 @@ LAYERS = {
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
     "cutecall.__main__": 6,                          # users of the API:
     "cutecall.attention": 6, "cutecall.quack": 6,    # products on the API
-    "cutecall.examples": 7,                          # teaching kernels, old paths
+    "cutecall.examples": 7,                          # teaching kernels
     "cutecall.demo": 8,
 }
 FRAMEWORKS = ("jax", "jaxlib", "torch")
@@ -266,9 +266,7 @@ def test_no_built_wheel_holds_the_corpus():
 
 
 def test_examples_hold_only_small_teaching_kernels():
-    """cutecall.examples: the kernels the docs and demo teach with, and the
-    old paths of the modules that moved to cutecall.attention and
-    cutecall.quack (shims)."""
+    """cutecall.examples: the kernels the docs and demo teach with."""
     top = os.path.join(ROOT, "python", "cutecall", "examples")
     total = 0
     for f in os.listdir(top):
