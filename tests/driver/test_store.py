@@ -476,3 +476,18 @@ def test_cli_user_errors_and_a_closed_pipe_print_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_help_names_every_command_and_flag_in_whole_sentences(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for word in ("--cmakedir", "--includedir", "doctor", "cache", "export", "pack",
+                 "warmup"):
+        assert word in out, word
+    with pytest.raises(SystemExit):
+        cli.main(["warmup", "--help"])
+    out = capsys.readouterr().out
+    assert "Compile task lists into the store" in out
+    assert "Exit status 1 when a task failed." in out
+    assert out.rstrip().endswith("--remote redis://cache.internal:6379/0")
