@@ -395,9 +395,9 @@ def test_python_m_cutecall(tmp_path):
 def test_warm_start_bench_no_run(tmp_path):
     """bench/warm_start in its CPU mode: 10 compiles cold, 0 warm."""
     env = child_env()
-    out = subprocess.run([PY, os.path.join(ROOT, "bench", "warm_start", "run.py"), "--no-run",
+    out = subprocess.run([PY, "-m", "bench.warm_start.run", "--no-run",
                           "--warm-runs", "1", "--cache-dir", str(tmp_path / "cache"),
-                          "--out", str(tmp_path / "ws.json")], env=env,
+                          "--out", str(tmp_path / "ws.json")], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     cold, warm = json.loads((tmp_path / "ws.json").read_text())["runs"]

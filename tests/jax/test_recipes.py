@@ -117,3 +117,48 @@ def test_vmap_of_a_served_call_folds_as_the_full_path_does(compiles):
     assert text.count("cutecall_call") == 1 and served.fn is None
     assert "tensor<32768xf32>" in text  # folded: (8, 4096) -> (32768,)
     assert compiles() == 1
+
+
+def test_a_host_with_an_empty_store_finds_the_recipe_in_the_remote_tier(
+        compiles, tmp_path, monkeypatch):
+    """Records travel with the kernels: a process whose local store is
+    empty fetches both from a file:// remote tier, and compiles nothing."""
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", (tmp_path / "remote").as_uri())
+    monkeypatch.setenv("CUTECALL_CACHE_SIGNING_KEY", "recipes-test-key")
+    code = textwrap.dedent("""
+        import sys, jax, jax.numpy as jnp, cutecall
+        def build():
+            from cutecall.examples.kernels import vector_add
+            return vector_add
+        n = cutecall.TensorSpec(dims=("n",))
+        call = cutecall.cutlass_call(
+            build, recipe=("remote", 1), name="vector_add", input_spec=n, output_spec=n,
+            output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(a.shape, a.dtype))
+        s = jax.ShapeDtypeStruct((4096,), jnp.float32)
+        jax.jit(call).trace(s, s).lower(lowering_platforms=("cuda",))
+        stats = cutecall.compile_stats()
+        print(stats["compiles"], stats["remote_hits"] + stats["disk_hits"],
+              "cutlass" in sys.modules)
+    """)
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "host-a"))
+    assert run_python(code).split() == ["1", "0", "True"]
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "host-b"))
+    assert run_python(BLOCKER + code).split() == ["0", "1", "False"]
+
+
+def test_a_recipe_fact_is_computed_once_across_processes(fresh_key_space):
+    """What a library answers (tile sizes, say) is remembered like a recipe:
+    a fresh process gets it from the store without calling compute()."""
+    calls = []
+    value = cutecall.recipe_fact("tiles", ("sm_90a", 128), lambda: calls.append(1) or
+                                 {"tile_m": 128, "tile_n": [64, 128]})
+    assert value == {"tile_m": 128, "tile_n": [64, 128]} and calls == [1]
+    assert cutecall.recipe_fact("tiles", ("sm_90a", 128), lambda: calls.append(2)) == value
+    assert calls == [1]
+    code = textwrap.dedent("""
+        import cutecall
+        def compute():
+            raise AssertionError("computed again")
+        print(cutecall.recipe_fact("tiles", ("sm_90a", 128), compute)["tile_m"])
+    """)
+    assert run_python(code).strip() == "128"

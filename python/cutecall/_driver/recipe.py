@@ -19,8 +19,10 @@ kernel by its key (digests checked, signed entries verified, as every entry)
 and calls it as a bundle's kernel is called (``CompiledCall``); a variant
 fits a call when the call's extents meet the kernel's static extents and
 divisibility classes. A miss takes the full path and
-adds a variant. Records live where kernels live (``store.records``). No
-framework, no CuTe DSL.
+adds a variant. Records live where kernels live, in both tiers, signed and
+verified as kernel entries are (``store.records``; on the remote tier the
+newest writer's record wins, so a variant another host added at the same
+moment may be compiled once more). No framework, no CuTe DSL.
 """
 
 from __future__ import annotations
@@ -114,7 +116,7 @@ class Variant:
 def load(key: str, arch: str) -> list[Variant]:
     """The variants recorded under recipe `key` (any tier), or []."""
     from .store import records
-    meta = records.load_record(key, arch, KIND)
+    meta = records.shared_record(key, arch, KIND)
     if not meta:
         return []
     try:
@@ -155,4 +157,38 @@ def add(key: str, arch: str, variant: Variant) -> None:
     from .store import records
     known = [v for v in load(key, arch) if v.key != variant.key]
     variants = [variant] + known[:MAX_VARIANTS - 1]
-    records.store_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
+    records.share_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
+
+
+_facts: dict = {}
+_facts_lock = threading.Lock()
+
+
+def recipe_fact(name: str, values: Any, compute, *, packages: Sequence[str] = ()):
+    """What ``compute()`` answers about a kernel library for `values` (a
+    JSON-able value: FA4's tile sizes for a config, say), remembered across
+    processes like a recipe: under a key of `name`, the values, and the
+    installed files of cutecall, the DSL and `packages`, in the store's
+    tiers. A warm process gets the answer without importing the library::
+
+        tiles = cutecall.recipe_fact(
+            "fa4-bwd-tiles", (arch, dtype, hdim), lambda: fa4_bwd_tiles(...),
+            packages=("flash-attn-4",))
+
+    `values` must determine the answer. ``compute`` runs once per key (the
+    first process to ask); its answer must be JSON-able."""
+    key = recipe_key(values, name=f"fact:{name}", call=None, target={},
+                     packages=packages)
+    with _facts_lock:
+        if key in _facts:
+            return _facts[key]
+    from .store import records
+    meta = records.shared_record(key, "", "fact")
+    if meta is None or "value" not in meta:
+        value = json.loads(json.dumps(compute()))
+        records.share_record(key, "", "fact", {"name": name, "value": value})
+    else:
+        value = meta["value"]
+    with _facts_lock:
+        _facts[key] = value
+    return value

@@ -25,7 +25,7 @@ from typing import Callable, Iterable
 
 from .._driver import packs as _packs, recipe as _recipe
 from .._driver.call_record import CallRecord
-from .._driver.store import lookup, memory
+from .._driver.store import lookup as _lookup, memory
 from ._write import export
 
 
@@ -113,7 +113,7 @@ def install_pack(path: str) -> dict:
         for name in row.get("entries", ()):
             r = records[name]
             k = r.kernel
-            _, how = lookup.load_or_compile(k.key, k.name, k.arch, lambda k=k: k)
+            _, how = _lookup.load_or_compile(k.key, k.name, k.arch, lambda k=k: k)
             kernels += how == "compiled"  # newly written: the pack's own bytes
             _recipe.add(key, row["arch"], _recipe.Variant(k.key, k.name, r.scalars,
                                                           r.contract))

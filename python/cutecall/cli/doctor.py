@@ -143,9 +143,16 @@ def _runtime_library():
     return path if os.path.exists(path) else f"error: {path} does not exist"
 
 
+_FAMILIES = {  # product kernel families per compute capability (docs/targets.md)
+    8: "attention: FA4 sm80; no QuACK GEMM", 12: "attention: FA4 sm120; no QuACK GEMM",
+    9: "attention: FA4 sm90, QuACK GEMM/MLP sm90, cuDNN block-sparse",
+    10: "attention: FA4 sm100 (2-CTA, split-KV), QuACK GEMM/MLP sm100"}
+
+
 def _target_arch():
     from .._driver import target
-    return target.default_arch()
+    t = target.resolve()
+    return f"{t}; {_FAMILIES.get(t.capability[0], 'no product kernel family')}"
 
 
 def doctor(args) -> int:

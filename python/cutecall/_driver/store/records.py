@@ -1,19 +1,22 @@
 """Small records in the local tier, beside the kernels: an entry of JSON
 ``meta`` and no object bytes, under ``sha256(kind:key)``, stamped with the
-versions that wrote it. Two kinds: the specializations the DSL rejected (so
-the static fallback of a later process skips the failed compile) and
-autotuning winners (``store_record`` / ``load_record``). Records never
-travel through the remote tier."""
+versions that wrote it: the specializations the DSL rejected (so the static
+fallback of a later process skips the failed compile), autotuning winners
+(``store_record`` / ``load_record``), and recipes. Shared records
+(``share_record`` / ``shared_record``: recipes) travel through the remote
+tier too, signed and verified as kernel entries are; the others stay on the
+host."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
 
-from .config import default_store
+from .config import default_store, remote_tier
 from .stamps import record_stamp, rejection_stamp
 
-__all__ = ["load_record", "record_rejection", "rejection", "store_record"]
+__all__ = ["load_record", "record_rejection", "rejection", "shared_record",
+           "share_record", "store_record"]
 
 
 def _record_key(prefix: str, key: str) -> str:
@@ -53,6 +56,34 @@ def store_record(key: str, arch: str, kind: str, meta: dict) -> None:
 def load_record(key: str, arch: str, kind: str) -> dict | None:
     """The record `store_record` wrote with the same versions, or None."""
     return _read_record(_record_key(kind, key), record_stamp(arch, kind))
+
+
+def share_record(key: str, arch: str, kind: str, meta: dict) -> None:
+    """:func:`store_record`, and published to the remote tier when one is
+    set (replacing what it held: the newest writer wins; best effort, a
+    tier that is down warns once)."""
+    store_record(key, arch, kind, meta)
+    remote = remote_tier()
+    if remote is not None:
+        remote.publish(_record_key(kind, key), record_stamp(arch, kind), meta, b"",
+                       f"{kind} record {key[:16]}")
+
+
+def shared_record(key: str, arch: str, kind: str) -> dict | None:
+    """The record under `key` from this host's store, else from the remote
+    tier (verified, then kept locally); None when neither has it."""
+    meta = load_record(key, arch, kind)
+    if meta is not None:
+        return meta
+    remote = remote_tier()
+    if remote is None:
+        return None
+    got = remote.fetch_into(_record_key(kind, key), record_stamp(arch, kind),
+                            f"{kind} record {key[:16]}")
+    if got is None:
+        return None
+    store_record(key, arch, kind, got[0])
+    return dict(got[0])
 
 
 def record_rejection(key: str, name: str, arch: str, cause: str,
