@@ -33,6 +33,8 @@ if os.environ.get("CUTECALL_DSL_FLAVOUR"):  # make the DSL load the pinned flavo
 _NAMES = {
     "StaticFallbackWarning": "._driver.compile_error",
     "CompileError": "._driver.compile_error",
+    "CacheError": "._driver.store.local_files",
+    "FlavourError": "._driver.flavour",
     "CompiledKernel": "._driver.compiled",
     "compile_stats": "._driver.store.memory",
     "clear_cache": "._driver.store.memory",
