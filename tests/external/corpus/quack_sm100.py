@@ -48,22 +48,36 @@ def cases() -> list[Sm100Case]:
 
 @contextlib.contextmanager
 def _quack_for_sm100():
-    """QuACK's host code as on a B200: ``QUACK_ARCH`` sm_100 (meta
-    tensors' capacity), objects built for the target, ``_compile_gemm``
-    undecorated (a kernel QuACK compiled already is captured too)."""
+    """QuACK's host code as on a B200: ``QUACK_ARCH`` sm_100 (the
+    capacity QuACK dispatches on) and ``CUTE_DSL_ARCH`` sm_100a (the one it
+    emits code for; on a GPU host QuACK would take the GPU's), objects
+    built for the target, ``_compile_gemm`` undecorated (a kernel QuACK
+    compiled already is captured too). QuACK caches both capacities per
+    process: emptied before and after, so neither leaks into other QuACK
+    calls."""
+    from quack import cute_dsl_utils
     from quack import gemm as qgemm
-    saved_env, cached = os.environ.get("QUACK_ARCH"), qgemm._compile_gemm
-    os.environ["QUACK_ARCH"] = "sm_100"
+    caches = (cute_dsl_utils._get_device_capacity_cached,
+              cute_dsl_utils.get_compile_target_capacity)
+    env = {"QUACK_ARCH": "sm_100", "CUTE_DSL_ARCH": "sm_100a"}
+    saved_env = {name: os.environ.get(name) for name in env}
+    cached = qgemm._compile_gemm
+    os.environ.update(env)
     qgemm._compile_gemm = cached.__wrapped__
+    for cache in caches:
+        cache.cache_clear()
     try:
         with building():
             yield
     finally:
         qgemm._compile_gemm = cached
-        if saved_env is None:
-            os.environ.pop("QUACK_ARCH", None)
-        else:
-            os.environ["QUACK_ARCH"] = saved_env
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        for cache in caches:
+            cache.cache_clear()
 
 
 @functools.lru_cache(maxsize=None)
