@@ -88,7 +88,7 @@ def test_the_walk_sees_the_whole_package(graph):
               "cutecall.torch._kernel", "cutecall.bundle._read",
               "cutecall.services.warmup", "cutecall._core"):
         assert m in graph, m
-    assert "cutecall._driver.store.kernels" in graph["cutecall._driver.store.memory"]
+    assert "cutecall._driver.store.lookup" in graph["cutecall._driver.store.memory"]
 
 
 def test_no_module_imports_one_that_imports_it_back(graph):

@@ -42,6 +42,7 @@ _NAMES = {
     "TensorSpec": "._driver.tensor_spec",
     **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
     "DeviceProps": "._driver.devices",
+    "recipe_fact": "._driver.recipe",
     "DEVICES": "._driver.devices",
     **dict.fromkeys(
         ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",

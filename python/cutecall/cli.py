@@ -6,9 +6,9 @@
     cutecall cache verify [--json]       check every digest; remove corrupt entries
     cutecall cache clear                 remove every entry
     cutecall export ...                  write a bundle (``cutecall export --help``)
+    cutecall pack build|install|show    kernel packs (``cutecall pack --help``)
     cutecall --cmakedir | --includedir   the installed C++ package (docs/cpp.md)
-    cutecall warmup module:attr [--workers N] [--remote URL]
-                                         compile a task list in N processes
+    cutecall warmup module:attr [--workers N]  compile a task list in N processes
 
 Nothing here needs a GPU. ``doctor`` reports a missing piece (no GPU, no
 PyTorch, no CuTe DSL) as a line, never as a crash. Exit status: 0 when all is
@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -28,7 +29,7 @@ import sys
 import time
 
 from ._driver import store as _store
-from ._driver.store import kernels as kernel_store
+from ._driver.store import stamps
 
 
 def _store_or_exit() -> _store.ArtifactStore:
@@ -39,7 +40,7 @@ def _store_or_exit() -> _store.ArtifactStore:
 
 
 def _stamp_for(entry: _store.Entry) -> dict:
-    return kernel_store.stamp_of(entry)
+    return stamps.stamp_of(entry)
 
 
 def _age(seconds: float) -> str:
@@ -282,9 +283,16 @@ def _runtime_library():
     return path if os.path.exists(path) else f"error: {path} does not exist"
 
 
+_FAMILIES = {  # product kernel families per compute capability (docs/targets.md)
+    8: "attention: FA4 sm80; no QuACK GEMM", 12: "attention: FA4 sm120; no QuACK GEMM",
+    9: "attention: FA4 sm90, QuACK GEMM/MLP sm90, cuDNN block-sparse",
+    10: "attention: FA4 sm100 (2-CTA, split-KV), QuACK GEMM/MLP sm100"}
+
+
 def _target_arch():
     from ._driver import target
-    return target.default_arch()
+    t = target.resolve()
+    return f"{t}; {_FAMILIES.get(t.capability[0], 'no product kernel family')}"
 
 
 def doctor(args) -> int:
@@ -295,7 +303,7 @@ def doctor(args) -> int:
         "gpu": _probe(_gpu),
         "machine": None,
         "driver CUDA": _probe(_driver_cuda),
-        "CUDA packages": _probe(kernel_store.cuda_versions) or "none found",
+        "CUDA packages": _probe(stamps.cuda_versions) or "none found",
         "jax": _probe(_jax),
         "pytorch": _probe(_torch),
         "cute dsl": _probe(_dsl),
@@ -329,17 +337,6 @@ def export(argv: list[str]) -> int:
     return int(_write.export_cli(argv) or 0)
 
 
-# -- the C++ package (docs/cpp.md) ---------------------------------------------
-def cpp_package(flag: str) -> int:
-    from .bundle import _package
-    try:
-        print(_package.cmake_dir() if flag == "--cmakedir" else _package.include_dir())
-    except _package.PackageMissing as e:
-        print(str(e), file=sys.stderr)
-        return 1
-    return 0
-
-
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="cutecall", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -357,11 +354,14 @@ def _parser() -> argparse.ArgumentParser:
         a = csub.add_parser(name, help=text)
         a.add_argument("--json", action="store_true")
         a.set_defaults(run=fn)
-    sub.add_parser("export", help="write a bundle (arguments: cutecall export --help)",
-                   add_help=False)
-    sub.add_parser("warmup", help="compile a task list into the store in worker "
-                   "processes (arguments: cutecall warmup --help)", add_help=False)
+    for name, text in (("export", "write a bundle"), ("pack", "build, install or show a "
+                       "kernel pack"), ("warmup", "compile a task list into the store in "
+                                        "worker processes")):
+        sub.add_parser(name, help=f"{text} (cutecall {name} --help)", add_help=False)
     return p
+
+
+_COMMANDS = {"warmup": ".services.warmup_cli", "pack": ".bundle._pack_cli"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -382,12 +382,12 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv and argv[0] in ("--cmakedir", "--includedir"):
-        return cpp_package(argv[0])
+        from .bundle import _package  # the C++ package (docs/cpp.md)
+        return _package.print_dir(argv[0])
     if argv and argv[0] == "export":
         return export(argv[1:])
-    if argv and argv[0] == "warmup":
-        from .services import warmup_cli  # imports JAX in the workers only
-        return warmup_cli.main(argv[1:])
+    if argv and argv[0] in _COMMANDS:  # warm-up imports JAX in its workers only
+        return importlib.import_module(_COMMANDS[argv[0]], __package__).main(argv[1:])
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

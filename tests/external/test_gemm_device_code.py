@@ -9,8 +9,8 @@ kernels (bench/results/external.md) is not a weaker specialization
 (dynamic layouts, alignment, divisibility, tile scheduler): the device
 code is one and the same. The torch front passes each stride as its own
 i64 and the JAX front compact layouts; both reach the kernel as the same
-TMA descriptors and grid. bench/external/device_gemm_gap.sh times them on
-the GPU.
+TMA descriptors and grid. bench/external (its part ``families``) times them
+on the GPU.
 
 One compile per front (``entries``): the JAX front's all-gather call also
 runs placement probes (traces stopped early, counted in ``compiles``)."""

@@ -2,7 +2,7 @@
 # `gpu memcheck [PART... | TEST PATH...]` and `gpu sanitize COMMAND...`,
 # sourced by tools/gpu/gpu (run directly, it forwards there): the GPU tests
 # under compute-sanitizer memcheck, after `gpu setup`. Results and what they
-# showed: bench/results/memcheck.md.
+# showed: tools/records/memcheck.md.
 #
 #   bash tools/gpu/gpu memcheck                      # every test part, at once
 #   bash tools/gpu/gpu memcheck fa4 attn threads

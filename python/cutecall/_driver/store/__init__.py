@@ -11,8 +11,13 @@ module                    job
 ``memory``                the in-process tier: a bounded LRU of
                           ``CompiledKernel``\\ s, the compile lock, the counters
                           (``compile_stats``), rejected and failed keys
-``kernels``               kernels and small records in the stores: stamps,
-                          ``load_or_compile``, rejection and autotune records
+``lookup``                a kernel through the tiers: ``load_or_compile``,
+                          ``load_kernel`` (no compile), ``prefetch``
+``stamps``                what an entry is stamped with (versions, arch,
+                          ``CompiledKernel``'s fields): a differing stamp
+                          is a miss
+``records``               small records in the local tier: rejected
+                          specializations, autotuning winners
 ``entry``                 one entry as bytes (both digests), the same in
                           every tier
 ``local``                 ``ArtifactStore``: the local tier, one directory,
@@ -21,12 +26,17 @@ module                    job
 ``config``                the process's store from the environment
 ``remote_tier``           ``RemoteTier``: behind the local tier; fetch, verify,
                           publish; a backend that fails warns once
-``lease``                 one compile per key across hosts: wait, take over
-``signing``               HMAC signatures of published entries
+``backlog``               kernels compiled while the remote tier was down,
+                          published when it answers again
+``lease``                 one compile per key across hosts: signed leases,
+                          wait, take over a dead or refused one
+``signing``               HMAC signatures of published entries and leases
 ``remote``                the backend interface (get/put/lease) and URL schemes
 ``redis_backend``         ``redis://`` (redis-py)
 ``file_backend``          ``file://`` on a shared filesystem (no ``flock``)
 ``fsspec_backend``        any fsspec URL (``gs://``, ``s3://``, ...)
+``jax_cache``             where JAX's own compile cache goes beside the
+                          remote tier (``share_jax_cache``)
 ========================  =====================================================
 
 ``compiled`` (beside this package) defines what is stored: a

@@ -29,7 +29,9 @@ __all__ = ["Backend", "open_backend", "owner_id"]
 
 
 class Backend(Protocol):
-    """Names are ``[0-9a-f.]`` strings chosen by the tier; values are bytes."""
+    """Names are ``[0-9a-f.]`` strings chosen by the tier; values are bytes.
+    A lease's value is a token string chosen by the tier (``lease``): who
+    holds it, until when, signed; a renewal writes the holder's next one."""
 
     url: str
 
@@ -41,15 +43,17 @@ class Backend(Protocol):
         value or the whole new one, never part of one."""
 
     def acquire(self, name: str, owner: str, ttl_s: float) -> str | None:
-        """Takes the lease `name` for `ttl_s` seconds: None when `owner` now
-        holds it (it was free, or its holder's time ran out), else the
-        current holder's id."""
+        """Takes the lease `name` for `ttl_s` seconds, its value `owner`:
+        None when taken (it was free, or its time ran out), else the
+        current value."""
 
-    def renew(self, name: str, owner: str, ttl_s: float) -> bool:
-        """Extends `owner`'s lease; False if it is no longer theirs."""
+    def renew(self, name: str, owner: str, renewed: str, ttl_s: float) -> bool:
+        """Replaces the lease's value `owner` with `renewed` for another
+        `ttl_s` seconds; False if its value is no longer `owner`."""
 
     def release(self, name: str, owner: str) -> None:
-        """Drops the lease if `owner` still holds it."""
+        """Drops the lease if its value is still `owner` (a holder's own, or
+        one a waiter found dead or refused)."""
 
     def stats(self) -> dict:
         """{'entries': n, 'bytes': total} of published values."""
