@@ -45,7 +45,8 @@ import math
 from . import jvp as fj, kernels as fk
 from .block_sparse import block_sparse_attention
 from .checks import NAME, check
-from .config import Config, aux_data, backward_unsupported
+from .config import Config, aux_data
+from .limits import backward_unsupported
 
 __all__ = ["attention", "Config", "block_sparse_attention"]
 
@@ -56,7 +57,7 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
               seqused_q=None, seqused_k=None, max_seqlen_q=None,
               max_seqlen_k=None, page_table=None, learnable_sink=None,
               aux_tensors=None, aux_scalars=None, scale=None,
-              return_lse: bool = False):
+              return_lse: bool = False, num_splits: int = 1):
     """Softmax attention ``softmax(scale * q k^T [+ mods, masks]) v`` with
     FA4's Hopper kernels, differentiable in q, k, v (and learnable_sink).
 
@@ -112,13 +113,15 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
     FA4's sm90 backward lacks (paged KV, a score_mod without score_mod_bwd,
     GQA with D != Dv) raises a ValueError naming the option.
     """
+    import cutecall
     checked = check(q, k, v, causal=causal, window_size=window_size, softcap=softcap,
                     score_mod=score_mod, score_mod_bwd=score_mod_bwd, mask_mod=mask_mod,
                     cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
                     seqused_q=seqused_q, seqused_k=seqused_k, max_seqlen_q=max_seqlen_q,
                     max_seqlen_k=max_seqlen_k, page_table=page_table,
                     learnable_sink=learnable_sink, aux_tensors=aux_tensors,
-                    aux_scalars=aux_scalars, scale=scale)
+                    aux_scalars=aux_scalars, scale=scale, num_splits=num_splits,
+                    target=cutecall.current_target())
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     lead = checked.lead
     if lead is not None and len(lead) != 1:  # fold (or add) the batch dims into one
@@ -126,7 +129,9 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
         seqused_q, seqused_k = (None if x is None else x.reshape(-1)
                                 for x in (seqused_q, seqused_k))
     scalars = tuple((type(s), s.value) for s in checked.aux_scalars or ())
-    f = _differentiable(checked.config, scale, checked.window, scalars, bool(return_lse))
+    hints = checked.max_seqlen if checked.config.family == "sm100" else (None, None)
+    f = _differentiable(checked.config, scale, checked.window, scalars, bool(return_lse),
+                        hints)
     out = f(q, k, v, learnable_sink, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
             page_table, tuple(aux_tensors) if aux_tensors is not None else None)
     if lead is None or len(lead) == 1:
@@ -138,55 +143,69 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
 
 @functools.lru_cache(maxsize=256)
 def _differentiable(c: Config, scale: float, window: tuple, scalars: tuple,
-                    return_lse: bool):
+                    return_lse: bool, max_seqlen: tuple = (None, None)):
     """The forward and FA4's backward pipeline as one
     ``cutecall.differentiable``, with forward mode from
     :mod:`~cutecall.attention.jvp`. Arguments: (q, k, v, sink, cu_q, cu_k, seqused_q, seqused_k,
-    page_table, aux_tensors); only q, k, v and sink get cotangents."""
-    import jax.numpy as jnp
+    page_table, aux_tensors); only q, k, v and sink get cotangents. `max_seqlen`:
+    the (q, k) hints as given (sm100's kernels read them)."""
     import cutecall
     left, right = window
     aux_scalars = tuple(t(value) for t, value in scalars) or None
 
     def forward(q, k, v, sink, cu_q, cu_k, used_q, used_k, pages, aux):
         return fk.forward(c)(q, k, v, scale, cu_q, cu_k, used_q, used_k, pages,
-                             left, right, sink, aux_data(aux, aux_scalars))
+                             left, right, sink, aux_data(aux, aux_scalars),
+                             max_seqlen_q=max_seqlen[0])
 
     def primal(*args):
         o, lse = forward(*args)
         return (o, lse) if return_lse else o
 
     def fwd(*args):  # runs only when differentiating: FA4's limits apply
-        reason = backward_unsupported(c)
+        reason = backward_unsupported(c, return_lse)
         if reason is not None:
             raise ValueError(f"{NAME}: cannot differentiate (grad, vjp or jvp): {reason}")
         o, lse = forward(*args)
         return ((o, lse) if return_lse else o), (args, o, lse)
 
     def bwd(res, cts):
-        (q, k, v, sink, cu_q, cu_k, used_q, used_k, _pages, aux), o, lse = res
-        do, dlse = cts if return_lse else (cts, None)
-        aux = aux_data(aux, aux_scalars)
-        dpsum, lse_log2, dq_accum = fk.preprocess(c, dlse is not None)(
-            o, do, lse, cu_q, used_q, dlse)
-        dk_acc = dv_acc = None
-        if c.qhead_per_kvhead > 1:
-            batch = cu_k.shape[0] - 1 if c.cu_seqlens_k else k.shape[0]
-            seqlen_k = k.shape[0] if c.cu_seqlens_k else k.shape[1]
-            dk_acc, dv_acc = (jnp.zeros(s, jnp.float32) for s in
-                              c.dkv_accum_shapes(batch, seqlen_k, k.shape[-2]))
-        dq_accum, dk, dv = fk.backward(c)(
-            q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
-            cu_q, cu_k, used_q, used_k, left, right, aux)
-        post_dq = functools.partial(fk.postprocess(c, "dq"), dq_accum, q, scale, cu_q, used_q)
-        # With a sink, FA4 reduces dsink in the same dQ postprocess launch.
-        dq, dsink = (post_dq(), None) if sink is None else post_dq(sink=(dpsum, lse, sink))
-        if c.qhead_per_kvhead > 1:
-            dk = fk.postprocess(c, "dkv")(dk, k, scale, cu_k, used_k)
-            dv = fk.postprocess(c, "dkv")(dv, v, 1.0, cu_k, used_k)
-        return dq, dk, dv, dsink, None, None, None, None, None, None
+        return _backward(c, scale, window, aux_scalars, max_seqlen, res,
+                         cts if return_lse else (cts, None))
 
     # Forward mode (jax.jvp, linearize, jacfwd): FA4's forward for P v' and
     # the score tangent in XLA (cutecall.attention.jvp); grad keeps bwd.
     return cutecall.differentiable(primal).defvjp(fwd, bwd).defjvp(
         fj.jvp_rule(c, scale, window_size=window, forward=forward, return_lse=return_lse))
+
+
+def _backward(c: Config, scale: float, window: tuple, aux_scalars, max_seqlen: tuple,
+              res, cts) -> tuple:
+    """FA4's backward pipeline: the preprocess, the main kernel, the
+    postprocess of the float32 accumulators (dQ; GQA's dK and dV) -- none
+    after sm100's hd256 kernel, which writes dQ, dK and dV itself."""
+    import jax.numpy as jnp
+    (q, k, v, sink, cu_q, cu_k, used_q, used_k, _pages, aux), o, lse = res
+    (do, dlse), (left, right) = cts, window
+    aux = aux_data(aux, aux_scalars)
+    dpsum, lse_log2, dq_accum = fk.preprocess(c, dlse is not None)(
+        o, do, lse, cu_q, used_q, dlse)
+    gqa = c.qhead_per_kvhead > 1 and not c.bwd_hd256
+    dk_acc = dv_acc = None
+    if gqa:
+        batch = cu_k.shape[0] - 1 if c.cu_seqlens_k else k.shape[0]
+        seqlen_k = k.shape[0] if c.cu_seqlens_k else k.shape[1]
+        dk_acc, dv_acc = (jnp.zeros(s, jnp.float32) for s in
+                          c.dkv_accum_shapes(batch, seqlen_k, k.shape[-2]))
+    dq_accum, dk, dv = fk.backward(c)(
+        q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
+        cu_q, cu_k, used_q, used_k, left, right, aux, max_seqlen=max_seqlen)
+    if c.bwd_hd256:
+        return dq_accum, dk, dv, None, None, None, None, None, None, None
+    post_dq = functools.partial(fk.postprocess(c, "dq"), dq_accum, q, scale, cu_q, used_q)
+    # With a sink, FA4 reduces dsink in the same dQ postprocess launch.
+    dq, dsink = (post_dq(), None) if sink is None else post_dq(sink=(dpsum, lse, sink))
+    if gqa:
+        dk = fk.postprocess(c, "dkv")(dk, k, scale, cu_k, used_k)
+        dv = fk.postprocess(c, "dkv" if c.dv == c.hdim else "dv")(dv, v, 1.0, cu_k, used_k)
+    return dq, dk, dv, dsink, None, None, None, None, None, None

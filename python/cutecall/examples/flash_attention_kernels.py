@@ -1,6 +1,6 @@
 """Moved to :mod:`cutecall.attention.kernels` (``dsl_arch`` to
-:func:`cutecall._driver.dsl.dsl_arch`). This path works for one release and
-warns (``DeprecationWarning``) when imported."""
+:func:`cutecall.dsl_arch`). This path works for one release and warns
+(``DeprecationWarning``) when imported."""
 
 import cutecall.attention.kernels as _new
 from cutecall.attention.kernels import *  # noqa: F401,F403
@@ -12,5 +12,6 @@ __getattr__ = moved(__name__, _new)
 
 
 def dsl_arch(arch: str = _new.ARCH):
-    """:func:`cutecall._driver.dsl.dsl_arch` with FA4's sm90 arch as default."""
-    return _new.dsl_arch(arch)
+    """:func:`cutecall.dsl_arch` with FA4's sm90 arch as default."""
+    import cutecall
+    return cutecall.dsl_arch(arch)
