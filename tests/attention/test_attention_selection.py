@@ -155,12 +155,15 @@ def test_sm100_paged_decode_equals_fa4s(page_size):
 
 
 def test_the_sm_count_is_the_target_devices():
-    """The split-KV heuristic reads the SM count of the target device: 148
-    on a B200, 48 on ... (here, a B300's row with its own count)."""
-    b200 = cutecall.current_target("sm_100a", device="b200")
+    """FA4's split-KV heuristic reads the target device's SM count: a
+    (made-up) B200 with 120 SMs splits 8 tiles 15 ways, as FA4 does when
+    told 120 SMs; the Config records the count."""
+    import dataclasses
+    small = dataclasses.replace(cutecall.DEVICES["b200"], name="b200-120", sm_count=120)
+    target = cutecall.current_target("sm_100a", device=small)
     q, kv = (4, 1, 8, 128), (4, 8192, 2, 128)
-    c = assert_same(b200, q, kv, kv, dict(causal=True, num_splits=0), grad=False)
-    assert c.sms == 148 and c.num_splits == 18
+    c = assert_same(target, q, kv, kv, dict(causal=True, num_splits=0), grad=False)
+    assert (c.sms, c.num_splits) == (120, 15)
 
 
 def test_sm103_runs_the_sm100_classes():
