@@ -1,27 +1,46 @@
-"""FlashAttention-4 in JAX: FA4's Hopper kernels as one differentiable
-function, run by cutecall (no torch tensors, no TVM-FFI).
+"""FlashAttention-4 in JAX: FA4's kernels as one differentiable function,
+run by cutecall (no torch tensors, no TVM-FFI), on the GPU you compile for.
 
     from cutecall.attention import attention
     o = attention(q, k, v, causal=True)          # (B, S, H, D) bf16/fp16
     dq, dk, dv = jax.grad(lambda q, k, v: attention(q, k, v).sum(),
                           argnums=(0, 1, 2))(q, k, v)
 
-Everything FA4's sm90 path offers (``flash_attn_func`` and
-``flash_attn_varlen_func``): packed variable-length sequences, sliding
-windows, softcap, ``score_mod`` / ``mask_mod`` callables with aux tensors
-and runtime aux scalars, paged KV (decoding), learnable sinks, GQA/MQA, head
-dims 64 to 256 (and 192/128), ``return_lse``. See ``attention``.
+Everything FA4's ``flash_attn_func`` and ``flash_attn_varlen_func`` offer:
+packed variable-length sequences, sliding windows, softcap, ``score_mod`` /
+``mask_mod`` callables with aux tensors and runtime aux scalars, paged KV
+(decoding), split-KV decoding (sm100), learnable sinks, GQA/MQA, head dims
+64 to 256 (and 192/128), ``return_lse``. See ``attention``.
+
+Which kernels run follows the target, ``cutecall.current_target()`` when
+``attention`` is called (``$CUTECALL_ARCH``, else the GPU, else sm_90a), as
+FA4's interface picks them (:mod:`~cutecall.attention.archs`):
+
+* sm_90a (H100, H200): FA4's sm90 classes;
+* sm_100a, sm_103a (B200, GB200, B300): FA4's sm100 classes -- two Q tiles
+  per CTA for prefill and one for decode, 2-CTA MMA in clusters of 2, the
+  static persistent, LPT or CLC scheduler, S ping-pong, split-KV with FA4's
+  combine kernel (``num_splits``), hd256's dedicated backward;
+* sm_80, sm_86, sm_89 (A100, L40S): FA4's sm80 forward (FA4 has no sm8x
+  backward); sm_120a, sm_121a (RTX 5090, GB10): its sm120 forward and
+  backward.
+
+What FA4 lacks on an arch raises a ValueError naming the option and the arch
+(:mod:`~cutecall.attention.limits`). The caller changes nothing per arch.
 
 How it is built (the template for wrapping any CuTe DSL library; see
 ``docs/attention.md``):
 
 1. :mod:`~cutecall.attention.checks` validates the arguments
    (errors name the argument and value, before any compile) and picks a
-   :class:`Config` (:mod:`~cutecall.attention.config`);
-2. :mod:`~cutecall.attention.kernels` builds FA4's kernel
-   objects exactly as ``flash_attn.cute.interface`` does for sm90 and wraps
-   each in ``cutecall.cutlass_call``, output shapes following the
-   arguments: one compile per Config serves every shape;
+   :class:`Config` (:mod:`~cutecall.attention.config`) for the target,
+   with FA4's per-call choices (:mod:`~cutecall.attention.selection`);
+2. :mod:`~cutecall.attention.kernel_objects` builds FA4's kernel objects
+   exactly as ``flash_attn.cute.interface`` does for the arch, under the
+   target's ``building()``, and :mod:`~cutecall.attention.kernels` wraps
+   each in ``cutecall.cutlass_call`` (arguments bound by FA4's parameter
+   names), output shapes following the arguments: one compile per Config
+   serves every shape;
 3. :func:`attention` pairs the forward with FA4's backward pipeline through
    ``cutecall.differentiable`` (preprocess, main backward, postprocess),
    with forward mode from :mod:`~cutecall.attention.jvp`.
@@ -33,8 +52,7 @@ mods, for tests) and :mod:`~cutecall.attention.training` (a data-parallel
 training step). The old paths ``cutecall.examples.
 flash_attention*`` and ``attention_training`` warn and forward here.
 
-Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL; runs on
-Hopper (sm90).
+Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL.
 """
 
 from __future__ import annotations
@@ -59,7 +77,8 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
               aux_tensors=None, aux_scalars=None, scale=None,
               return_lse: bool = False, num_splits: int = 1):
     """Softmax attention ``softmax(scale * q k^T [+ mods, masks]) v`` with
-    FA4's Hopper kernels, differentiable in q, k, v (and learnable_sink).
+    FA4's kernels for the target arch, differentiable in q, k, v (and
+    learnable_sink).
 
     Example (packed sequences of lengths 5 and 300, a sliding window)::
 
@@ -75,7 +94,8 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
       k, v: (..., Sk, Hkv, D) / (..., Sk, Hkv, Dv), packed (total_k, Hkv, D)
         with ``cu_seqlens_k``, or a page pool (num_pages, page_size, Hkv, D)
         with ``page_table``. H a multiple of Hkv (GQA/MQA); (D, Dv) one of
-        (64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (192, 128).
+        (64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (192, 128)
+        (sm100: not (192, 192); sm120: up to 192, FA4's tiles' shared memory).
       causal: mask keys after each query, aligned at the bottom right (FA4).
       window_size: (left, right) keys each query sees before/after its
         diagonal; ``None`` is unbounded. ``causal=True`` is right = 0, so
@@ -91,8 +111,9 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
         replaces ``causal`` and windows (FA4 ignores them; an error here).
       cu_seqlens_q, cu_seqlens_k: int32 (B + 1,) offsets of packed sequences.
       seqused_q, seqused_k: int32 (B,) lengths actually used per sequence.
-      max_seqlen_q, max_seqlen_k: accepted as in FA4 (Python ints); FA4's
-        sm90 kernels do not read them.
+      max_seqlen_q, max_seqlen_k: as in FA4 (Python ints): bounds FA4's
+        sm100 scheduler and bucket choices read (default: the arrays'
+        extents); sm90's kernels do not read them.
       page_table: int32 (B, max_pages) pages of each sequence in k/v's pool
         (decoding: q (B, Sq, H, D) with Sq small, lengths in ``seqused_k``).
         Forward only: FA4's backward has no paged KV.
@@ -104,14 +125,24 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
       scale: the softmax scale (runtime); default ``D ** -0.5``.
       return_lse: also return the log-sum-exp, (..., H, Sq) float32 ((H,
         total_q) packed); it is differentiable too (FA4's dLSE path).
+      num_splits: FA4's split-KV (sm100 only; dense q): 1 (FA4's default)
+        runs one forward launch; n > 1 splits the keys n ways and runs FA4's
+        combine kernel; 0 picks n by FA4's heuristic from the target
+        device's SM count (decoding: few queries, many keys).
 
     Returns:
       o: q's shape with Dv, q's dtype; ``(o, lse)`` with ``return_lse``.
 
     Under ``jax.vmap`` the dense layout folds into the batch (one launch);
     packed and paged layouts run once per example. Differentiating a case
-    FA4's sm90 backward lacks (paged KV, a score_mod without score_mod_bwd,
-    GQA with D != Dv) raises a ValueError naming the option.
+    FA4's backward lacks on the arch (paged KV, a score_mod without
+    score_mod_bwd; sm90: GQA with D != Dv; sm100 hd256: softcap, mods,
+    windows, sinks, return_lse; sm80: any) raises a ValueError naming the
+    option.
+
+    Raises:
+      ValueError: a bad argument (naming it and its value), or an option
+        FA4 lacks on the target arch (naming both), before any compile.
     """
     import cutecall
     checked = check(q, k, v, causal=causal, window_size=window_size, softcap=softcap,
