@@ -16,6 +16,7 @@ import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
 from cutecall.attention import kernel_objects as ko  # noqa: E402
+from cutecall.attention import reference as R  # noqa: E402
 from cutecall.attention.checks import check  # noqa: E402
 from fa4_capture import capture, differences  # noqa: E402
 
@@ -27,7 +28,14 @@ FA4_NAMES = {"window_size": None, "cu_seqlens_q": "cu_seqlens_q",
              "cu_seqlens_k": "cu_seqlens_k", "seqused_q": "seqused_q",
              "seqused_k": "seqused_k", "page_table": "page_table",
              "learnable_sink": "learnable_sink", "max_seqlen_q": "max_seqlen_q",
-             "max_seqlen_k": "max_seqlen_k", "causal": "causal", "softcap": "softcap"}
+             "max_seqlen_k": "max_seqlen_k", "causal": "causal", "softcap": "softcap",
+             "score_mod": "score_mod", "score_mod_bwd": "score_mod_bwd",
+             "mask_mod": "mask_mod", "aux_tensors": "aux_tensors", "aux_scalars": "aux_scalars"}
+
+
+def _fake(value: S, t):
+    import torch
+    return t(*value.shape, dtype=getattr(torch, str(value.dtype)))
 
 
 def _fa4_kwargs(options: dict, t, backward: bool) -> dict:
@@ -35,13 +43,16 @@ def _fa4_kwargs(options: dict, t, backward: bool) -> dict:
     for name, value in options.items():
         if name == "window_size":
             kw["window_size_left"], kw["window_size_right"] = value
-        elif name == "num_splits":
-            if not backward:
-                kw["num_splits"] = value
+        elif name in ("num_splits", "score_mod_bwd"):   # one side's only
+            if backward == (name == "score_mod_bwd"):
+                kw[name] = value
         elif isinstance(value, S):
-            dtype = {"int32": "int32", "float32": "float32"}[str(value.dtype)]
-            import torch
-            kw[FA4_NAMES[name]] = t(*value.shape, dtype=getattr(torch, dtype))
+            kw[FA4_NAMES[name]] = _fake(value, t)
+        elif name == "aux_tensors":
+            kw[name] = [_fake(x, t) for x in value]
+        elif name == "aux_scalars":
+            import cutlass
+            kw[name] = tuple(cutlass.Float32(x) for x in value)
         else:
             kw[FA4_NAMES[name]] = value
     return kw
@@ -136,6 +147,11 @@ SM100 = [  # (q, k, v, options, what FA4 picks)
      dict(q_stage=1, persistent=True)),                      # packed MHA, hint: one block
     ((2, 300, 4, 128), (2, 300, 4, 128), (2, 300, 4, 128), dict(seqused_q=S((2,), i32)),
      dict(q_stage=2, two_cta=False, persistent=False)),
+    ((2, 300, 4, 128), (2, 300, 4, 128), (2, 300, 4, 128),    # flex: a score_mod, aux
+     dict(score_mod=R.alibi_score_mod(0.5), score_mod_bwd=R.alibi_score_mod_bwd(),
+          aux_tensors=[S((4,), f32)], aux_scalars=(0.8,)), dict(s_ping_pong=False)),
+    ((1, 400, 2, 128), (1, 400, 2, 128), (1, 400, 2, 128),
+     dict(mask_mod=R.prefix_lm_mask_mod(100)), dict(two_cta=True)),
 ]
 
 
