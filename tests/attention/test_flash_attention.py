@@ -110,7 +110,7 @@ def test_shard_map_over_heads_lowers_per_shard_and_exports():
 
 def test_data_parallel_training_step_lowers_per_shard():
     """The 2-GPU training step (``attention_training.sharded_step``, what
-    the 2-GPU test checks and bench/attention/shard_step.py times) on two CPU
+    the 2-GPU test checks and bench/scaling times) on two CPU
     devices: the batch split (4 -> 2 per device), FA4's forward and backward
     kernels on the shard, the gradients averaged across devices."""
     results = run_on_cpu_devices("""

@@ -2,7 +2,7 @@
 # `gpu memcheck [PART... | TEST PATH...]` and `gpu sanitize COMMAND...`,
 # sourced by tools/gpu/gpu (run directly, it forwards there): the GPU tests
 # under compute-sanitizer memcheck, after `gpu setup`. Results and what they
-# showed: bench/results/memcheck.md.
+# showed: tools/records/memcheck.md.
 #
 #   bash tools/gpu/gpu memcheck                      # every test part, at once
 #   bash tools/gpu/gpu memcheck fa4 attn threads
@@ -62,8 +62,8 @@ declare -A MEMCHECK_PARTS=(
   [core]="tests/driver tests/bundle tests/compat tests/examples"
   [torch]="tests/torch"
   [jax]="tests/jax"
-  [quack]="tests/external/test_gpu_quack_gemm.py tests/external/test_gpu_quack.py"
-  [quackjax]="tests/external/test_gpu_quack_jax.py"
+  [quack]="tests/quack/test_gpu_quack_gemm.py tests/external/test_gpu_quack.py"
+  [quackjax]="tests/quack/test_gpu_quack_jax.py"
   [fa4]="tests/external/test_gpu_fa4.py"
   [attn]="tests/attention/test_gpu_flash_attention.py"
   [threads]="tests/test_gpu_threads.py::test_a_torch_launch_object_from_16_threads_on_their_own_streams tests/test_gpu_threads.py::test_a_jitted_cutecall_kernel_from_16_threads"

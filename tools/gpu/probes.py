@@ -1,6 +1,6 @@
 """Probes: small programs that check or diagnose one thing on the GPU.
 The sanitizer probes print each step as it finishes, to tell which
-computation a sanitizer crash or stall comes with (bench/results/memcheck.md
+computation a sanitizer crash or stall comes with (tools/records/memcheck.md
 says what they showed); run one under the sanitizer with `bash tools/gpu/gpu
 sanitize python3 tools/gpu/probes.py ...`; `gpu memcheck attn-cases` runs
 `attn-case` for several cases. `outputs` and `compare` check that two builds

@@ -35,7 +35,7 @@ import re
 import warnings
 from typing import Callable, Iterator, Sequence
 
-from .store import kernels, memory
+from .store import memory, records
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
 from .log import logger
 from .operand import EVERYTHING, SOURCE_ARG, is_int, static_extents
@@ -244,7 +244,7 @@ class _Climb:
         with cache.lock:
             cached = cache.cached(key)
             stored = None if cached or cache.is_rejected(key) or last_form \
-                or not self.allowed else kernels.rejection(key, self.arch)
+                or not self.allowed else records.rejection(key, self.arch)
             if stored is not None:
                 self.cause = f"{stored[0]} (recorded by an earlier process)"
             if cache.is_rejected(key) or stored is not None:
@@ -271,7 +271,7 @@ class _Climb:
         self.last = e
         memory.remember_rejection(key, self.name, e.source_line, e.root_cause)
         if self.allowed and not last_form:
-            kernels.record_rejection(key, self.name, self.arch, e.root_cause,
+            records.record_rejection(key, self.name, self.arch, e.root_cause,
                                      e.source_line)
 
     def _accepted(self, masks: tuple, cached) -> None:

@@ -49,8 +49,7 @@ Also here: :func:`block_sparse_attention` (cuDNN frontend's sm90
 block-sparse attention, differentiable: :mod:`~cutecall.attention.block_sparse`),
 :mod:`~cutecall.attention.reference` (float32 references and FA4-form
 mods, for tests) and :mod:`~cutecall.attention.training` (a data-parallel
-training step). The old paths ``cutecall.examples.
-flash_attention*`` and ``attention_training`` warn and forward here.
+training step).
 
 Requires ``flash-attn-4`` (the ``external`` extra) and the CuTe DSL.
 """

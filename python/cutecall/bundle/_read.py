@@ -13,13 +13,12 @@ call a kernel from JAX (``bundle[name]``).
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Iterator, Mapping
 
 from .. import _core
-from .._driver.call_record import CallRecord, JaxContract
+from .._driver.call_record import CallRecord, record_of_entry
 from .._driver.compiled import CompiledKernel
 
 FORMAT_VERSION = 2  # written; the C++ reader reads 1..2
@@ -104,24 +103,9 @@ def load_bundle(path, *, digest: str | None = None,
         raise BundleError(str(e)) from None
     records = {}
     for e in contents.entries:
-        records[e.name] = CallRecord(
-            e.name, CompiledKernel(
-                name=e.kernel, key=e.key, module=e.module, sha256=e.sha256,
-                function=e.function, plan=tuple(e.plan),
-                operand_names=e.operand_names, symbol_names=e.symbol_names,
-                num_slots=e.num_slots, arch=e.arch, compile_seconds=0.0),
-            tuple((n, t) for n, t in zip(e.scalar_names, e.scalar_types)
-                  if t != "?"),
-            _contract(e.jax, f"cutecall: bundle {path!r}: entry {e.name!r}"))
+        try:
+            records[e.name] = record_of_entry(e)
+        except ValueError as err:
+            raise BundleError(f"cutecall: bundle {path!r}: entry {e.name!r}: {err}") from None
     return Bundle(path, contents.digest, {"cutecall": contents.cutecall_version,
                                           "dsl": contents.dsl_version}, records)
-
-
-def _contract(text: str, at: str) -> JaxContract | None:
-    if not text:
-        return None
-    try:
-        return JaxContract.from_json(json.loads(text))
-    except (ValueError, KeyError, TypeError, IndexError) as err:
-        raise BundleError(f"{at}: field 'jax' is not a cutecall call contract: "
-                          f"{err}") from None
