@@ -102,3 +102,19 @@ def test_backward_limits_per_arch_raise_at_grad_time(monkeypatch, compiles, arch
     with pytest.raises(ValueError, match=re.escape(message)):
         jax.eval_shape(jax.grad(f), q, q, q)
     assert compiles() == 0
+
+
+@pytest.mark.parametrize("arch, splits", [("sm_90a", 1), ("sm_120a", 1), ("sm_80", 1),
+                                          ("sm_100a", 18)])
+def test_num_splits_0_is_fas_heuristic_where_fa4_splits_and_1_elsewhere(arch, splits):
+    """Portable decode code passes num_splits=0 on every arch."""
+    import cutecall
+    from cutecall.attention.checks import check
+    q, kv = S((4, 1, 8, 128), bf16), S((4, 8192, 2, 128), bf16)
+    c = check(q, kv, kv, causal=True, window_size=(None, None), softcap=0.0,
+              score_mod=None, score_mod_bwd=None, mask_mod=None, cu_seqlens_q=None,
+              cu_seqlens_k=None, seqused_q=None, seqused_k=None, max_seqlen_q=None,
+              max_seqlen_k=None, page_table=None, learnable_sink=None, aux_tensors=None,
+              aux_scalars=None, scale=None, num_splits=0,
+              target=cutecall.current_target(arch)).config
+    assert c.num_splits == splits

@@ -127,7 +127,8 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
       num_splits: FA4's split-KV (sm100 only; dense q): 1 (FA4's default)
         runs one forward launch; n > 1 splits the keys n ways and runs FA4's
         combine kernel; 0 picks n by FA4's heuristic from the target
-        device's SM count (decoding: few queries, many keys).
+        device's SM count (decoding: few queries, many keys), and is 1 on
+        the archs FA4 does not split on.
 
     Returns:
       o: q's shape with Dv, q's dtype; ``(o, lse)`` with ``return_lse``.
