@@ -16,7 +16,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 from cutecall.attention import attention  # noqa: E402
-from device_code import cubins, nvdisasm, sass, sm_of  # noqa: E402
+from attention_cubins import cubins, nvdisasm, sass, sm_of  # noqa: E402
 
 S = jax.ShapeDtypeStruct
 bf16, f16, i32, f32 = jnp.bfloat16, jnp.float16, jnp.int32, jnp.float32

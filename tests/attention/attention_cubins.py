@@ -1,6 +1,8 @@
 """The GPU code inside a cutecall entry: the CUDA ELF images (cubins) its
 host object embeds, their SM (``e_flags``) and their SASS (``nvdisasm``,
-from the CUDA toolkit or the copy in triton's wheel)."""
+from the CUDA toolkit or the copy in triton's wheel). A module name of its
+own: tests/external and tests/quack each have a ``device_code`` module,
+and one pytest session imports a name once."""
 
 from __future__ import annotations
 
