@@ -1,17 +1,18 @@
 """The benchmarks' shared harness: trials of a jitted call (compile, warm up,
 calibrate, time; interleaved across cells), their statistics, the time
-budget, the environment's versions, JSON output, text tables, the corpus'
-path, and a re-run of the calling script in a child process with other
+budget, the environment's versions, JSON output, text tables, the test
+corpus as a package, and a benchmark again in a child process with other
 ``XLA_FLAGS``.
 
-Imported by ``bench/*/run.py``, which put ``bench/`` on ``sys.path``
-(``bench/timing.py`` holds the device-time helpers). Nothing here imports
-JAX until a function needs it.
+Imported as ``bench.harness`` by the benchmarks (``python -m
+bench.<name>.run`` from the repository root; ``bench/timing.py`` holds the
+device-time helpers). Nothing here imports JAX until a function needs it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import os
 import statistics
@@ -25,17 +26,36 @@ SKIPPED = "skipped: time budget spent"
 CHILD_MARKER = "@@CUTECALL_BENCH_CHILD_JSON@@"
 
 
+# The repository's root: the benchmarks run from it (``python -m bench.NAME.run``).
+ROOT = Path(__file__).resolve().parents[1]
 # The QuACK/FA4 corpus (the cases tests/external checks and bench/external
-# times) lives in tests/external/corpus, out of the wheel.
-CORPUS_PARENT = Path(__file__).resolve().parents[1] / "tests" / "external"
+# times) lives in tests/external/corpus, out of the wheel; corpus_checks
+# (outputs compared) beside it.
+CORPUS_PARENT = ROOT / "tests" / "external"
+
+
+def _load(name: str, path: Path, package: bool) -> None:
+    """Registers the module or package at `path` as ``name`` (once)."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(
+        name, path / "__init__.py" if package else path,
+        submodule_search_locations=[str(path)] if package else None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
 
 
 def use_corpus() -> None:
-    """Makes the corpus importable as ``corpus`` (``from corpus import
-    quack_corpus``): puts tests/external on ``sys.path`` (last: it shadows
-    nothing)."""
-    if str(CORPUS_PARENT) not in sys.path:
-        sys.path.append(str(CORPUS_PARENT))
+    """Makes the test corpus importable as ``corpus`` (``from corpus import
+    quack_corpus``) and its output checks as ``corpus_checks``, from their
+    files in tests/external (out of the wheel)."""
+    _load("corpus", CORPUS_PARENT / "corpus", package=True)
+    _load("corpus_checks", CORPUS_PARENT / "corpus_checks.py", package=False)
 
 
 def log(msg: str) -> None:
@@ -214,7 +234,7 @@ def measure(fn: Callable[[Any], Any], x: Any, calls: int, cfg: Any,
 
 
 # --------------------------------------------------------------------------
-# the backend, and the script again in a child process
+# the backend, and a benchmark again in a child process
 # --------------------------------------------------------------------------
 
 
@@ -231,9 +251,15 @@ def check_backend(allow_cpu: bool) -> str | None:
     return None
 
 
-def run_child(script: str | Path, args: list[str], *, xla_flag: str, timeout: float,
+def module_command(module: str, *args: str) -> list[str]:
+    """The command line running ``python -m module args`` with this
+    interpreter; run it with ``cwd=ROOT`` (where ``bench`` is a package)."""
+    return [sys.executable, "-m", module, *args]
+
+
+def run_child(module: str, args: list[str], *, xla_flag: str, timeout: float,
               what: str) -> dict[str, Any]:
-    """Runs ``script args`` in a child process whose ``XLA_FLAGS`` gain
+    """Runs ``python -m module args`` (from ROOT) in a child process whose ``XLA_FLAGS`` gain
     ``xla_flag`` (and which does not preallocate GPU memory), at most
     ``timeout`` seconds. Returns the dict the child passed to
     ``reply_to_parent``, or ``{"error": ...}``. The child's stderr (its
@@ -242,10 +268,11 @@ def run_child(script: str | Path, args: list[str], *, xla_flag: str, timeout: fl
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + xla_flag).strip()
     # Never fight the parent (or anyone) for preallocated GPU memory.
     env["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
-    cmd = [sys.executable, str(Path(script).resolve()), *args]
+    cmd = module_command(module, *args)
     log(f"[bench] child ({what}): XLA_FLAGS={env['XLA_FLAGS']!r}, timeout {timeout:.0f}s")
     try:
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True,
+                              timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
         sys.stderr.write(err)

@@ -1,5 +1,5 @@
-"""What a benchmark records and prints, shared by ``bench/*/run.py`` (which
-put ``bench/`` on ``sys.path``): the versions of installed distributions,
+"""What a benchmark records and prints, shared by the benchmarks
+(``bench.report``): the versions of installed distributions,
 the GPU as ``nvidia-smi`` names it, the JSON file, and text tables of
 measured cells (``harness.Measurement`` records, as dicts)."""
 
@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
-from harness import log
+from bench.harness import log
 
 
 def dist_version(name: str) -> str | None:

@@ -1,7 +1,8 @@
 """Timing helpers shared by the benchmarks: device time of JAX calls from a
 profiler trace of a chain of calls in one ``jit``, wall time from the
 difference of two chain lengths, CUDA-event device time of torch calls, and
-per-kernel device-time tables (JAX profiler, ``torch.profiler``). Imported by ``bench/*/run.py`` (which put ``bench/`` on ``sys.path``)."""
+per-kernel device-time tables (JAX profiler, ``torch.profiler``), as
+``bench.timing``."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import time
 
 def split_arrays(args):
     """The corpus' ``split_arrays`` (tests/external/corpus)."""
-    from harness import use_corpus
+    from bench.harness import use_corpus
     use_corpus()
     from corpus import split_arrays as split
     return split(args)

@@ -4,6 +4,7 @@ else the tests skip saying why), and child processes that get kernels
 through the real store path (local tier, remote tier, leases) with a cheap
 stand-in for ``cute.compile`` that records each compile in a file."""
 
+import hashlib
 import json
 import os
 import shutil
@@ -93,13 +94,50 @@ def redis_server(tmp_path):
     server.stop()
 
 
+@pytest.fixture(params=["redis", "file"])
+def remote(request, tmp_path):
+    """The URL of an empty remote tier of each kind."""
+    if request.param == "file":
+        yield f"file://{tmp_path}/shared"
+        return
+    server = RedisServer(tmp_path)
+    yield server.url
+    server.stop()
+
+
+def lease_of(url: str, name: str, value: str | None = None) -> str | None:
+    """The value of kernel `name`'s lease in remote tier `url` (None: no
+    lease); with `value`, first writes that lease as anyone who can write
+    the tier could: no expiry in Redis, a far one in a file."""
+    from cutecall._driver.store.stamps import kernel_stamp
+    from cutecall._driver.store.remote_tier import RemoteTier
+    lease = RemoteTier.name_for(key_of(name), kernel_stamp("sm_90a"))
+    if url.startswith("redis://"):
+        import redis
+        client, at = redis.Redis.from_url(url), "cutecall:v1:l:" + lease
+        if value is not None:
+            client.set(at, value)
+        got = client.get(at)
+        return None if got is None else got.decode()
+    path = os.path.join(url[len("file://"):], "v1", "leases", lease)
+    if value is not None:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"owner": value, "expires": 1e12}, f)
+    try:
+        with open(path) as f:
+            return json.load(f)["owner"]
+    except FileNotFoundError:
+        return None
+
+
 # A child "host": its own local tier, the shared remote tier, the real store
 # path; the compile is a stand-in that sleeps (so others must wait) and
 # appends the pid to counts/<name>. Prints {name: how} as JSON.
 CHILD = r"""
 import json, os, random, sys, time, hashlib
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import kernels
+from cutecall._driver.store import lookup
 counts, names, start, slow = sys.argv[1], sys.argv[2].split(","), float(sys.argv[3]), float(sys.argv[4])
 random.seed(os.getpid())
 random.shuffle(names)
@@ -126,7 +164,7 @@ def fake_compile(name):
 
 hows = {}
 for name in names:
-    kernel, how = kernels.load_or_compile(key_of(name), name, "sm_90a",
+    kernel, how = lookup.load_or_compile(key_of(name), name, "sm_90a",
                                           lambda: fake_compile(name))
     assert kernel.module == module_of(name), name
     hows[name] = how
@@ -172,6 +210,49 @@ def compiles(tmp_path) -> dict:
     """{name: number of compiles} across every process."""
     counts = tmp_path / "counts"
     return {f.name: len(f.read_text().split()) for f in counts.iterdir()}
+
+
+# -- in the test's process: fresh "hosts" (local tiers) and a stand-in compile ----
+def fake(name: str, calls: list):
+    """A compile of kernel `name` that records itself in `calls`."""
+    from cutecall._driver.compiled import CompiledKernel
+    data = (name.encode() + b"#") * 500
+
+    def compile():
+        calls.append(name)
+        return CompiledKernel(name=name, key=key_of(name), module=data,
+                              sha256=hashlib.sha256(data).hexdigest(), function="f",
+                              plan=(1,), operand_names="a", symbol_names="", num_slots=1,
+                              arch="sm_90a", compile_seconds=0.0)
+    return compile
+
+
+def key_of(name: str) -> str:
+    return hashlib.sha256(name.encode()).hexdigest()
+
+
+def get(name: str, calls: list, host) -> str:
+    """How kernel `name` came to a fresh host (its own local tier `host`)."""
+    from cutecall._driver.store import lookup
+    os.environ["CUTECALL_CACHE_DIR"] = str(host)
+    kernel, how = lookup.load_or_compile(key_of(name), name, "sm_90a", fake(name, calls))
+    assert kernel.module == (name.encode() + b"#") * 500
+    return how
+
+
+@pytest.fixture
+def hosts(tmp_path, monkeypatch):
+    """Fresh local tiers, one per call of next(hosts)."""
+    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "h0"))
+    return iter(tmp_path / f"h{i}" for i in range(1, 100))
+
+
+def remote_name(name: str) -> str:
+    """Kernel `name`'s key in Redis."""
+    from cutecall._driver.store import stamps
+    from cutecall._driver.store.remote_tier import RemoteTier
+    return "cutecall:v1:e:" + RemoteTier.name_for(key_of(name),
+                                                 stamps.kernel_stamp("sm_90a"))
 
 
 # -- real CuTe DSL kernels for the distributed warm-up: 16 distinct keys ---------

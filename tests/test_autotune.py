@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cutecall
-from cutecall._driver.store import kernels as kernel_store
+from cutecall._driver.store import stamps
 from cutecall.examples import kernels
 
 TIMES = {1: 30.0, 2: 10.0, 3: 20.0}   # us per call, by config "k"
@@ -83,8 +83,8 @@ def test_a_second_tuner_takes_the_stored_winner_without_timing_or_building_loser
 
 def test_a_version_change_invalidates_the_winner(monkeypatch):
     tuner(Timer())(jnp.ones(4))
-    stamp = kernel_store._versions_stamp()
-    monkeypatch.setattr(kernel_store, "_versions_stamp",
+    stamp = stamps._versions_stamp()
+    monkeypatch.setattr(stamps, "_versions_stamp",
                         lambda: dict(stamp, cutecall="another version"))
     timer = Timer()
     t = tuner(timer)

@@ -67,7 +67,7 @@ def _call_from_threads(f, jnp, threads: int):
     numpy arrays: the threads run only f. (Under compute-sanitizer, JAX's
     eager operations, `b + i` or `o[7]`, from 4 to 16 threads at once stalled
     in their compiles with no cutecall in the process;
-    bench/results/memcheck.md.)
+    tools/records/memcheck.md.)
     """
     import jax
     b = jnp.arange(4096, dtype=jnp.float32)

@@ -1,4 +1,4 @@
-"""``bench/attention/run.py --profile SHAPE``: one dense shape, each path's
+"""``python -m bench.attention.run --profile SHAPE``: one dense shape, each path's
 kernels with their device time per call, and the tile configurations
 each path's FA4 kernels were built with, so a gap between two paths can
 be traced to a kernel and a config.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 import traceback
 
-from paths import import_fa4_jax, jax_call, jax_inputs, torch_call, torch_inputs
-from timing import jax_kernel_table, torch_kernel_table
+from bench.attention.paths import import_fa4_jax, jax_call, jax_inputs, torch_call, torch_inputs
+from bench.timing import jax_kernel_table, torch_kernel_table
 
 
 def configs(path: str, shape) -> dict:

@@ -18,31 +18,22 @@
 JAX paths return ``(fn, args)``: ``fn(*args)`` is one call (forward, or
 forward + VJP), timed as a chain of calls in one ``jit``. The torch path
 returns a no-argument function. fa4-jax needs jax-tvm-ffi 0.1.2 while the
-wheel site holds 0.1.3 (bench/overhead's path d): ``import_fa4_jax`` puts
-its own site (``$FA4JAX_SITE``, default ``/tmp/fa4jax_site``, made by
-``tools/gpu/gpu setup``) first on ``sys.path``. Nothing else this benchmark
-imports loads jax-tvm-ffi, so the paths share one process.
+wheel site holds 0.1.3 (bench/overhead's path d): on the GPU machine its
+own site (``$FA4JAX_SITE``, default ``/tmp/fa4jax_site``, made by
+``tools/gpu/gpu setup``) comes first on ``PYTHONPATH`` when ``tools/gpu/gpu
+bench attention`` runs. Nothing else this benchmark imports loads
+jax-tvm-ffi, so the paths share one process.
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
 PATHS = ("cutecall", "fa4_jax", "fa4_torch", "cudnn", "xla")
-FA4JAX_SITE = "/tmp/fa4jax_site"
 
 
 def import_fa4_jax():
-    """fa4_jax, from ``$FA4JAX_SITE`` (first on ``sys.path``) when that
-    folder exists, else from wherever Python finds it."""
-    site = os.environ.get("FA4JAX_SITE", FA4JAX_SITE)
-    loaded = sys.modules.get("jax_tvm_ffi")
-    if loaded is not None and not os.path.abspath(loaded.__file__).startswith(os.path.abspath(site)):
-        raise RuntimeError(f"jax_tvm_ffi is already imported from {loaded.__file__}; "
-                           f"fa4-jax needs the one in {site} (import fa4_jax first)")
-    if os.path.isdir(site) and site not in sys.path:
-        sys.path.insert(0, site)
+    """fa4_jax with its cute backend (cutejax, jax_tvm_ffi), from wherever
+    Python finds it (on the GPU machine: ``$FA4JAX_SITE``, first on
+    ``PYTHONPATH``)."""
     import fa4_jax
     import fa4_jax.kernels  # noqa: F401  (the cute backend: cutejax, jax_tvm_ffi)
     return fa4_jax

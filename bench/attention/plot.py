@@ -1,19 +1,20 @@
-#!/usr/bin/env python3
-"""Figures and tables of ``bench/attention/run.py`` results. Needs
-matplotlib (not a cutecall dependency) for the figures only.
+"""The part ``plot`` of ``bench/attention/run.py``: figures and tables of
+its results. Needs matplotlib (not a cutecall dependency) for the figures
+only.
 
 - dense and varlen: TFLOP/s against (maximum) sequence length, a panel per
   (pass, head dim, masking), a line per path; ``--png X.png`` writes the
-  dense figure to X.png and the varlen one to X-varlen.png;
+  dense figure to X.png (``--figures dense,varlen``: the varlen one to
+  X-varlen.png too);
 - decode: tokens/s against the KV length, a panel per (S_q, batch), a line
-  per path; X-decode.png;
+  per path (``--figures decode``: X-decode.png);
 - Markdown: a table per panel with every path's µs and cutecall's speed
   relative to fa4-jax and to FA4's torch path (the other path's time over
   cutecall's: above 1 means cutecall is faster); for a ``--profile`` JSON,
   each path's kernels and their µs.
 
-  python bench/attention/plot.py attention.json [more.json ...] --png attention.png --md tables.md
-  python bench/attention/plot.py profile.json            (the kernel tables, to stdout)
+  python -m bench.attention.run plot attention.json [more.json ...] --png attention.png --md tables.md
+  python -m bench.attention.run plot profile.json        (the kernel tables, to stdout)
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def load(files):
         rows += [dict(r, set=r.get("set", "dense")) for r in d.get("rows", [])]
         if "profile" in d:
             profiles.append(d["profile"])
-        meta = meta or {k: v for k, v in d.items() if k not in ("rows", "profile")}
+        profiles += d.get("profiles", [])  # bench/results/attention.json keeps them
+        meta = meta or {k: v for k, v in d.items() if k not in ("rows", "profile", "profiles")}
     return meta, rows, profiles
 
 
@@ -169,19 +171,21 @@ def profile_markdown(prof: dict) -> str:
     return "\n".join(out)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.attention.run plot",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("files", nargs="+")
-    ap.add_argument("--png", help="the dense figure; -varlen and -decode figures beside it")
+    ap.add_argument("--png", help="the dense figure; the others of --figures beside it")
+    ap.add_argument("--figures", default="dense", help="of dense,varlen,decode")
     ap.add_argument("--md")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     meta, rows, profiles = load(args.files)
     text = []
     for which in ("dense", "varlen", "decode"):
         ps = panels(rows, which)
         if not ps:
             continue
-        if args.png:
+        if args.png and which in args.figures.split(","):
             stem, ext = os.path.splitext(args.png)
             plot(which, ps, meta, args.png if which == "dense" else f"{stem}-{which}{ext}")
         text.append(f"## {which}\n\n" + markdown(which, ps))
@@ -192,6 +196,3 @@ def main():
     else:
         print("\n".join(text))
 
-
-if __name__ == "__main__":
-    main()

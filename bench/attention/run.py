@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Attention, side by side in one process: FlashAttention-4 from JAX through
 cutecall, fa4-jax (FA4's kernels through cutejax), FA4's own torch path, and
 ``jax.nn.dot_product_attention`` with the cuDNN and the XLA
@@ -21,17 +20,19 @@ forward + backward; decode rows add tokens/s and the KV cache's read
 bandwidth. A path that fails records its error and the sweep goes on;
 the JSON is rewritten after every shape, so a run cut short keeps its rows.
 
-  python bench/attention/run.py --out attention.json            (everything)
-  python bench/attention/run.py --out a.json --sets dense --dims 128
-  python bench/attention/run.py --out q.json --quick            (one shape per set)
-  python bench/attention/run.py --profile d128-s2048-causal --out p.json  (kernel_profile.py)
-  python bench/attention/run.py --dry-run                       (the plan, no GPU)
+  python -m bench.attention.run --out attention.json           (everything)
+  python -m bench.attention.run --out a.json --sets dense --dims 128
+  python -m bench.attention.run --out q.json --quick           (one shape per set)
+  python -m bench.attention.run --profile d128-s2048-causal --out p.json  (kernel_profile.py)
+  python -m bench.attention.run --dry-run                      (the plan, no GPU)
+  python -m bench.attention.run plot attention.json --png bench/results/attention.png --md t.md
 
 ``--budget SECONDS`` records the cells that would start later as skipped
 (a detached run, ``tools/gpu/gpu bg attention``, must end before the
 machine is given back).
 
-``bench/attention/plot.py`` draws the figures and tables.
+The part ``plot`` (``bench/attention/plot.py``) draws the figure and the
+tables of results.
 """
 
 from __future__ import annotations
@@ -46,15 +47,16 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import shapes as S  # noqa: E402  (bench/attention/, the script's folder)
-from paths import PATHS, jax_call, jax_inputs, torch_call, torch_inputs  # noqa: E402
-from timing import jax_trace_best_us, torch_device_us  # noqa: E402
+from bench.attention import plot
+from bench.attention import shapes as S
+from bench.attention.paths import PATHS, jax_call, jax_inputs, torch_call, torch_inputs
+from bench.timing import jax_trace_best_us, torch_device_us
 
 QUICK = dict(sets="dense,varlen,decode", dims="128", causal="1", seqlens="2048",
              varlen_seqlens="4096", decode_batches="32", decode_seqlens="8192",
              decode_queries="1", trials=2)
 PROFILE_PATHS = ("cutecall", "fa4_jax", "fa4_torch")
+PARTS = {"plot": plot.main}
 
 
 def ints(text: str) -> list:
@@ -154,8 +156,14 @@ def versions(paths) -> dict:
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench.attention.run",
+                                 description=__doc__.split("\n\n")[0],
+                                 epilog="part: plot FILES... [--png X.png] [--md X.md] "
+                                        "(python -m bench.attention.run plot --help)")
     ap.add_argument("--out", help="the JSON to write (required unless --dry-run)")
     ap.add_argument("--sets", default="dense,varlen,decode")
     ap.add_argument("--paths", help=f"default: {','.join(PATHS)}; "
@@ -181,7 +189,7 @@ def main():
     ap.add_argument("--profile", metavar="SHAPE",
                     help="per-kernel device time of one dense shape, e.g. d128-s2048-causal")
     ap.add_argument("--profile-mode", default="fwd_bwd", choices=("fwd", "fwd_bwd"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.quick:
         for k, v in QUICK.items():
             setattr(args, k, v)
@@ -215,7 +223,7 @@ def main():
               "hidden": S.HIDDEN, "dtype": "bfloat16", "calls": args.calls,
               "trials": args.trials, "versions": meta, "rows": []}
     if args.profile:
-        from kernel_profile import profile
+        from bench.attention.kernel_profile import profile
         result["profile"] = dict(shape=shapes[0].record(), mode=args.profile_mode,
                                  paths=profile(shapes[0], args.profile_mode, args.paths,
                                                args.calls))
@@ -239,4 +247,4 @@ def write(path: str, result: dict) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Autotuning QuACK's Hopper GEMM through ``cutecall.autotune``: the tuner's
 pick against every configuration timed separately, and cuBLAS beside it.
 
@@ -18,7 +17,7 @@ For each problem shape (bf16 A (M, K) times B (N, K) transposed, bf16 D):
 The winner must be within 2% of the best separately timed configuration,
 and the second process must compile nothing, time nothing and pick the same.
 
-  python bench/autotune_gemm/run.py --out results.json [--workers 8]
+  python -m bench.autotune_gemm.run --out results.json [--workers 8]
 """
 
 from __future__ import annotations
@@ -33,8 +32,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from timing import jax_trace_us  # noqa: E402
+from bench.harness import ROOT, module_command
+from bench.timing import jax_trace_us
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (2048, 14336, 4096)]  # (M, N, K)
 CHAIN = 10
@@ -117,20 +116,21 @@ def summarize(first: list, second: list) -> list:
     return lines
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.autotune_gemm.run",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--out")
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--second", action="store_true", help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.second:
         print("SECOND " + json.dumps(tune_all(0, separate=False)), flush=True)
         return
     os.environ.setdefault("CUTECALL_CACHE_DIR", tempfile.mkdtemp(prefix="cutecall_tune_"))
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"
     first = tune_all(args.workers, separate=True)
-    out = subprocess.run([sys.executable, __file__, "--second"], capture_output=True,
-                         text=True, env=os.environ)
+    out = subprocess.run(module_command("bench.autotune_gemm.run", "--second"), cwd=ROOT,
+                         capture_output=True, text=True, env=os.environ)
     line = [x for x in out.stdout.splitlines() if x.startswith("SECOND ")]
     if not line:
         sys.exit(f"second process failed:\n{out.stdout}\n{out.stderr[-4000:]}")
@@ -150,4 +150,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,4 +1,4 @@
-// cpp_bundle_bench — what bundles cost the host from C++ (issue 38), in one
+// cpp_bundle_bench — what bundles cost the host from C++, in one
 // fresh process: the cold path (CUDA context, Bundle::Open, the first
 // launch, the other kernels' loads, a second Open of the same bundle) split
 // by GetBundleLoadStats into manifest checks, runtime choice, the runtime's

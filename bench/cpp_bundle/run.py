@@ -1,4 +1,4 @@
-"""bench/cpp_bundle: bundles' host cost from C++ (issue 38), on a GPU.
+"""bench/cpp_bundle: bundles' host cost from C++, on a GPU.
 
 Exports a 10-kernel bundle of 10 distinct modules (``vector_add`` for every
 length, tied by ``dims=``, plus nine specializations: f32, f16, bf16 at
@@ -16,10 +16,9 @@ the DSL launcher called directly (``CuteDSLRT_Function_Run``) and a bare
 ``cuLaunchKernel`` with the same parameters. Cold rows: the median over a
 mode's processes; per-launch rows: the best.
 
-    bash bench/cpp_bundle/device_run.sh             # -> $OUT/cpp_bundle/ (90 s cap)
     bash tools/gpu/gpu bench cpp_bundle             # -> $OUT/cpp_bundle.json
-    python3 bench/cpp_bundle/run.py --out r.json [--processes 5] [--source]
-    python3 bench/cpp_bundle/run.py --dry-run       # CPU: export, build, open only
+    python -m bench.cpp_bundle.run --out r.json [--processes 5] [--source]
+    python -m bench.cpp_bundle.run --dry-run        # CPU: export, build, open only
 
 Aims: cold open + first launch < 30 ms; Run within 0.5 us of cuLaunchKernel.
 """
@@ -198,8 +197,9 @@ def dry_run(args) -> int:
     return out.returncode
 
 
-def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.cpp_bundle.run",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--out", default=os.path.join(os.environ.get("OUT", "/tmp"), "cpp_bundle.json"))
     p.add_argument("--work", default="/tmp/cutecall_cpp_bundle")
     p.add_argument("--processes", type=int, default=5, help="per mode")
@@ -211,7 +211,7 @@ def main() -> int:
     p.add_argument("--dry-run", action="store_true", help="CPU: export, build, open only")
     p.add_argument("--no-dsl-floor", dest="dsl_floor", action="store_false",
                    help="skip the DSL launcher's floor row")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     os.makedirs(args.work, exist_ok=True)
     if args.dry_run:
         return dry_run(args)

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Third-party kernels through cutecall against their authors' own paths.
 
 One process. For every case of ``corpus`` (tests/external/corpus) (QuACK,
@@ -33,7 +32,8 @@ cutecall compiled (the plan's dynamic extents and their classes, static
 extents, the static-fallback rung, torch's static masks) and the largest
 difference between cutecall's outputs and the authors'.
 
-  python bench/external/run.py --out results.json [--cases softmax,fa4_fwd]
+  python -m bench.external.run --out results.json [--cases softmax,fa4_fwd]
+  python -m bench.external.run families --out families.json   (bench/external/families.py)
 """
 
 from __future__ import annotations
@@ -48,11 +48,12 @@ import sys
 import time
 import traceback
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from harness import use_corpus  # noqa: E402
-from report import versions  # noqa: E402
-from timing import (jax_trace_us, jax_wall_us, split_arrays,  # noqa: E402
-                    torch_device_us, torch_host_us)
+from bench.external import families
+from bench.harness import use_corpus
+from bench.report import versions
+from bench.timing import jax_trace_us, jax_wall_us, split_arrays, torch_device_us, torch_host_us
+
+PARTS = {"families": families.main}
 
 
 def describe_jax(call, args) -> dict:
@@ -203,8 +204,14 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench.external.run",
+                                 description=__doc__.splitlines()[0],
+                                 epilog="part: families (python -m bench.external.run "
+                                        "families --help)")
     ap.add_argument("--out", default="external.json")
     ap.add_argument("--size", default="bench", choices=["bench", "test"])
     ap.add_argument("--cases", default="", help="comma-separated substrings")
@@ -213,7 +220,7 @@ def main():
     ap.add_argument("--k2", type=int, default=20)
     ap.add_argument("--launches", type=int, default=30)
     ap.add_argument("--host-launches", type=int, default=50)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_gpu_enable_command_buffer" not in flags:  # see the docstring
@@ -230,7 +237,7 @@ def main():
                         quack_lce_corpus, quack_rotary_corpus)
     corpora = (quack_corpus, quack_gemm_corpus, quack_rotary_corpus, quack_lce_corpus,
                fa4_corpus, fa4_flex_corpus, fa4_combine_corpus,
-               # issue 37's families (each needs its package: see pyproject's
+               # the families (each needs its package: see pyproject's
                # `external` extra)
                liger_corpus, quack_hadamard_corpus, cutlass_operators_corpus,
                cudnn_bsa_corpus, quack_allgather_corpus, fa4_varlen_corpus)

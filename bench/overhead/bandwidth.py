@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from config import Config
-from harness import SKIPPED, Deadline, log, measure, short_error
-from paths import Paths
+from bench.overhead.config import Config
+from bench.harness import SKIPPED, Deadline, log, measure, short_error
+from bench.overhead.paths import Paths
 
 
 def bandwidth_paths(paths: Paths, n: int) -> dict[str, Callable[[], Callable]]:

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from config import Config
-from harness import short_error
-from paths import Paths
-from scenarios import SCENARIO_SPECS, has_column
+from bench.overhead.config import Config
+from bench.harness import short_error
+from bench.overhead.paths import Paths
+from bench.overhead.scenarios import SCENARIO_SPECS, has_column
 
 
 def lower_only(cfg: Config, paths: Paths) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from config import GRAPH_ONLY_PATHS, Config
-from harness import log, short_error
+from bench.overhead.config import GRAPH_ONLY_PATHS, Config
+from bench.harness import log, short_error
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

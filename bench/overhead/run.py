@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Launch-overhead and copy-bandwidth benchmark: cutecall against its peers.
 
 One process measures, side by side, the cost of one custom call that launches
@@ -97,7 +96,7 @@ and say so.
 Usage (GPU machine: ``bash tools/gpu/gpu bench overhead`` after ``gpu setup``,
 or after ``. /tmp/site/env.sh``):
 
-    python3 bench/overhead/run.py --out $OUT/overhead.json
+    python3 -m bench.overhead.run --out $OUT/overhead.json
 
 Without a GPU: ``--dry-run`` prints the tables from synthetic numbers;
 ``--lower-only`` builds every path (DSL compiles included; set
@@ -123,25 +122,23 @@ import platform
 import sys
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # bench/: harness, report
-
-from bandwidth import run_bandwidth  # noqa: E402
-from config import (BLOCK_TRIALS, CHILD_SCENARIOS, CMDBUF_OFF, CMDBUF_OFF_FLAG,  # noqa: E402
-                    DEFAULT_HANDLER_SO, PARENT_SCENARIOS, PATHS, Config)
-from harness import (Deadline, check_backend, log, reply_to_parent, run_child,  # noqa: E402
-                     short_error)
-from lowering import format_lowering_table, lower_only, lowering_failed  # noqa: E402
-from paths import Paths  # noqa: E402
-from report import nvidia_smi, versions, write_json  # noqa: E402
-from scenarios import cutecall_call_stats, merge_child, run_overhead  # noqa: E402
-from tables import format_report, synthetic_results  # noqa: E402
+from bench.overhead.bandwidth import run_bandwidth
+from bench.overhead.config import (BLOCK_TRIALS, CHILD_SCENARIOS, CMDBUF_OFF, CMDBUF_OFF_FLAG,
+                                   DEFAULT_HANDLER_SO, PARENT_SCENARIOS, PATHS, Config)
+from bench.harness import (Deadline, check_backend, log, reply_to_parent, run_child,
+                           short_error)
+from bench.overhead.lowering import format_lowering_table, lower_only, lowering_failed
+from bench.overhead.paths import Paths
+from bench.report import nvidia_smi, versions, write_json
+from bench.overhead.scenarios import cutecall_call_stats, merge_child, run_overhead
+from bench.overhead.tables import format_report, synthetic_results
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.overhead.run",
+                                description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     d = Config()
     p.add_argument("--out", default=None, help="write the JSON results here ('-' = stdout)")
@@ -220,10 +217,10 @@ def child_main(cfg: Config) -> int:
 
 
 def run_cmdbuf_off_child(cfg: Config, argv_base: list[str], deadline: Deadline) -> dict[str, Any]:
-    """Re-run this script with command buffers off; returns its overhead dict
+    """Re-run this benchmark with command buffers off; returns its overhead dict
     or ``{"error": ...}``."""
     budget = max(10.0, min(cfg.child_timeout_s, deadline.left()))
-    return run_child(__file__, ["--child-cmdbuf-off", "--budget-s", str(budget - 5), *argv_base],
+    return run_child("bench.overhead.run", ["--child-cmdbuf-off", "--budget-s", str(budget - 5), *argv_base],
                      xla_flag=CMDBUF_OFF_FLAG, timeout=budget, what="command buffers off")
 
 

@@ -10,9 +10,9 @@ import importlib
 import time
 from typing import Any, Callable
 
-from config import CHILD_SCENARIOS, CMDBUF_OFF, Config
-from harness import SKIPPED, Deadline, Measurement, Runner, log, run_trials, short_error
-from paths import Paths, Target
+from bench.overhead.config import CHILD_SCENARIOS, CMDBUF_OFF, Config
+from bench.harness import SKIPPED, Deadline, Measurement, Runner, log, run_trials, short_error
+from bench.overhead.paths import Paths, Target
 
 
 @dataclasses.dataclass(frozen=True)

@@ -8,11 +8,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from config import CMDBUF_OFF, PATH_LABELS, SCENARIOS, Config
-from harness import Measurement
-from paths import Paths
-from report import Column, format_grid
-from scenarios import has_column
+from bench.overhead.config import CMDBUF_OFF, PATH_LABELS, SCENARIOS, Config
+from bench.harness import Measurement
+from bench.overhead.paths import Paths
+from bench.report import Column, format_grid
+from bench.overhead.scenarios import has_column
 
 
 def column_heads(cfg: Config) -> dict[str, tuple[str, str]]:

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """QuACK from JAX (``cutecall.quack``) against QuACK's own torch
 functions, forward and forward+backward (a VJP with a given cotangent:
 ``jax.vjp`` / ``torch.autograd.grad(y, x, dy)``), bf16, side by side in one process.
@@ -9,7 +8,7 @@ functions, forward and forward+backward (a VJP with a given cotangent:
              quack.rmsnorm.rmsnorm, quack.cross_entropy.cross_entropy with
              reduction="none"): CUDA events around N back-to-back calls
 
-  python bench/quack_jax/run.py --out results.json
+  python -m bench.quack_jax.run --out results.json
 """
 
 from __future__ import annotations
@@ -21,8 +20,7 @@ import os
 import platform
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from timing import jax_trace_us, torch_device_us  # noqa: E402
+from bench.timing import jax_trace_us, torch_device_us
 
 SHAPES = [(16384, 4096), (32768, 8192), (8192, 32768)]
 
@@ -64,12 +62,13 @@ def torch_fn(op, mode, x, w, t, dy):
     return run
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.quack_jax.run",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--calls", type=int, default=10)
     ap.add_argument("--trials", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_gpu_enable_command_buffer=").strip()
     import jax
@@ -117,4 +116,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

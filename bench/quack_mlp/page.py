@@ -1,15 +1,8 @@
-#!/usr/bin/env python3
 """The page of bench/quack_mlp (``bench/results/quack_mlp.md``) from the JSON
-``run.py`` writes. Imported by run.py; also a command, to rewrite the page
-from a JSON that came back from the GPU machine:
-
-  python bench/quack_mlp/page.py quack_mlp.json > bench/results/quack_mlp.md
-"""
+``run.py`` writes (``python -m bench.quack_mlp.run --render quack_mlp.json``
+rewrites it from a JSON that came back from the GPU machine)."""
 
 from __future__ import annotations
-
-import json
-import sys
 
 TARGET = 0.98   # cutecall's forward+backward speed over QuACK's torch calls, at least
 
@@ -61,7 +54,8 @@ def render(data) -> str:
         "- Software: " + ", ".join(f"{k} {val}" for k, val in v.items() if val) + ".",
         f"- Date: {data['date']}.",
         f"- Command: `{data['command']}` (on the GPU machine: "
-        "`bash tools/gpu/gpu bench quack_mlp`).",
+        "`bash tools/gpu/gpu bench quack_mlp`; the page again from the JSON: "
+        "`python -m bench.quack_mlp.run --render bench/results/quack_mlp.json`).",
         "- Raw data: `quack_mlp.json`.",
         f"- Data: bf16; x ~ N(0, 1), w ~ N(0, 1/fan_in), a given cotangent; "
         f"activation `{rows[0]['activation']}`; w1 (hidden, d), w2 (d, hidden).",
@@ -107,9 +101,7 @@ def render(data) -> str:
               "(`_get_sm90_configs()` without swap_ab); every GEMM runs the static "
               "persistent scheduler on both sides. A tuning time near zero means the "
               "winners came from the artifact store of an earlier run.", ""]
+    lines += ["---", "", "History: `git log -p -- bench/results/quack_mlp.md` (and "
+              "`quack_mlp.json`).", ""]
     return "\n".join(lines)
 
-
-if __name__ == "__main__":
-    with open(sys.argv[1]) as f:
-        sys.stdout.write(render(json.load(f)))

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The fused MLP of ``cutecall.quack.mlp`` (QuACK's GEMMs from JAX)
 against the same QuACK calls from torch and against XLA, forward and
 forward+backward, bf16, LLM shapes, side by side in one process.
@@ -21,33 +20,31 @@ dw1, dw2 from 6 GEMMs); forward alone is the no-grad pass (2 GEMMs):
 
 Trials interleave the paths; medians are reported (min and all in the JSON).
 Writes --out (JSON) and the page (--page, default quack_mlp.md next to the
-JSON; bench/quack_mlp/page.py rewrites it from the JSON). A shape's first
+JSON; ``--render JSON`` rewrites it from a JSON). A shape's first
 run compiles 132 candidates (in --workers processes) and tunes 7 sites x 22
 tiles (minutes); the winners stay in cutecall's artifact store, so a later
 run on the same machine tunes and compiles nothing. Under the GPU tool's
 540 s limit, tune one shape per call first:
 
-  python bench/quack_mlp/run.py --out $OUT/quack_mlp.json --shapes 8192x4096x11008
-  python bench/quack_mlp/run.py --out $OUT/quack_mlp.json      # both shapes
+  python -m bench.quack_mlp.run --out $OUT/quack_mlp.json --shapes 8192x4096x11008
+  python -m bench.quack_mlp.run --out $OUT/quack_mlp.json      # both shapes
+  python -m bench.quack_mlp.run --render bench/results/quack_mlp.json  # the page again
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import statistics
 import sys
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-sys.path.insert(0, HERE)
-from report import nvidia_smi, versions, write_json  # noqa: E402
-from timing import jax_trace_us, torch_device_us  # noqa: E402
-
-import page  # noqa: E402
+from bench.quack_mlp import page
+from bench.report import nvidia_smi, versions, write_json
+from bench.timing import jax_trace_us, torch_device_us
 
 SHAPES = "8192x4096x11008,8192x4096x16384"   # tokens x d x hidden
 
@@ -182,9 +179,10 @@ def run_shape(shape, args) -> dict:
     return rec
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", required=True, help="the JSON")
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.quack_mlp.run",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", help="the JSON")
     ap.add_argument("--page", help="the markdown page (default: quack_mlp.md next to --out; "
                                    "bench/results/quack_mlp.md is the committed one)")
     ap.add_argument("--shapes", default=SHAPES, help="tokens x d x hidden, comma-separated")
@@ -195,7 +193,18 @@ def main():
                     help="processes compiling the candidates (<= 1: in process)")
     ap.add_argument("--calls", type=int, default=10, help="calls per chain / event window")
     ap.add_argument("--trials", type=int, default=3)
-    args = ap.parse_args()
+    ap.add_argument("--render", metavar="JSON", help="write the page of this JSON, beside it")
+    args = ap.parse_args(argv)
+    if args.render:
+        with open(args.render) as f:
+            data = json.load(f)
+        md = os.path.join(os.path.dirname(os.path.abspath(args.render)), "quack_mlp.md")
+        with open(md, "w") as f:
+            f.write(page.render(data))
+        print(f"wrote {md}", file=sys.stderr)
+        return 0
+    if not args.out:
+        ap.error("--out is required (or --render)")
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_gpu_enable_command_buffer=").strip()
     import jax
@@ -211,7 +220,7 @@ def main():
     data = {"benchmark": "quack_mlp",
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "device": torch.cuda.get_device_name(0), "nvidia_smi": nvidia_smi(),
-            "command": " ".join(["python3", "bench/quack_mlp/run.py"] + sys.argv[1:]),
+            "command": " ".join(["python3 -m bench.quack_mlp.run"] + sys.argv[1:]),
             "versions": {"python": platform.python_version(), "jax": jax.__version__,
                          "torch": torch.__version__,
                          **versions(("jaxlib", "cutecall", "quack-kernels",

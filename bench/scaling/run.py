@@ -1,26 +1,22 @@
-#!/usr/bin/env python3
-"""Data-parallel training steps at 1, 2 and 4 GPUs in one process (issue 35):
-cutecall's FA4 step against the same step on cuDNN's attention, and the
-QuACK MLP step against the same step on XLA's dot (bench/scaling/steps.py).
+"""Data-parallel training steps at 1, 2 and 4 GPUs: cutecall's FA4 step
+against the same step on XLA's cuDNN attention, and the QuACK MLP step
+against the same MLP on XLA's dot (``bench/scaling/steps.py``), each in one
+process over N GPUs and with one process per GPU.
 
-Each step runs under ``shard_map`` over the first N visible GPUs (the batch
-split, the loss averaged with ``pmean``; ``jit`` alone on one GPU) at the
-same global batch. Time per step (``us_per_step``): a Python loop of the
-jitted step with the weights donated, as training runs, best of --trials
-(bench/scaling/chains.loop_us). Beside it, the harness of the first numbers
-(bench/timing.jax_wall_us: the difference of a --k2- and a --k1-step chain
-of independent steps in one executable): ``cold`` (the chains' second
-executions, alternating), ``alt`` (alternating once warm) and ``steady``
-(each chain run several times in a row); and cutecall's FFI execute counts
-per step (it runs only while XLA records a graph). Command buffers are on
-(XLA's default) unless --command-buffers off.
+Data parallel at the same global batch: the weights replicated, the batch
+split, the loss averaged with ``pmean`` under ``shard_map`` (``jit`` alone
+on one GPU); XLA's defaults (command buffers on). Time per step: a Python
+loop of the jitted step with the weights donated, as training runs
+(``bench/scaling/loop.py``), --steps steps per GPU in each trial (every
+trial the same global batches at every GPU count), best and median of
+--trials. Speedup: the step's 1-GPU time over its N-GPU time; target 0.95·N.
+Every measurement runs in a child process (``bench/scaling/processes.py``).
 
-  python bench/scaling/run.py --out bench/results/scaling.json
-  python bench/scaling/run.py --dry-run
+  python -m bench.scaling.run --out bench/results/scaling.json    # writes scaling.md beside it
+  python -m bench.scaling.run --dry-run                            # the plan, no GPU
+  python -m bench.scaling.run --render bench/results/scaling.json  # the page again, no GPU
 
-Writes rows {impl, gpus, processes, us_per_step, speedup} (speedup: the
-impl's 1-GPU time over its N-GPU time) to --out and the page --page
-(default scaling.md next to it).
+On the GPU machine: ``bash tools/gpu/gpu bench scaling`` (``tools/gpu/README.md``).
 """
 
 from __future__ import annotations
@@ -31,108 +27,117 @@ import json
 import os
 import platform
 import sys
-import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.dirname(HERE))
-
-import page  # noqa: E402
-from steps import IMPLS  # noqa: E402
-
-OFF = {"xla_gpu_enable_command_buffer": ""}
-CUTECALL_IMPLS = ("fa4_cutecall", "mlp_quack")
+from bench.scaling import page, processes
+from bench.scaling.steps import IMPLS
 
 
-def measure(impl, n, args) -> dict:
-    import jax
-    import chains
-    import steps
-    row = {"impl": impl, "gpus": n, "processes": 1,
-           "command_buffers": args.command_buffers}
-    t0 = time.perf_counter()
-    try:
-        step, operands = steps.on_devices(steps.case(impl, args.sizes), jax.devices()[:n])
-        m = chains.measure(step, operands, k1=args.k1, k2=args.k2, warm=args.warm,
-                           trials=args.trials, feed=False,
-                           options=OFF if args.command_buffers == "off" else None,
-                           executes=chains.cutecall_executes if impl in CUTECALL_IMPLS
-                           else None)
-    except Exception as e:  # noqa: BLE001  one failing row must not lose the others
-        row["error"] = f"{type(e).__name__}: {e}"[:2000]
-        return row
-    finally:
-        row["seconds"] = round(time.perf_counter() - t0, 1)
-    row.update(us_per_step=m["loop_us"], trials_us=m["loop_all"],
-               chain_cold_us_per_step=m["cold_us"], chain_alt_us_per_step=m["alt_us"],
-               chain_steady_us_per_step=m["warm_us"], compile_s=round(m["compile_s"], 1))
-    row.update({k: v for k, v in m.items() if k.startswith("executes_per_step")})
-    return row
+def plan(args) -> list[tuple[str, str, int]]:
+    """(impl, "one process" | "processes", GPUs) in the order they run."""
+    out = [(impl, "one process", 0) for impl in args.impls]
+    out += [(impl, "processes", n) for n in args.gpus if n > 1 for impl in args.impls]
+    return out
 
 
-def add_speedups(rows) -> None:
-    one = {r["impl"]: r["us_per_step"] for r in rows
-           if r["gpus"] == 1 and "us_per_step" in r}
+def add_speedups(rows: list[dict]) -> None:
+    """speedup (best trials) and speedup_median: the impl's 1-GPU row's
+    time over the row's; target 0.95·N."""
+    one = {r["impl"]: r for r in rows
+           if r["gpus"] == 1 and r["processes"] == 1 and "us_per_step" in r}
     for r in rows:
-        if "us_per_step" in r and r["impl"] in one:
-            r["speedup"] = one[r["impl"]] / r["us_per_step"]
-            r["target"] = 0.95 * r["gpus"]
+        base = one.get(r["impl"])
+        if "us_per_step" in r and base:
+            r["speedup"] = round(base["us_per_step"] / r["us_per_step"], 3)
+            r["speedup_median"] = round(base["us_per_step_median"] / r["us_per_step_median"], 3)
+            r["target"] = round(0.95 * r["gpus"], 2)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out")
-    ap.add_argument("--page", help="markdown page (default: scaling.md next to --out)")
-    ap.add_argument("--impls", default=",".join(IMPLS))
-    ap.add_argument("--gpus", default="1,2,4", help="GPU counts (those visible are run)")
-    ap.add_argument("--command-buffers", choices=("on", "off"), default="on")
-    ap.add_argument("--k1", type=int, default=2)
-    ap.add_argument("--k2", type=int, default=8)
-    ap.add_argument("--warm", type=int, default=2)
-    ap.add_argument("--trials", type=int, default=3)
-    ap.add_argument("--sizes", type=json.loads, help="JSON overriding the sizes (smoke tests)")
-    ap.add_argument("--dry-run", action="store_true")
-    args = ap.parse_args()
-    impls = args.impls.split(",")
-    bad = [i for i in impls if i not in IMPLS]
+def measure_all(args, opts: dict) -> tuple[list[dict], str | None]:
+    rows, device = [], None
+    for impl, how, n in plan(args):
+        if how == "one process":
+            got = processes.launch_one_process(impl, args.gpus, opts, args.timeout)
+            device = device or got.get("device")
+            found = got.get("rows") or [{"impl": impl, "gpus": 1, "processes": 1,
+                                         "error": got.get("error")}]
+        else:
+            got = processes.launch_ranks(impl, n, opts, args.timeout)
+            found = [dict(got, impl=impl, gpus=n, processes=n)]
+        rows += found
+        for r in found:
+            print(page.row_line(r), flush=True)
+    return rows, device
+
+
+def parse(argv) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m bench.scaling.run",
+                                 description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="the JSON; the page (scaling.md) is written beside it")
+    ap.add_argument("--impls", default=",".join(IMPLS), help=f"of {','.join(IMPLS)}")
+    ap.add_argument("--gpus", default="1,2,4", help="GPU counts (those visible run)")
+    ap.add_argument("--steps", type=int, default=20, help="steps per GPU in one trial")
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--timeout", type=float, default=600, help="seconds per child process")
+    ap.add_argument("--sizes", type=json.loads, help="JSON overriding the steps' sizes")
+    ap.add_argument("--dry-run", action="store_true", help="print the plan")
+    ap.add_argument("--render", metavar="JSON", help="write the page of this JSON, beside it")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--rank-of", help=argparse.SUPPRESS)
+    ap.add_argument("--procs", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    args.impls = args.impls.split(",")
+    bad = [i for i in args.impls if i not in IMPLS]
     if bad:
         ap.error(f"--impls: unknown {bad}; known: {', '.join(IMPLS)}")
-    counts = [int(g) for g in args.gpus.split(",")]
-    print(f"plan: {', '.join(impls)} at {counts} GPUs, command buffers {args.command_buffers}, "
-          f"chains of {args.k1} and {args.k2} steps, {args.warm} warm runs, best of "
-          f"{args.trials}")
+    args.gpus = [int(g) for g in args.gpus.split(",")]
+    if not (args.out or args.dry_run or args.render or args.child or args.rank_of):
+        ap.error("--out is required (or --dry-run, --render)")
+    return args
+
+
+def write_page(json_path: str) -> str:
+    with open(json_path) as f:
+        result = json.load(f)
+    path = os.path.join(os.path.dirname(os.path.abspath(json_path)), "scaling.md")
+    with open(path, "w") as f:
+        f.write(page.render(result))
+    return path
+
+
+def main(argv=None) -> int:
+    args = parse(argv)
+    opts = {"steps": args.steps, "trials": args.trials, "sizes": args.sizes}
+    if args.child:
+        print(processes.MARK + json.dumps(processes.one_process(args.child, args.gpus, opts)))
+        return 0
+    if args.rank_of:
+        row = processes.rank(args.rank_of, args.procs, opts)
+        if row is not None:
+            print(processes.MARK + json.dumps(row), flush=True)
+        return 0
+    if args.render:
+        print(f"wrote {write_page(args.render)}")
+        return 0
+    for impl, how, n in plan(args):
+        print(f"plan: {impl}, {how}" + (f", {n} GPUs" if n else f", {args.gpus} GPUs"))
+    print(f"      {args.steps} steps per GPU per trial, best and median of {args.trials}")
     if args.dry_run:
         return 0
-    if not args.out:
-        ap.error("--out is required (or --dry-run)")
-
-    import jax
-    from report import nvidia_smi, versions, write_json
-    gpus = jax.devices()
-    counts = [n for n in counts if n <= len(gpus)]
-    rows = []
-    for n in counts:
-        for impl in impls:
-            rows.append(measure(impl, n, args))
-            r = rows[-1]
-            print(f"{impl:13s} {n} GPU  " + (
-                f"{r['us_per_step']:9.1f} us/step (chain: cold {r['chain_cold_us_per_step']:.1f},"
-                f" steady {r['chain_steady_us_per_step']:.1f})" if "us_per_step" in r
-                else r["error"][:300]), flush=True)
+    from bench.report import nvidia_smi, versions, write_json
+    rows, device = measure_all(args, opts)
     add_speedups(rows)
     result = dict(
-        benchmark="scaling", date=datetime.datetime.now(datetime.timezone.utc).isoformat(
-            timespec="seconds"),
-        command=" ".join(["python3"] + sys.argv), device=f"{len(gpus)} x {gpus[0].device_kind}",
-        nvidia_smi=nvidia_smi(), args=vars(args),
+        benchmark="scaling",
+        date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        command=" ".join(["python3 -m bench.scaling.run"] + sys.argv[1:]),
+        device=device, nvidia_smi=nvidia_smi(),
         versions=dict(python=platform.python_version(), **versions(
-            ("jax", "jaxlib", "cutecall", "nvidia-cutlass-dsl", "quack-kernels"))),
-        rows=rows)
+            ("jax", "jaxlib", "cutecall", "nvidia-cutlass-dsl", "quack-kernels",
+             "flash-attn-4"))),
+        steps_per_gpu=args.steps, trials=args.trials, rows=rows)
     write_json(args.out, result)
-    page_path = args.page or os.path.join(os.path.dirname(os.path.abspath(args.out)),
-                                          "scaling.md")
-    with open(page_path, "w") as f:
-        f.write(page.render(result))
+    print(f"wrote {write_page(args.out)}")
     print(page.table(rows))
     return 0
 

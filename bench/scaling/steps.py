@@ -1,6 +1,7 @@
 """The training steps the scaling benchmark times: each impl is a loss over
 (weights, x, y), an SGD step (under ``shard_map`` on the loss averaged over
-the devices with ``pmean``), and a problem of global-batch sizes. Data parallel: weights replicated, the batch split.
+the devices with ``pmean``), and a problem of global-batch sizes. Data
+parallel: weights replicated, the batch split.
 
   fa4_cutecall  ``cutecall.attention.training`` (projections to q, k, v with
                 GQA, causal FA4 through cutecall, squared loss): the product's
@@ -93,39 +94,27 @@ def _mlp_problem(sizes):
     return problem
 
 
-def pinned_tiles(non_persistent=()):
-    """The tiles bench/results/quack_mlp.json's tuner chose at 8192x4096x11008
-    (H100), per site: no autotuning inside a timed run. The sites named in
-    `non_persistent` (of "dw2", "dw1": the weight-gradient GEMMs) run one
-    CTA per tile."""
+def pinned_tiles():
+    """A tile per GEMM site, chosen by cutecall's tuner on an H100
+    (``bench/quack_mlp``), pinned: no autotuning inside a timed run."""
     from cutecall.quack.gemm import Tile
-    from cutecall.quack.mlp_overlap import flat_tile
     pp = dict(pingpong=True)
-    tiles = {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
-             "dact": Tile(128, 192, 2, 1, **pp), "dw2": Tile(128, 256, 2, 1),
-             "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
-    return {site: flat_tile(t) if site in non_persistent else t for site, t in tiles.items()}
+    return {"fc1": Tile(128, 192, 2, 1, **pp), "fc2": Tile(256, 128, 1, 2),
+            "dact": Tile(128, 192, 2, 1, **pp), "dw2": Tile(128, 256, 2, 1),
+            "dx": Tile(256, 128, 1, 2), "dw1": Tile(128, 256, 2, 1)}
 
 
-def mlp_fn(impl, tiles=None, **kw):
-    """(x, w1, w2) -> the MLP's output on `impl`'s GEMMs (QuACK's at `tiles`,
-    default :func:`pinned_tiles`, with ``cutecall.quack.mlp.mlp``'s keywords
-    `kw`: grad_overlap, grad_chunks)."""
-    def mlp(x, w1, w2):
-        from cutecall.quack import mlp as qm
-        if impl == "mlp_quack":
-            return qm.mlp(x, w1, w2, ACTIVATION, tile=tiles or pinned_tiles(), **kw)
-        return qm.xla_mlp(x, w1, w2, ACTIVATION)
-    return mlp
-
-
-def mlp_loss(impl, tiles=None, **kw):
-    """(w, x, y) -> the squared loss of the MLP of :func:`mlp_fn`."""
-    mlp = mlp_fn(impl, tiles, **kw)
-
+def mlp_loss(impl):
+    """(w, x, y) -> the squared loss of the MLP on `impl`'s GEMMs: QuACK's
+    at :func:`pinned_tiles` (``cutecall.quack.mlp.mlp``'s defaults
+    otherwise), or XLA's dot (``cutecall.quack.mlp.xla_mlp``)."""
     def loss(w, x, y):
         import jax.numpy as jnp
-        out = mlp(x, w["w1"], w["w2"])
+        from cutecall.quack import mlp as qm
+        if impl == "mlp_quack":
+            out = qm.mlp(x, w["w1"], w["w2"], ACTIVATION, tile=pinned_tiles())
+        else:
+            out = qm.xla_mlp(x, w["w1"], w["w2"], ACTIVATION)
         return jnp.mean((out.astype(jnp.float32) - y.astype(jnp.float32)) ** 2)
     return loss
 

@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
-"""What a torch launch object's first calls cost: compile, store load, and
-the miss path itself (issue 34's A/B of the launch object).
+"""The part ``miss`` of ``bench/torch_launch/run.py``: what a torch launch
+object's first calls cost: compile, store load, and the miss path itself.
 
 One process, a fresh store (``CUTECALL_CACHE_DIR`` in a temporary folder),
 the 3-tensor kernel ``cutecall.examples.torch_kernels.add3``:
@@ -16,7 +15,7 @@ the 3-tensor kernel ``cutecall.examples.torch_kernels.add3``:
 
 Rows are ``{"path", "us"}`` so ``tools/gpu/gpu ab`` tabulates them.
 
-  python bench/torch_launch/miss.py --out miss.json
+  python -m bench.torch_launch.run miss --out miss.json
 """
 
 import argparse
@@ -37,11 +36,12 @@ def timed(fn) -> float:
     return (time.perf_counter() - t0) * 1e6
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.torch_launch.run miss",
+                                 description=__doc__.splitlines()[0])
     ap.add_argument("--out")
     ap.add_argument("--objects", type=int, default=50)
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
     os.environ["CUTECALL_CACHE_DIR"] = tempfile.mkdtemp(prefix="cutecall_miss_")
     import torch
     import cutecall.torch as ct
@@ -76,6 +76,3 @@ def main() -> int:
             json.dump(result, f, indent=1)
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Host cost per launch from PyTorch: cutecall against every other way.
 
 One process, one 3-tensor elementwise CuTe DSL kernel (``c = a + b``, float32,
@@ -35,7 +34,8 @@ Paths:
                     (launch_floor.cu, built with nvcc here): the machine's
                     own floor, no Python at all
 
-  python bench/torch_launch/run.py --out results.json
+  python -m bench.torch_launch.run --out results.json
+  python -m bench.torch_launch.run miss --out miss.json   (bench/torch_launch/miss.py)
 """
 
 import argparse
@@ -47,16 +47,16 @@ import platform
 import sys
 import time
 
-import torch
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from report import versions as dist_versions  # noqa: E402
+from bench.report import versions as dist_versions
+from bench.torch_launch import miss
 
 N = 1024
 THREADS = 128
+PARTS = {"miss": miss.main}
 
 
 def build_paths(n: int):
+    import torch
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
@@ -119,6 +119,7 @@ def build_paths(n: int):
 
 
 def _ctypes_floor():
+    import torch
     cu = ctypes.CDLL("libcuda.so.1")
     ptx = b"""
 .version 8.0
@@ -173,6 +174,7 @@ _LOOP_LAUNCHER = None
 
 
 def measure(paths, launches: int, trials: int) -> dict:
+    import torch
     results = {name: [] for name in paths}
     for fn in paths.values():  # warm up: compile, load, JIT
         for _ in range(200):
@@ -192,6 +194,7 @@ def measure(paths, launches: int, trials: int) -> dict:
 
 
 def versions() -> dict:
+    import torch
     out = {"python": platform.python_version(), "torch": torch.__version__,
            "torch_cuda": torch.version.cuda}
     out.update(dist_versions(["nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-cu13",
@@ -201,12 +204,18 @@ def versions() -> dict:
 
 def main(argv=None) -> int:
     global _helion_wrapper
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
+    ap = argparse.ArgumentParser(prog="python -m bench.torch_launch.run",
+                                 description=__doc__.splitlines()[0],
+                                 epilog="part: miss (python -m bench.torch_launch.run miss --help)")
     ap.add_argument("--launches", type=int, default=20_000)
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--n", type=int, default=N)
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    import torch
     _helion_wrapper = _define_helion_wrapper()
     paths, (a, b, c, _) = build_paths(args.n)
     for name in ("cutecall", "cutecall_direct", "helion_style", "tvm_ffi", "torch_add_out"):

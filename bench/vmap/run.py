@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """vmap of a cutecall kernel: folded batch vs the loop fallback vs lax.map.
 
-    .venv/bin/python bench/vmap/run.py --out bench/results/vmap.json
+    python -m bench.vmap.run --out $OUT/vmap.json
 
 One process, one GPU. The kernel is ``examples.kernels.vector_add`` (c = a +
 b, 128-bit vector accesses), batch ``--batch`` (8), at two sizes per example:
@@ -19,8 +18,8 @@ matters). Paths, each ``jax.jit``-ed, inputs (B, n) float32:
 Timing: a trial is ``--reps`` back-to-back calls then ``block_until_ready``
 (one stream); ``--trials`` trials, paths interleaved trial by trial; the
 table shows min and median microseconds per batched call and the speedup of
-``folded`` over ``lax_map`` and ``loop`` (by median). The target of issue 6
-is folded >= 1.4x faster than lax_map at batch 8.
+``folded`` over ``lax_map`` and ``loop`` (by median). The target: folded
+>= 1.4x faster than lax_map at batch 8.
 """
 
 from __future__ import annotations
@@ -115,7 +114,8 @@ def environment() -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.vmap.run",
+                                description=__doc__.split("\n\n")[0])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--sizes", type=int, nargs="+", default=[1 << 16, 1 << 22])
     p.add_argument("--reps", type=int, default=200)

@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Cluster warm start: N processes, each with its own empty local tier (N
+"""The part ``cluster`` of ``bench/warm_start/run.py``: N processes, each with its own empty local tier (N
 fresh "hosts"), start together against one shared remote tier and each get
 the same K kernels.
 
@@ -18,15 +17,15 @@ The compile is a stand-in (``--compile-s`` of sleep, an object of
 ``--bytes``): this measures the store, the leases and the waits, not the
 CuTe DSL, and lets 32 processes share a 2-core machine without measuring
 CPU contention of real compiles. Everything else is the real path
-(``kernels.load_or_compile``: local tier, remote tier, lease, signing).
+(``lookup.load_or_compile``: local tier, remote tier, lease, signing).
 Before the common start each process has done what a real one has by its
 first kernel: imported the DSL (the entries' stamp reads its version) and
 connected to the remote tier.
 
-    python bench/warm_start/cluster.py                       # starts a redis-server
-    python bench/warm_start/cluster.py --remote redis://host:6379/0 --n 1 4 16
-    python bench/warm_start/cluster.py --remote file:///shared/dir
-    python bench/warm_start/cluster.py --out results.json --md bench/results/warm_start.md
+    python -m bench.warm_start.run cluster                # starts a redis-server
+    python -m bench.warm_start.run cluster --remote redis://host:6379/0 --n 1 4 16
+    python -m bench.warm_start.run cluster --remote file:///shared/dir
+    python -m bench.warm_start.run cluster --out results.json --md cluster.md
 """
 
 from __future__ import annotations
@@ -48,7 +47,7 @@ import time
 CHILD = r"""
 import hashlib, json, os, random, sys, time
 from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import config, kernels
+from cutecall._driver.store import config, lookup, stamps
 tag, k, start, compile_s, size = sys.argv[1], int(sys.argv[2]), float(sys.argv[3]), \
     float(sys.argv[4]), int(sys.argv[5])
 names = [f"{tag}-kernel{i}" for i in range(k)]
@@ -65,7 +64,7 @@ def fake_compile(name):
 
 # What a real process has done before its first kernel: imported the DSL
 # (the stamp reads its version) and connected (here: one round trip).
-kernels.kernel_stamp("sm_90a")
+stamps.kernel_stamp("sm_90a")
 config.remote_tier().backend.ping()
 open(os.path.join(sys.argv[6], str(os.getpid())), "w").close()   # ready
 while not os.path.exists(os.path.join(sys.argv[6], "go")):
@@ -75,7 +74,7 @@ time.sleep(max(0.0, start - time.time()))
 gets = []
 for name in names:
     t, cpu = time.perf_counter(), time.process_time()
-    kernel, how = kernels.load_or_compile(hashlib.sha256(name.encode()).hexdigest(), name,
+    kernel, how = lookup.load_or_compile(hashlib.sha256(name.encode()).hexdigest(), name,
                                           "sm_90a", lambda: fake_compile(name))
     gets.append((how, time.perf_counter() - t, time.process_time() - cpu))
 ready = time.time() - start
@@ -165,8 +164,9 @@ def markdown(rows: list, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.warm_start.run cluster",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--n", type=int, nargs="+", default=[1, 4, 16, 32])
     ap.add_argument("--kernels", type=int, nargs="+", default=[4, 8],
                     help="distinct kernels per start (each N runs with each)")
@@ -175,7 +175,7 @@ def main() -> None:
     ap.add_argument("--remote", default=None, help="default: a redis-server started here")
     ap.add_argument("--out", default=None, help="write the rows as JSON")
     ap.add_argument("--md", default=None, help="append a section to this markdown file")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     workdir = tempfile.mkdtemp(prefix="cutecall-cluster-")
     server, remote = (None, args.remote) if args.remote else start_redis(workdir)
     rows = []
@@ -222,6 +222,3 @@ def _meta(args, remote: str) -> dict:
             "redis_py": redis_py, "remote_kind": remote.split(":")[0] + "://",
             "compile_s": args.compile_s, "bytes": args.bytes}
 
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,5 @@
-#!/usr/bin/env python3
-"""Time to the first training step of a job of N processes, one per GPU
-(issue 36), four ways to start:
+"""The part ``first-step`` of ``bench/warm_start/run.py``: time to the first
+training step of a job of N processes, one per GPU, four ways to start:
 
   alone        every process has an empty local tier and no remote tier:
                each compiles every kernel of the step itself
@@ -35,10 +34,8 @@ on local disk (a machine without redis-server); ``--remote redis`` starts a
 redis-server here, ``--remote URL`` uses one. ``--out`` is rewritten after
 every start, so a run cut off keeps the starts it finished.
 
-    python bench/warm_start/first_step.py --gpus 4 --out first_step.json \\
-        --md bench/results/warm_start.md
-    python bench/warm_start/first_step.py --smoke --gpus 2     # CPU: orchestration only
-    bash bench/warm_start/device_run.sh      # the 4-GPU device run, capped at 3.5 min
+    python -m bench.warm_start.run first-step --gpus 4 --out first_step.json --md first_step.md
+    python -m bench.warm_start.run first-step --smoke --gpus 2     # CPU: orchestration only
 """
 
 from __future__ import annotations
@@ -53,9 +50,8 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-from first_step_model import MODEL, SMOKE, problem, step, tasks  # noqa: E402
+from bench.harness import ROOT
+from bench.warm_start.first_step_model import MODEL, SMOKE, problem, step, tasks
 
 
 # -- one process of the job -----------------------------------------------------------
@@ -64,7 +60,7 @@ def instrument() -> dict:
     came ("compiled", "remote", "disk"), and counts JAX's compile-cache
     events: {name: [count, seconds]}."""
     from jax import monitoring
-    from cutecall._driver.store import kernels as store_kernels
+    from cutecall._driver.store import lookup as store_kernels
     spent: dict = {}
     inner = store_kernels.load_or_compile
 
@@ -199,8 +195,7 @@ def launch(start: str, args, cache: str, remote: str | None, jax_cache: bool,
     `jax_cache`, JAX's compile cache beside the remote tier); their RESULT
     lines and the time to the slowest one's first step."""
     port, launched = free_port(), time.time()
-    env = dict(os.environ, COORDINATOR=f"127.0.0.1:{port}", LAUNCHED_AT=str(launched),
-               PYTHONPATH=os.pathsep.join([HERE, os.environ.get("PYTHONPATH", "")]))
+    env = dict(os.environ, COORDINATOR=f"127.0.0.1:{port}", LAUNCHED_AT=str(launched))
     for name in ("CUTECALL_CACHE_REMOTE", "CUTECALL_CACHE_JAX", "JAX_COMPILATION_CACHE_DIR"):
         env.pop(name, None)
     if remote:
@@ -209,10 +204,10 @@ def launch(start: str, args, cache: str, remote: str | None, jax_cache: bool,
         env["CUTECALL_CACHE_JAX"] = "1"
     if args.smoke:
         env.update(JAX_PLATFORMS="cpu", CUTECALL_ARCH=env.get("CUTECALL_ARCH", "sm_90a"))
-    code = (f"import first_step; first_step.rank_main({start.split('-')[0]!r}, {args.gpus}, "
+    code = (f"from bench.warm_start import first_step; first_step.rank_main({start.split('-')[0]!r}, {args.gpus}, "
             f"{args.smoke!r}, {args.workers})")
     procs = [subprocess.Popen(
-        [sys.executable, "-c", code],
+        [sys.executable, "-c", code], cwd=ROOT,
         env=dict(env, RANK=str(r), CUTECALL_CACHE_DIR=os.path.join(cache, f"{start}-{r}")),
         stdout=subprocess.PIPE, stderr=None if r == 0 else subprocess.DEVNULL, text=True)
         for r in range(args.gpus)]
@@ -264,14 +259,15 @@ def markdown(rows: list, args, ratios: dict) -> str:
             f"{r.get('warmup_wait_s', '')} |")
     lines.append("")
     lines += [f"alone / {k}: {v:.1f}x" for k, v in ratios.items()]
-    lines.append("(issue 36 asks for at least 10x; columns after the time to first step are "
+    lines.append("(the target is at least 10x; columns after the time to first step are "
                  "the slowest rank's seconds; \"kernels got\" is the time in cutecall's store "
                  "inside the step, compiles included.)")
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.warm_start.run first-step",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=4, help="processes, one per GPU")
     ap.add_argument("--remote", default="file", help="file (default: a directory here), "
                     "redis (a redis-server started here), or a URL")
@@ -289,7 +285,7 @@ def main() -> None:
                     help="CPU: the kernels lowered for CUDA, a plain-XLA step compiled and run")
     ap.add_argument("--out")
     ap.add_argument("--md", help="append a section to this markdown file")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     starts = args.starts.split(",")
     unknown = set(starts) - {"alone", "distributed", "warm", "warm-jax"}
     if unknown:
@@ -301,7 +297,7 @@ def main() -> None:
     if args.remote == "file":
         remote = f"file://{work}/remote"
     elif args.remote == "redis":
-        from cluster import start_redis
+        from bench.warm_start.cluster import start_redis
         server, remote = start_redis(work)
     rows, ratios = [], {}
     try:
@@ -332,6 +328,3 @@ def main() -> None:
         with open(args.md, "a") as f:
             f.write("\n" + text)
 
-
-if __name__ == "__main__":
-    main()

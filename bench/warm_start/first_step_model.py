@@ -1,4 +1,4 @@
-"""The model of ``first_step.py`` (issue 36's 4-GPU start): one attention
+"""The model of ``first_step.py`` (the 4-GPU first step): one attention
 layer (projections to q, k, v with GQA, causal FlashAttention-4 through
 ``cutecall.attention``), then an MLP on QuACK's GEMMs (``cutecall.quack.mlp``,
 tiles pinned as ``bench/scaling/steps.py`` pins them), a squared loss and an
@@ -9,10 +9,6 @@ lowered for CUDA; ``plain``: an XLA-only loss, compiled and run on CPU).
 
 from __future__ import annotations
 
-import os
-import sys
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = dict(batch=16, seqlen=2048, heads=16, heads_kv=4, head_dim=128, embed=2048,
              hidden=5504)
 SMOKE = dict(batch=4, seqlen=8, heads=2, heads_kv=2, head_dim=16, embed=32, hidden=64)
@@ -43,9 +39,7 @@ def attend(w, x, d: int):
 
 
 def feed(w, h):
-    if os.path.join(os.path.dirname(HERE), "scaling") not in sys.path:
-        sys.path.insert(0, os.path.join(os.path.dirname(HERE), "scaling"))
-    from steps import ACTIVATION, pinned_tiles
+    from bench.scaling.steps import ACTIVATION, pinned_tiles
     from cutecall.quack import mlp as qm
     return qm.mlp(h, w["w1"], w["w2"], ACTIVATION, tile=pinned_tiles())
 

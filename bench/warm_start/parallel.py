@@ -1,5 +1,4 @@
-#!/usr/bin/env python3
-"""Parallel warm-up: a list of distinct kernels compiled into an empty
+"""The part ``parallel`` of ``bench/warm_start/run.py``: a list of distinct kernels compiled into an empty
 artifact store by ``cutecall.warmup`` (``--set``, see :func:`tasks`:
 "inference", eleven kernels; "training", 45 tasks: a training step's
 attention kernels and its GEMM's tile candidates):
@@ -18,8 +17,8 @@ compile. The CuTe DSL's own file cache is off
 compiles target sm_90a (set ``CUTECALL_ARCH=sm_90a`` on a machine without
 one).
 
-  python bench/warm_start/parallel.py --out results.json [--workers 4] [--set training]
-                                      [--start auto|fork|forkserver]
+  python -m bench.warm_start.run parallel --out results.json [--workers 4] [--set training]
+                                          [--start auto|fork|forkserver]
 """
 
 from __future__ import annotations
@@ -31,8 +30,9 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import tempfile
+
+from bench.harness import ROOT, module_command
 
 
 def _s(shape, dtype):
@@ -191,9 +191,9 @@ def run_in_child(workers: int, which: str, cache: str, start: str) -> dict:
     """One ``warmup`` call in a fresh process that has imported what the
     tasks use, as a user's program would have."""
     env = dict(os.environ, CUTECALL_CACHE_DIR=cache)
-    out = subprocess.run([sys.executable, __file__, "--child", str(workers), "--set", which,
-                          "--start", start],
-                         env=env, capture_output=True, text=True)
+    out = subprocess.run(module_command("bench.warm_start.run", "parallel", "--child",
+                                        str(workers), "--set", which, "--start", start),
+                         cwd=ROOT, env=env, capture_output=True, text=True)
     print(out.stdout[-6000:], out.stderr[-3000:] if out.returncode else "", flush=True)
     line = [x for x in out.stdout.splitlines() if x.startswith("RESULT ")]
     if not line:
@@ -201,15 +201,16 @@ def run_in_child(workers: int, which: str, cache: str, start: str) -> dict:
     return json.loads(line[-1][len("RESULT "):])
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m bench.warm_start.run parallel",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--out")
     ap.add_argument("--workers", type=int, default=4)
     ap.add_argument("--set", default="inference", choices=("inference", "training"))
     ap.add_argument("--start", default="auto", choices=("auto", "fork", "forkserver"),
                     help="how workers start (cutecall.warmup's start=)")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     os.environ["CUTE_DSL_DISABLE_FILE_CACHING"] = "1"  # workers inherit it
     if args.child is not None:
         print("RESULT " + json.dumps(timed(args.child, args.set, args.start)), flush=True)
@@ -230,6 +231,3 @@ def main():
                        "date": datetime.date.today().isoformat(), "cpus": os.cpu_count(),
                        "python": platform.python_version(), **runs}, f, indent=1)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,7 @@
-#!/usr/bin/env python3
-"""Warm-start benchmark: what the artifact store saves a new process.
+"""Warm-start benchmark: what the artifact store saves a new process; its
+parts ``parallel`` (``cutecall.warmup``'s workers), ``cluster`` (one compile
+per kernel across N processes) and ``first-step`` (a 4-GPU job's first
+step) are in ``parallel.py``, ``cluster.py`` and ``first_step.py``.
 
 The same program runs in fresh processes, one after the other, sharing one
 cache directory (``CUTECALL_CACHE_DIR``), which starts empty:
@@ -37,8 +39,9 @@ compile of the program too: the best warm start a JAX user can configure.
 it: compiles happen during lowering, so compiles, disk hits and times still
 mean the same, minus XLA's compile and the run.
 
-    python bench/warm_start/run.py --out warm_start.json
-    python bench/warm_start/run.py --no-run          # CPU-only machine
+    python -m bench.warm_start.run --out warm_start.json
+    python -m bench.warm_start.run --no-run          # CPU-only machine
+    python -m bench.warm_start.run parallel|cluster|first-step --help
 """
 
 from __future__ import annotations
@@ -53,8 +56,12 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from report import nvidia_smi, versions  # noqa: E402
+from bench.harness import ROOT, module_command
+from bench.report import nvidia_smi, versions
+from bench.warm_start import cluster, first_step, parallel
+
+PARTS = {"parallel": parallel.main, "cluster": cluster.main,
+         "first-step": first_step.main}
 
 KERNELS = 10
 
@@ -152,7 +159,7 @@ def run_process(mode: str, cache: str, jax_cache: str | None) -> dict:
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
                    JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0")
     start = time.time()
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", mode],
+    out = subprocess.run(module_command("bench.warm_start.run", "--child", mode), cwd=ROOT,
                          env=env, capture_output=True, text=True, timeout=1800)
     if out.returncode != 0:
         raise SystemExit(f"warm_start: the {mode} process failed (exit {out.returncode}):\n"
@@ -174,7 +181,13 @@ def environment() -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] and argv[0] in PARTS:
+        return PARTS[argv[0]](argv[1:])
+    p = argparse.ArgumentParser(prog="python -m bench.warm_start.run",
+                                description=__doc__.split("\n")[0],
+                                epilog="parts: parallel, cluster, first-step "
+                                       "(python -m bench.warm_start.run PART --help)")
     p.add_argument("--no-run", action="store_true",
                    help="lower for CUDA instead of running (no GPU needed)")
     p.add_argument("--warm-runs", type=int, default=3, help="warm processes (default 3)")

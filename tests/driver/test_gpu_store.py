@@ -3,7 +3,6 @@ zero CuTe DSL compiles and the same, correct results. Each program runs in a
 fresh subprocess sharing one cache directory (the test's tmp dir)."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -29,7 +28,7 @@ print(json.dumps(dict(cutecall.compile_stats(), correct=ok)))
 
 def run(args, cache):
     env = child_env(CUTECALL_CACHE_DIR=str(cache))
-    out = subprocess.run([sys.executable, *args], env=env, capture_output=True,
+    out = subprocess.run([sys.executable, *args], env=env, cwd=ROOT, capture_output=True,
                          text=True, timeout=600)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-4000:]
     return out.stdout
@@ -47,7 +46,7 @@ def test_second_process_runs_with_zero_compiles(tmp_path):
 def test_warm_start_benchmark(tmp_path):
     """bench/warm_start: 10 kernels (GEMM included), cold then warm."""
     out = tmp_path / "warm_start.json"
-    run([os.path.join(ROOT, "bench", "warm_start", "run.py"), "--warm-runs", "1",
+    run(["-m", "bench.warm_start.run", "--warm-runs", "1",
          "--cache-dir", str(tmp_path / "cache"), "--out", str(out)], tmp_path / "unused")
     result = json.loads(out.read_text())
     cold, warm = result["runs"]

@@ -5,33 +5,20 @@ entries, read-only hosts. The hosts are child processes with their own
 empty local tiers; their compile is a cheap stand-in (``remote_store.CHILD``)
 and everything else (local tier, remote tier, leases) is the real path."""
 
-import hashlib
 import logging
 import os
+import re
 import signal
 import time
 
 import pytest
 
-from cutecall._driver.compiled import CompiledKernel
-from cutecall._driver.store import ArtifactStore, config, kernels, signing
+from cutecall._driver.store import ArtifactStore, config, signing, stamps
 from cutecall._driver.store.entry import decode
-from cutecall._driver.store.remote_tier import RemoteTier
 from remote_store import (redis_server, start_hosts, finish, compiles,  # noqa: F401
-                          stderr_of, RedisServer)
+                          stderr_of, hosts, get, key_of, remote, remote_name, lease_of)
 
 NAMES = [f"kernel{i}" for i in range(6)]
-
-
-@pytest.fixture(params=["redis", "file"])
-def remote(request, tmp_path):
-    """The URL of an empty remote tier of each kind."""
-    if request.param == "file":
-        yield f"file://{tmp_path}/shared"
-        return
-    server = RedisServer(tmp_path)
-    yield server.url
-    server.stop()
 
 
 def test_sixteen_hosts_compile_six_kernels_six_times(tmp_path, remote):
@@ -44,8 +31,11 @@ def test_sixteen_hosts_compile_six_kernels_six_times(tmp_path, remote):
 
 
 def test_a_killed_lease_holder_is_taken_over_after_expiry(tmp_path, remote):
+    """Signed leases: waiters wait while the holder renews its lease (a new
+    signed token each time), and one takes over once it is killed."""
     marker = tmp_path / "compiling"
-    lease = {"CUTECALL_CACHE_LEASE_S": "1.5", "CUTECALL_LOG": "info"}
+    lease = {"CUTECALL_CACHE_LEASE_S": "1.5", "CUTECALL_LOG": "info",
+             "CUTECALL_CACHE_SIGNING_KEY": "s3cret"}
     holder, = start_hosts(tmp_path, 1, ["k"], remote, slow=120, delay=0,
                           COMPILE_MARKER=str(marker), **lease)
     deadline = time.time() + 60
@@ -57,6 +47,12 @@ def test_a_killed_lease_holder_is_taken_over_after_expiry(tmp_path, remote):
                   for w in waiters):    # they wait on the holder's lease
         assert time.time() < deadline and holder.poll() is None
         time.sleep(0.05)
+    tokens = {lease_of(remote, "k")}
+    while len(tokens) < 4:              # three renewals while they wait
+        assert time.time() < deadline and holder.poll() is None
+        tokens.add(lease_of(remote, "k"))
+        time.sleep(0.05)
+    assert None not in tokens and not any("take-over" in stderr_of(w) for w in waiters)
     os.kill(holder.pid, signal.SIGKILL)
     holder.wait()
     results = finish(waiters)
@@ -85,39 +81,6 @@ def test_redis_stopped_mid_run_every_host_finishes_locally(tmp_path, redis_serve
 
 
 # -- in this process: signing, read-only, settings ------------------------------
-def fake(name: str, calls: list):
-    data = (name.encode() + b"#") * 500
-
-    def compile():
-        calls.append(name)
-        return CompiledKernel(name=name, key=key_of(name), module=data,
-                              sha256=hashlib.sha256(data).hexdigest(), function="f",
-                              plan=(1,), operand_names="a", symbol_names="", num_slots=1,
-                              arch="sm_90a", compile_seconds=0.0)
-    return compile
-
-
-def key_of(name: str) -> str:
-    return hashlib.sha256(name.encode()).hexdigest()
-
-
-def get(name: str, calls: list, host) -> str:
-    """How kernel `name` came to a fresh host (its own local tier `host`)."""
-    os.environ["CUTECALL_CACHE_DIR"] = str(host)
-    kernel, how = kernels.load_or_compile(key_of(name), name, "sm_90a", fake(name, calls))
-    assert kernel.module == (name.encode() + b"#") * 500
-    return how
-
-
-@pytest.fixture
-def hosts(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "h0"))
-    return iter(tmp_path / f"h{i}" for i in range(1, 100))
-
-
-def remote_name(name: str) -> str:
-    return "cutecall:v1:e:" + RemoteTier.name_for(key_of(name),
-                                                 kernels.kernel_stamp("sm_90a"))
 
 
 def test_tampered_and_unsigned_entries_are_refused_by_name_and_rebuilt(
@@ -184,7 +147,7 @@ def test_an_fsspec_url_is_a_remote_tier(tmp_path, hosts, monkeypatch):
     assert config.remote_tier().backend.stats()["entries"] == 1
     # the remote hit now sits in that host's local tier, verified
     local = ArtifactStore(str(host))
-    assert [status for _, status, _ in local.verify(kernels.stamp_of)] == ["ok"]
+    assert [status for _, status, _ in local.verify(stamps.stamp_of)] == ["ok"]
     assert get("fs", calls, host) == "local"
 
 
@@ -235,12 +198,21 @@ def test_a_missing_client_library_warns_once_and_compiles(hosts, monkeypatch):
     ("CUTECALL_CACHE_REMOTE", "not a url", "is not a URL"),
     ("CUTECALL_CACHE_REMOTE_MODE", "write-only", "use read or readwrite"),
     ("CUTECALL_CACHE_LEASE_S", "-3", "is not a positive number of seconds"),
-    ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path")])
+    ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path"),
+    ("CUTECALL_CACHE_REMOTE", "redis:/cache.internal:6379/0", "is not a URL"),
+    ("CUTECALL_CACHE_REMOTE", "redis://:6379/0", "names no host"),
+    ("CUTECALL_CACHE_REMOTE", "redis://host:63x9/0", "has a bad port"),
+    ("CUTECALL_CACHE_REMOTE", "redis://host:6379/cache", "names database 'cache'"),
+    ("CUTECALL_CACHE_REMOTE", "unix://run/redis.sock", "names no absolute path"),
+    ("CUTECALL_CACHE_REMOTE", "htps://bucket/x", "has an unknown scheme 'htps'"),
+    ("CUTECALL_CACHE_SIGNING_KEY", "", "is empty"),
+    ("CUTECALL_CACHE_SIGNING_KEY", "  ", "is empty")])
 def test_bad_settings_name_the_variable(monkeypatch, var, value, message):
+    """Raised where the setting is first read, before any backend is made."""
     monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "file:///tmp/x")
     monkeypatch.setenv(var, value)
-    with pytest.raises(ValueError, match=f"{var}={value!r}.*{message}"):
-        config.remote_tier()
+    with pytest.raises(ValueError, match=f"{var}={re.escape(repr(value))}.*{message}"):
+        config.remote_settings()
 
 
 # -- the CLI: cache stats shows both tiers, doctor checks the remote one -----------
@@ -256,10 +228,22 @@ def test_cache_stats_and_doctor_show_the_remote_tier(redis_server, hosts, monkey
     assert remote["bytes"] > 1000 and remote["mode"] == "readwrite"
     assert cli.main(["cache", "stats"]) == 0
     assert f"remote     {redis_server.url} (readwrite)" in capsys.readouterr().out
-    assert cli._remote_health().startswith(f"{redis_server.url} reachable in ")
+    assert cli.doctor._remote_health().startswith(f"{redis_server.url} reachable in ")
     redis_server.stop()
-    assert cli._remote_health().startswith(f"error: {redis_server.url} unreachable")
+    assert cli.doctor._remote_health().startswith(f"error: {redis_server.url} unreachable")
     assert cli.main(["cache", "stats"]) == 0
     assert f"remote     {redis_server.url}: unreachable" in capsys.readouterr().out
+    assert cli.main(["doctor", "--json"]) == 1          # a remote tier set but down
+    assert "remote cache" in json.loads(capsys.readouterr().out)["problems"]
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "redis:/cache.internal:6379/0")
+    cli.main(["doctor", "--json"])
+    doctor = json.loads(capsys.readouterr().out)
+    assert "remote cache" in doctor["problems"]
+    assert doctor["checks"]["remote cache"] == (
+        "error: ValueError: cutecall: CUTECALL_CACHE_REMOTE='redis:/cache.internal:6379/0'"
+        " is not a URL (redis://host:6379/0, unix:///run/redis.sock, "
+        "file:///shared/path, gs://bucket/path)")
     monkeypatch.delenv("CUTECALL_CACHE_REMOTE")
-    assert cli._remote_health() == "none (CUTECALL_CACHE_REMOTE is not set)"
+    assert cli.doctor._remote_health() == "none (CUTECALL_CACHE_REMOTE is not set)"
+    cli.main(["doctor", "--json"])
+    assert "remote cache" not in json.loads(capsys.readouterr().out)["problems"]

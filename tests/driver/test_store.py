@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import pytest
 
 import cutecall
-from cutecall._driver.store import config, entry as entry_format, kernels as kernel_store, local
+from cutecall._driver.store import config, entry as entry_format, local, stamps
 from cutecall import cli
 from cutecall._driver.store import ArtifactStore, CacheError
 from shared import ROOT, child_env
@@ -280,7 +280,7 @@ def test_driver_loads_from_disk_in_process(monkeypatch, tmp_path, compiles):
     second = vector_add_call().lower(*args).as_text()
     assert compiles() == 1 and cutecall.compile_stats()["disk_hits"] == hits + 1
     assert first == second  # same object bytes and plan in the custom call
-    report = ArtifactStore(str(tmp_path / "cache")).verify(cli._stamp_for)
+    report = ArtifactStore(str(tmp_path / "cache")).verify(cli.cache._stamp_for)
     assert [status for _, status, _ in report] == ["ok"]  # current, not stale
 
 
@@ -329,7 +329,7 @@ def test_second_process_compiles_nothing(tmp_path):
 # -- CLI -------------------------------------------------------------------------
 def fill(root, n=3):
     store = ArtifactStore(str(root))
-    stamp = kernel_store.kernel_stamp("sm_90a")
+    stamp = stamps.kernel_stamp("sm_90a")
     keys = [key_of(f"cli{i}") for i in range(n)]
     for k in keys:
         store.get_or_build(k, stamp, lambda k=k: (
@@ -395,9 +395,9 @@ def test_python_m_cutecall(tmp_path):
 def test_warm_start_bench_no_run(tmp_path):
     """bench/warm_start in its CPU mode: 10 compiles cold, 0 warm."""
     env = child_env()
-    out = subprocess.run([PY, os.path.join(ROOT, "bench", "warm_start", "run.py"), "--no-run",
+    out = subprocess.run([PY, "-m", "bench.warm_start.run", "--no-run",
                           "--warm-runs", "1", "--cache-dir", str(tmp_path / "cache"),
-                          "--out", str(tmp_path / "ws.json")], env=env,
+                          "--out", str(tmp_path / "ws.json")], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     cold, warm = json.loads((tmp_path / "ws.json").read_text())["runs"]
@@ -476,3 +476,18 @@ def test_cli_user_errors_and_a_closed_pipe_print_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_help_names_every_command_and_flag_in_whole_sentences(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for word in ("--cmakedir", "--includedir", "doctor", "cache", "export", "pack",
+                 "warmup"):
+        assert word in out, word
+    with pytest.raises(SystemExit):
+        cli.main(["warmup", "--help"])
+    out = capsys.readouterr().out
+    assert "Compile task lists into the store" in out
+    assert "Exit status 1 when a task failed." in out
+    assert out.rstrip().endswith("--remote redis://cache.internal:6379/0")

@@ -48,9 +48,9 @@ SMALL=(
   "flash-attn-4==4.0.0b36"                     # the third-party corpus: module flash_attn.cute
   "torch-c-dlpack-ext==0.1.5"                  # flash-attn-4 and quack import it
   "tqdm==4.70.1"                               # cutecall's progress bars (a dependency; pure Python)
-  "liger-kernel==0.8.5"                        # issue 37's corpus: Liger's CuTe DSL ops (pure Python, 0.9 MiB)
-  "nvidia-cutlass-operators==0.3.0"            # issue 37's corpus: the Operator API's sm90 GEMM (0.6 MiB; networkx comes with torch)
-  "nvidia-cudnn-frontend==1.32.0"              # issue 37's corpus: cuDNN's sm90 block-sparse attention (11.1 MiB)
+  "liger-kernel==0.8.5"                        # the corpus: Liger's CuTe DSL ops (pure Python, 0.9 MiB)
+  "nvidia-cutlass-operators==0.3.0"            # the corpus: the Operator API's sm90 GEMM (0.6 MiB; networkx comes with torch)
+  "nvidia-cudnn-frontend==1.32.0"              # the corpus: cuDNN's sm90 block-sparse attention (11.1 MiB)
 )
 # bench/attention's fa4_jax path: a site of their own on the device
 # (/tmp/fa4jax_site): cutejax excludes jax-tvm-ffi 0.1.3, the main site's.

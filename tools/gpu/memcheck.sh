@@ -2,7 +2,7 @@
 # `gpu memcheck [PART... | TEST PATH...]` and `gpu sanitize COMMAND...`,
 # sourced by tools/gpu/gpu (run directly, it forwards there): the GPU tests
 # under compute-sanitizer memcheck, after `gpu setup`. Results and what they
-# showed: bench/results/memcheck.md.
+# showed: tools/records/memcheck.md.
 #
 #   bash tools/gpu/gpu memcheck                      # every test part, at once
 #   bash tools/gpu/gpu memcheck fa4 attn threads
@@ -45,7 +45,7 @@
 # CUTECALL_TEST_CHILD_WRAPPER (tests/shared.py::run_python): the sanitizer
 # does not leave a summary for a child started by subprocess (the probe in
 # every test part shows it). "attn-cases" runs attention cases of
-# tests/external/test_gpu_flash_attention.py one process per case and path
+# tests/attention/test_gpu_flash_attention.py one process per case and path
 # (tools/gpu/probes.py attn-case; ATTN_CASES "4 5", ATTN_PATHS "xla32 all",
 # MEMCHECK_TIMEOUT 150 s per run), to tell which computation a sanitizer
 # crash comes with.
@@ -62,10 +62,10 @@ declare -A MEMCHECK_PARTS=(
   [core]="tests/driver tests/bundle tests/compat tests/examples"
   [torch]="tests/torch"
   [jax]="tests/jax"
-  [quack]="tests/external/test_gpu_quack_gemm.py tests/external/test_gpu_quack.py"
-  [quackjax]="tests/external/test_gpu_quack_jax.py"
+  [quack]="tests/quack/test_gpu_quack_gemm.py tests/external/test_gpu_quack.py"
+  [quackjax]="tests/quack/test_gpu_quack_jax.py"
   [fa4]="tests/external/test_gpu_fa4.py"
-  [attn]="tests/external/test_gpu_flash_attention.py"
+  [attn]="tests/attention/test_gpu_flash_attention.py"
   [threads]="tests/test_gpu_threads.py::test_a_torch_launch_object_from_16_threads_on_their_own_streams tests/test_gpu_threads.py::test_a_jitted_cutecall_kernel_from_16_threads"
   [firstcalls]="tests/test_gpu_threads.py::test_first_calls_from_many_threads_at_once_trace_compile_and_run"
   [warmup]="tests/test_warmup.py"

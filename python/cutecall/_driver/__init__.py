@@ -62,6 +62,13 @@ module                    job
 ``progress``              a bar and a line on a terminal while work is long
 *around the pipeline*
 ``call_record``           a kernel as bundles record it (``JaxContract``)
+``lazy_import``           a library's kernel modules imported without running
+                          its package ``__init__`` (it runs when first needed)
+``packs``                 prebuilt kernels a recipe finds without compiling
+                          (a bundle and a table of recipe keys; read here)
+``recipe``                a warm call keyed by what the caller asked for: the
+                          recipe key (package files read from metadata) and
+                          its record of kernels (no launcher, no DSL needed)
 ``runtime``               the DSL runtime library, launch blocking
 ``dsl``                   CuTe DSL version shims and process-wide settings
 ``flavour``               the DSL's CUDA flavour (cu12, cu13) this process runs

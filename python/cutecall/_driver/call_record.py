@@ -7,6 +7,7 @@ front's ``CompiledCall`` is a ``CallRecord`` that JAX can call."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 from .compiled import CompiledKernel
 
@@ -28,6 +29,9 @@ class JaxContract:
     in_layouts: tuple      # XLA minor-to-major per input
     out_layouts: tuple     # XLA minor-to-major per output
     allow_cuda_graph: bool
+    # how jax.vmap folds the call: the JAX front's BatchPlan as (inputs,
+    # outputs, reason, explicit_loop); None: it loops
+    batch: tuple | None = None
 
     def to_json(self) -> dict:
         return {
@@ -40,6 +44,8 @@ class JaxContract:
             "in_layouts": [list(x) for x in self.in_layouts],
             "out_layouts": [list(x) for x in self.out_layouts],
             "allow_cuda_graph": self.allow_cuda_graph,
+            **({} if self.batch is None else {"batch": [
+                list(self.batch[0]), list(self.batch[1]), self.batch[2], self.batch[3]]}),
         }
 
     @classmethod
@@ -58,7 +64,19 @@ class JaxContract:
             in_layouts=tuple(tuple(int(d) for d in x) for x in doc["in_layouts"]),
             out_layouts=tuple(tuple(int(d) for d in x)
                               for x in doc["out_layouts"]),
-            allow_cuda_graph=bool(doc["allow_cuda_graph"]))
+            allow_cuda_graph=bool(doc["allow_cuda_graph"]),
+            batch=_batch(doc.get("batch")))
+
+
+def _batch(doc) -> tuple | None:
+    """A vmap declaration from JSON: (inputs, outputs, reason,
+    explicit_loop); a malformed one raises ValueError."""
+    if doc is None:
+        return None
+    inputs, outputs, reason, explicit = doc
+    dims = [None if d is None else int(d) for d in inputs]
+    return (tuple(dims), tuple(int(d) for d in outputs),
+            None if reason is None else str(reason), bool(explicit))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,3 +90,22 @@ class CallRecord:
     kernel: CompiledKernel
     scalars: tuple = ()
     contract: JaxContract | None = None
+
+
+def record_of_entry(e) -> CallRecord:
+    """A verified bundle entry (``_core.read_bundle``'s ``BundleEntry``) as a
+    :class:`CallRecord`; a malformed call contract raises ValueError naming
+    the field."""
+    kernel = CompiledKernel(
+        name=e.kernel, key=e.key, module=e.module, sha256=e.sha256,
+        function=e.function, plan=tuple(e.plan), operand_names=e.operand_names,
+        symbol_names=e.symbol_names, num_slots=e.num_slots, arch=e.arch,
+        compile_seconds=0.0, device_reads=tuple(e.device_reads))
+    scalars = tuple((n, t) for n, t in zip(e.scalar_names, e.scalar_types) if t != "?")
+    contract = None
+    if e.jax:
+        try:
+            contract = JaxContract.from_json(json.loads(e.jax))
+        except (ValueError, KeyError, TypeError, IndexError) as err:
+            raise ValueError(f"field 'jax' is not a cutecall call contract: {err}") from None
+    return CallRecord(e.name, kernel, scalars, contract)

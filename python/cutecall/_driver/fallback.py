@@ -39,7 +39,7 @@ import re
 import warnings
 from typing import Any, Callable, Iterator, Sequence
 
-from .store import kernels, memory
+from .store import memory, records
 from .compile_error import CompileError, StaticFallbackWarning, user_stacklevel
 from .log import logger
 from .operand import EVERYTHING, STRIDE_SHIFT, is_int, static_extents
@@ -266,7 +266,7 @@ class _Climb:
         with cache.lock:
             cached = cache.cached(key)
             stored = None if cached or cache.is_rejected(key) or last_form \
-                or not self.allowed else kernels.rejection(key, self.arch)
+                or not self.allowed else records.rejection(key, self.arch)
             if stored is not None:
                 self.cause = f"{stored[0]} (recorded by an earlier process)"
             if cache.is_rejected(key) or stored is not None:
@@ -292,7 +292,7 @@ class _Climb:
         key, last_form = spec.key, all(m == EVERYTHING for m in masks)
         with memory.lock:
             stored = None if memory.is_rejected(key) or last_form or not self.allowed \
-                else kernels.rejection(key, self.arch)
+                else records.rejection(key, self.arch)
             if memory.is_rejected(key) or stored is not None:
                 self.cause = memory.rejected_cause(key) or (stored[0] if stored else self.cause)
                 source = stored[1] if stored else memory.rejected_source(key)
@@ -312,7 +312,7 @@ class _Climb:
         self.last = e
         memory.remember_rejection(key, self.name, e.source_line, e.root_cause)
         if self.allowed and not last_form:
-            kernels.record_rejection(key, self.name, self.arch, e.root_cause,
+            records.record_rejection(key, self.name, self.arch, e.root_cause,
                                      e.source_line)
 
     def _accepted(self, masks: tuple, cached) -> None:

@@ -79,6 +79,10 @@ class Target:
     def capability(self) -> tuple:
         return devices.capability_of(self.arch)
 
+    def __str__(self):
+        return (f"{self.arch} on {self.device.name} ({self.device.sm_count} SMs; "
+                f"{self.device.source.split(':')[0]})")
+
     def key(self) -> dict:
         """What the target adds to a specialization key."""
         return {"arch": self.arch, "device": self.device.key()}

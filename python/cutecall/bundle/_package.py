@@ -9,7 +9,7 @@ the CMake package config (``lib/cmake/cutecall/``; CMakeLists.txt,
 
     # app/CMakeLists.txt
     find_package(cutecall CONFIG REQUIRED)
-    target_link_libraries(app PRIVATE cutecall::bundle)
+    target_link_libraries(app PRIVATE cutecall::core)
 """
 
 from __future__ import annotations
@@ -52,3 +52,15 @@ def cmake_dir() -> str:
 def include_dir() -> str:
     """The directory to add to the include path (holds ``cutecall/``)."""
     return os.path.join(_root(), "include")
+
+
+def print_dir(flag: str) -> int:
+    """``cutecall --cmakedir`` / ``--includedir``: prints the directory;
+    the exit status (1: the package is not installed)."""
+    import sys
+    try:
+        print(cmake_dir() if flag == "--cmakedir" else include_dir())
+    except PackageMissing as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0

@@ -22,7 +22,7 @@ import numpy as np
 from .._driver import runtime as _runtime, signature as _signature
 from .._driver.fingerprint import IdentityKey
 from ..jax import _targets
-from ..jax._call import cutlass_call
+from ..jax._api import cutlass_call
 
 _log = logging.getLogger("cutecall.ejkernel")
 _Tracer = jax.core.Tracer

@@ -28,10 +28,14 @@ Example::
 from . import _cache
 from ._autodiff import Differentiable, DifferentiationError, differentiable
 from ._batching import BatchModes, VmapFallbackWarning
-from ._call import CutlassCall, TracedCall, cutlass_call
-from ._contract import CompiledCall, compile, jax_export_checks, register
+from ._api import cutlass_call
+from ._call import CutlassCall, TracedCall
+from ._recipe import RecipeCall
+from ._compile import compile
+from ._contract import CompiledCall, jax_export_checks, register
 
-__all__ = ["cutlass_call", "CutlassCall", "TracedCall", "differentiable", "Differentiable",
+__all__ = ["cutlass_call", "CutlassCall", "RecipeCall", "TracedCall", "differentiable",
+           "Differentiable",
            "DifferentiationError", "BatchModes", "VmapFallbackWarning",
            "CompiledCall", "compile", "jax_export_checks", "register"]
 

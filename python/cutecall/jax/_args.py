@@ -315,3 +315,13 @@ def scalar_value(x, what: str):
             "array), or pass the value as a shape-(1,) array operand and read it "
             "in the kernel.")
     return _signature.concrete_scalar(x, what)
+
+
+def check_output_params(output_params):
+    """``cutlass_call(output_params=...)``: None or a tuple of names."""
+    if output_params is None:
+        return None
+    if isinstance(output_params, str) or not all(isinstance(n, str) for n in output_params):
+        raise TypeError(f"cutecall: output_params must be a sequence of parameter "
+                        f"names, got {output_params!r}")
+    return tuple(output_params)

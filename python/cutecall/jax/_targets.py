@@ -51,3 +51,15 @@ def disable_automatic() -> None:
     global _automatic
     with _lock:
         _automatic = False
+
+
+def graph_target(ffi_call_target: str) -> bool:
+    """``cutlass_call(ffi_call_target=...)``: whether the named target (one
+    of cutecall's own) allows CUDA graphs."""
+    ours = {TARGET: True, TARGET_NO_GRAPH: False}
+    if ffi_call_target not in ours:
+        raise ValueError(
+            f"cutecall: ffi_call_target={ffi_call_target!r}: cutecall calls kernels "
+            f"through its own targets ({TARGET}, {TARGET_NO_GRAPH}), whose ABI differs "
+            "from NVIDIA's CuTeDSL call ABI; leave ffi_call_target unset")
+    return ours[ffi_call_target]

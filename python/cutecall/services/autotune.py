@@ -39,7 +39,7 @@ import threading
 from typing import Any, Callable, Sequence
 
 from .._driver import progress
-from .._driver.store import kernels as kernel_store
+from .._driver.store import records
 from .._driver.fingerprint import fingerprint, source_digest
 from .timing import NoGPU, concrete_jax, default_timer, device_name, is_torch
 from .._driver.log import logger
@@ -127,7 +127,7 @@ class Autotuned:
         device = device_name(args)
         record_key = hashlib.sha256(
             json.dumps([self._content, repr(key), device]).encode()).hexdigest()
-        stored = kernel_store.load_record(record_key, device, "autotune")
+        stored = records.load_record(record_key, device, "autotune")
         if stored is not None and stored.get("winner", -1) < len(self.configs):
             logger.info("autotune '%s': key %r: config %d from the store", self.name,
                         key, stored["winner"])
@@ -143,7 +143,7 @@ class Autotuned:
                 f"{e}. On a machine that only compiles, set {ENV_OFF}=0 (config 0) or "
                 f"{ENV_FORCE}=<index>, or pass timer=") from None
         result = self._tune(args, timer)
-        kernel_store.store_record(record_key, device, "autotune", {
+        records.store_record(record_key, device, "autotune", {
             "autotune": self.name, "name": f"{self.name} (autotune winner)",
             "winner": result.winner,
             # JSON-able for the record (a dtype or an object config: its repr)

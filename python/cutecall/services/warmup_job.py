@@ -22,7 +22,7 @@ import warnings
 from typing import Callable, Sequence
 
 from .._driver.log import logger
-from .._driver.store import kernels as kernel_store
+from .._driver.store import lookup
 from . import cluster
 
 __all__ = ["warmup_job", "JobReport"]
@@ -102,7 +102,7 @@ def warmup_job(tasks: Sequence[Callable], compile_share: Callable, *,
             if key in here:
                 continue
             here.add(key)
-            if kernel_store.prefetch(key, name, arch):
+            if lookup.prefetch(key, name, arch):
                 loaded += 1
             else:
                 missing.append(name)

@@ -2,8 +2,8 @@
 
 The corpus behind ``tests/external`` and ``bench/external``, kept out of
 the wheel: importable as ``corpus`` once ``tests/external`` is on
-``sys.path`` (``tests/external/conftest.py`` and ``bench/harness.use_corpus``
-put it there). CuTe DSL
+``sys.path`` (``tests/external/conftest.py`` puts it there;
+``bench/harness.use_corpus`` loads it from its path). CuTe DSL
 kernels from ``quack-kernels`` (``quack_corpus``) and ``flash-attn-4``
 (``fa4_corpus``), each launched through cutecall's JAX front
 (``cutecall.cutlass_call``) and torch front (``cutecall.torch.kernel``)

@@ -1,9 +1,9 @@
 """Where compiled kernels are kept, tier by tier, each module one job.
 
 A kernel is looked up in the process (``memory``), then on this machine's
-disk (``local``), then in a store the cluster shares (``remote``, when
-``CUTECALL_CACHE_REMOTE`` is set), and compiled only when no tier has it.
-Every tier holds the same verified bytes (``entry``).
+disk (``local``), then in a store the cluster shares (``remote``, when the
+environment sets ``CUTECALL_CACHE_REMOTE``), and compiled only when no tier
+has it. Every tier holds the same verified bytes (``entry``).
 
 ========================  =====================================================
 module                    job
@@ -11,8 +11,13 @@ module                    job
 ``memory``                the in-process tier: a bounded LRU of
                           ``CompiledKernel``\\ s, the compile lock, the counters
                           (``compile_stats``), rejected and failed keys
-``kernels``               kernels and small records in the stores: stamps,
-                          ``load_or_compile``, rejection and autotune records
+``lookup``                a kernel through the tiers: ``load_or_compile``,
+                          ``load_kernel`` (no compile), ``prefetch``
+``stamps``                what an entry is stamped with (versions, arch,
+                          ``CompiledKernel``'s fields): a differing stamp
+                          is a miss
+``records``               small records in the local tier: rejected
+                          specializations, autotuning winners
 ``entry``                 one entry as bytes (both digests), the same in
                           every tier
 ``local``                 ``ArtifactStore``: the local tier, one directory,
@@ -21,17 +26,22 @@ module                    job
 ``config``                the process's store from the environment
 ``remote_tier``           ``RemoteTier``: behind the local tier; fetch, verify,
                           publish; a backend that fails warns once
-``lease``                 one compile per key across hosts: wait, take over
-``signing``               HMAC signatures of published entries
+``backlog``               kernels compiled while the remote tier was down,
+                          published when it answers again
+``lease``                 one compile per key across hosts: signed leases,
+                          wait, take over a dead or refused one
+``signing``               HMAC signatures of published entries and leases
 ``remote``                the backend interface (get/put/lease) and URL schemes
 ``redis_backend``         ``redis://`` (redis-py)
 ``file_backend``          ``file://`` on a shared filesystem (no ``flock``)
 ``fsspec_backend``        any fsspec URL (``gs://``, ``s3://``, ...)
+``jax_cache``             where JAX's own compile cache goes beside the
+                          remote tier (``share_jax_cache``)
 ========================  =====================================================
 
-``compiled`` (beside this package) defines what is stored: a
-``CompiledKernel`` is an entry's object plus its ``meta``; ``call_record``
-is how a bundle records one kernel, outside any store.
+What is stored is defined beside this package, in ``compiled``: a kernel
+(``CompiledKernel``) is an entry's object plus its ``meta``; how a bundle
+records one kernel, outside any store, is ``call_record``.
 """
 
 from .entry import CorruptEntry, Entry

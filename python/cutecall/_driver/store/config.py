@@ -23,8 +23,9 @@ import warnings
 
 from .entry import DEFAULT_MAX_BYTES
 from .local import ArtifactStore
+from .remote import check_url
 
-__all__ = ["default_store", "parse_size", "remote_tier", "remote_settings"]
+__all__ = ["default_store", "parse_size", "remote_tier", "remote_settings", "signing_key"]
 
 _OFF = ("0", "false", "off", "no")
 _ON = ("", "1", "true", "on", "yes")
@@ -75,19 +76,34 @@ def _seconds(name: str, default: float) -> float:
     return value
 
 
+def signing_key() -> bytes | None:
+    """``CUTECALL_CACHE_SIGNING_KEY`` as bytes, None when unset. Set but
+    empty (or blank) is a ValueError: an unset secret expanded into it
+    (``"$(cat /missing)"``) must not quietly turn signing off."""
+    key = os.environ.get("CUTECALL_CACHE_SIGNING_KEY")
+    if key is None:
+        return None
+    if not key.strip():
+        raise ValueError(f"cutecall: CUTECALL_CACHE_SIGNING_KEY={key!r} is empty: set the "
+                         f"key (a secret of at least 16 bytes is good), or unset the "
+                         f"variable to publish and accept unsigned entries")
+    return key.encode()
+
+
 def remote_settings() -> tuple | None:
     """(url, signing key, read only, lease ttl, wait bound, timeout) from the
-    environment, or None when no remote tier is set. A bad value raises
-    ValueError naming the variable."""
+    environment, or None when no remote tier is set. A bad value (a URL no
+    backend can use: ``remote.check_url``) raises ValueError naming the
+    variable and the value."""
     url = os.environ.get("CUTECALL_CACHE_REMOTE", "").strip()
     if not url:
         return None
+    check_url(url)
     mode = os.environ.get("CUTECALL_CACHE_REMOTE_MODE", "readwrite").strip().lower()
     if mode not in ("read", "readwrite", "rw", ""):
         raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE_MODE={mode!r}: use read or "
                          f"readwrite")
-    key = os.environ.get("CUTECALL_CACHE_SIGNING_KEY", "")
-    return (url, key.encode() if key else None, mode == "read",
+    return (url, signing_key(), mode == "read",
             _seconds("CUTECALL_CACHE_LEASE_S", 30.0),
             _seconds("CUTECALL_CACHE_REMOTE_WAIT_S", 900.0),
             _seconds("CUTECALL_CACHE_REMOTE_TIMEOUT_S", 10.0))

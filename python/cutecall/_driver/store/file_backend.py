@@ -5,7 +5,7 @@ Shared filesystems do not honour ``flock`` reliably, so nothing here uses
 it. Layout under the URL's path::
 
     v1/entries/<name>       a published value
-    v1/leases/<name>        a lease: JSON {"owner", "expires"} (epoch seconds)
+    v1/leases/<name>        a lease: JSON {"owner": the tier's token, "expires"}
     v1/tmp/                 writes in progress
 
 A value is written to ``tmp/``, fsync'ed, then renamed over its name
@@ -100,7 +100,7 @@ class FileBackend:
                     continue  # released meanwhile
                 if held["expires"] > time.time():
                     return held["owner"]
-                if not self._set_aside(path, owner):
+                if not self._set_aside(path):
                     return held["owner"]
                 continue
             with os.fdopen(fd, "wb") as f:
@@ -110,10 +110,10 @@ class FileBackend:
             return None
         return "?"
 
-    def _set_aside(self, path: str, owner: str) -> bool:
+    def _set_aside(self, path: str) -> bool:
         """Moves an expired lease out of the way; False when it turned out
         to be live (renewed or replaced meanwhile: it is put back)."""
-        aside = f"{path}.expired.{owner.replace(':', '_').replace('/', '_')}"
+        aside = f"{path}.expired.{os.getpid()}.{os.urandom(4).hex()}"
         try:
             os.rename(path, aside)
         except FileNotFoundError:
@@ -127,12 +127,12 @@ class FileBackend:
             os.unlink(aside)
         return not live
 
-    def renew(self, name: str, owner: str, ttl_s: float) -> bool:
+    def renew(self, name: str, owner: str, renewed: str, ttl_s: float) -> bool:
         path = os.path.join(self.leases, name)
         held = self._read_lease(path)
         if held is None or held["owner"] != owner:
             return False
-        self._write(path, json.dumps({"owner": owner,
+        self._write(path, json.dumps({"owner": renewed,
                                       "expires": time.time() + ttl_s}).encode())
         return True
 

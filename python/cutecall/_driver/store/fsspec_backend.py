@@ -67,12 +67,12 @@ class FsspecBackend:
         return None if held and held.get("owner") == owner else \
             str((held or {}).get("owner", "?"))
 
-    def renew(self, name: str, owner: str, ttl_s: float) -> bool:
+    def renew(self, name: str, owner: str, renewed: str, ttl_s: float) -> bool:
         held = self._lease(name)
         if not held or held.get("owner") != owner:
             return False
         self.fs.pipe_file(self._path("leases", name), json.dumps(
-            {"owner": owner, "expires": time.time() + ttl_s}).encode())
+            {"owner": renewed, "expires": time.time() + ttl_s}).encode())
         return True
 
     def release(self, name: str, owner: str) -> None:

@@ -16,7 +16,7 @@ import os
 import sys
 import threading
 
-from . import kernels
+from . import lookup
 from ..compile_error import CompileError
 from ..compiled import CompiledKernel, KernelSpec
 
@@ -104,7 +104,7 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
         return kernel
     from ..compiler import compile_kernel
     try:
-        kernel, how = kernels.load_or_compile(
+        kernel, how = lookup.load_or_compile(
             spec.key, name, arch, lambda: compile_kernel(spec, name, options, arch))
     except CompileError:
         _counters.compiles += 1
@@ -121,6 +121,32 @@ def get_locked(spec: KernelSpec, name: str, options: str, arch: str) -> Compiled
     while len(_entries) > CAPACITY:
         _entries.popitem(last=False)
     return kernel
+
+
+def load(key: str, name: str, arch: str) -> CompiledKernel | None:
+    """Kernel `key` from the process, else a store (verified as every
+    entry), else None: nothing is compiled. A recipe's hit path."""
+    with lock:
+        kernel = _entries.get(key)
+        if kernel is not None:
+            _entries.move_to_end(key)
+            _counters.hits += 1
+            return kernel
+
+        found = lookup.find_kernel(key, name, arch)
+        if found is None:
+            return None
+        kernel, how = found
+        if how == "remote":
+            _counters.remote_hits += 1
+        else:
+            _counters.disk_hits += 1
+        _journal.append((key, name, arch, how))
+        _counters.got += 1
+        _entries[key] = kernel
+        while len(_entries) > CAPACITY:
+            _entries.popitem(last=False)
+        return kernel
 
 
 def is_rejected(key: str) -> bool:

@@ -2,8 +2,8 @@
 
 Values under ``cutecall:v1:e:<name>`` (``SET`` is atomic), leases under
 ``cutecall:v1:l:<name>`` taken with ``SET NX PX`` (Redis expires a dead
-holder's lease by itself) and renewed or dropped by a script that first
-checks the holder. Every call has a socket timeout, so a Redis that hangs
+holder's lease by itself) and renewed (a new token) or dropped by a script
+that first checks the value. Every call has a socket timeout, so a Redis that hangs
 reads as down.
 """
 
@@ -16,7 +16,7 @@ from redis.retry import Retry
 PREFIX = "cutecall:v1:"
 
 _RENEW = """if redis.call('get', KEYS[1]) == ARGV[1] then
-  return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end"""
+  redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end"""
 _RELEASE = """if redis.call('get', KEYS[1]) == ARGV[1] then
   return redis.call('del', KEYS[1]) else return 0 end"""
 
@@ -49,9 +49,9 @@ class RedisBackend:
             return self.acquire(name, owner, ttl_s)
         return holder.decode(errors="replace")
 
-    def renew(self, name: str, owner: str, ttl_s: float) -> bool:
+    def renew(self, name: str, owner: str, renewed: str, ttl_s: float) -> bool:
         return bool(self._renew(keys=[PREFIX + "l:" + name],
-                                args=[owner, max(1, int(ttl_s * 1000))]))
+                                args=[owner, renewed, max(1, int(ttl_s * 1000))]))
 
     def release(self, name: str, owner: str) -> None:
         self._release(keys=[PREFIX + "l:" + name], args=[owner])

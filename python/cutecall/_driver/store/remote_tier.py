@@ -39,19 +39,23 @@ class RemoteDown(Exception):
 
 class _Guarded:
     """A backend whose every failure is RemoteDown, so a compile error is
-    never mistaken for the backend's."""
+    never mistaken for the backend's; ``answered`` counts the calls that
+    succeeded."""
 
     def __init__(self, backend: Backend):
         self._backend = backend
+        self.answered = 0
 
     def __getattr__(self, method):
         fn = getattr(self._backend, method)
 
         def call(*args):
             try:
-                return fn(*args)
+                result = fn(*args)
             except Exception as e:  # noqa: BLE001 (any client error: the tier is down)
                 raise RemoteDown(f"{type(e).__name__}: {e}") from e
+            self.answered += 1
+            return result
         return call
 
 
@@ -87,6 +91,11 @@ class RemoteTier:
             self._owner = (os.getpid(), owner_id())
         return self._owner[1]
 
+    @property
+    def answered(self) -> int:
+        """How many backend calls have succeeded in this process."""
+        return self._guarded.answered
+
     @staticmethod
     def name_for(key: str, stamp: dict) -> str:
         """The remote name of an entry: its key and a digest of its stamp,
@@ -97,10 +106,13 @@ class RemoteTier:
     def get_or_build(self, key: str, stamp: dict, build: Callable[[], tuple],
                      label: str) -> tuple[dict, bytes, str]:
         """(meta, data, how): the verified remote entry (how "remote"), or
-        ``build()``'s ``(meta, data)`` (how "compiled"), published unless
-        read-only. Only `build`'s own errors propagate."""
+        ``build()``'s ``(meta, data)``, how "compiled" when published (or
+        read-only: never published), "unpublished" when the tier failed
+        (``backlog`` publishes it later). Only `build`'s own errors
+        propagate."""
+        unpublished = "compiled" if self.read_only else "unpublished"
         if time.monotonic() < self._down_until:
-            return (*build(), "compiled")
+            return (*build(), unpublished)
         name, built = self.name_for(key, stamp), {}
 
         def fetch():
@@ -108,7 +120,7 @@ class RemoteTier:
 
         def build_and_publish():
             built["v"] = build()
-            self._publish(name, key, stamp, *built["v"], label)
+            built["published"] = self._publish(name, key, stamp, *built["v"], label)
             return built["v"]
 
         try:
@@ -118,11 +130,13 @@ class RemoteTier:
             result, how = lease.single_flight(
                 self._guarded, name, fetch, build_and_publish, owner=self.owner,
                 ttl_s=self.ttl_s, bound_s=self.bound_s, label=label,
-                counters=self.counters)
+                counters=self.counters, key=self.signing_key)
+            if how == "compiled" and not built.get("published"):
+                how = unpublished
             return (*result, how)
         except RemoteDown as e:
             self._went_down(e)
-            return (*(built.get("v") or build()), "compiled")
+            return (*(built.get("v") or build()), unpublished)
 
     def _fetch(self, name, key, stamp, label) -> tuple | None:
         value = self._guarded.get(name)
@@ -145,18 +159,26 @@ class RemoteTier:
                     len(value), self.url)
         return entry.meta, entry.data
 
-    def _publish(self, name, key, stamp, meta, data, label) -> None:
+    def _publish(self, name, key, stamp, meta, data, label) -> bool:
         self.counters["built"] += 1
         value = signing.wrap(name, encode(key, stamp, meta, bytes(data)), self.signing_key)
         try:
             self._guarded.put(name, value)
         except RemoteDown as e:
             self._went_down(e)
-            return
+            return False
         self.counters["published"] += 1
         self.counters["bytes_out"] += len(value)
         logger.info("remote publish: %s (key %s, %d bytes) to %s", label, key[:16],
                     len(value), self.url)
+        return True
+
+    def publish(self, key: str, stamp: dict, meta: dict, data: bytes, label: str) -> bool:
+        """Publishes an entry made earlier (``backlog``, shared records);
+        False when read-only, resting after a failure, or failing now."""
+        if self.read_only or time.monotonic() < self._down_until:
+            return False
+        return self._publish(self.name_for(key, stamp), key, stamp, meta, data, label)
 
     def _went_down(self, error: Exception) -> None:
         self._down_until = time.monotonic() + RETRY_S

@@ -7,6 +7,10 @@ A remote value is ``magic(8) | mac(32) | entry`` where ``entry`` is the
 bytes of ``entry.encode`` (its own digests are checked too) and ``mac`` is
 ``HMAC-SHA256(key, name | entry)`` or 32 zero bytes when unsigned. The name
 is inside the MAC, so a signed entry moved to another key is refused.
+
+A lease (``lease``) is signed the same way: its token ends with
+``HMAC-SHA256(key, "lease|" name "|" token)`` in hex, so only a holder of
+the key can make other hosts wait.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ MAGIC = b"CCREMOT1"
 _UNSIGNED = bytes(32)
 ENV = "CUTECALL_CACHE_SIGNING_KEY"
 
-__all__ = ["Refused", "wrap", "unwrap", "ENV"]
+__all__ = ["Refused", "wrap", "unwrap", "lease_mac", "lease_mac_ok", "ENV"]
 
 
 class Refused(Exception):
@@ -48,3 +52,13 @@ def unwrap(name: str, value: bytes, key: bytes | None) -> bytes:
     if not hmac.compare_digest(mac, _mac(key, name, blob)):
         raise Refused(f"wrongly signed (its HMAC does not match {ENV})")
     return blob
+
+
+def lease_mac(key: bytes, name: str, body: str) -> str:
+    """The signature (hex) of lease token `body` on remote name `name`."""
+    return hmac.new(key, f"lease|{name}|{body}".encode(), hashlib.sha256).hexdigest()
+
+
+def lease_mac_ok(key: bytes, name: str, body: str, mac: str) -> bool:
+    """Whether `mac` signs lease token `body` on `name` with `key`."""
+    return hmac.compare_digest(mac.encode(), lease_mac(key, name, body).encode())
