@@ -7,7 +7,6 @@ the shape the DSL traces them (host function of pointers, ``make_view``,
 
 from typing import NamedTuple, Optional
 
-import pytest
 
 from cutecall._driver import pytree, signature
 from cutecall._driver.outputs import mlir_writes, placement

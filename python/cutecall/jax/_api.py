@@ -95,11 +95,13 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         ``"loop"``: the same without the warning. See docs/transforms.md.
       output_params: the names of the launcher parameters that receive the
         outputs, in output order (cutecall's addition). Default: the
-        parameters the kernel writes, read from what the DSL traced, wherever
-        they sit (QuACK's cross-entropy backward writes ``mdX`` between
-        inputs); where that says nothing, the binding rule -- tensor
-        parameters right after the last array argument, before runtime
-        scalars (docs/specialization.md, "How outputs are found").
+        parameters the kernel writes, read from a trace of the DSL before the
+        compile, wherever they sit (QuACK's cross-entropy backward writes
+        ``mdX`` between inputs); where that says nothing, the binding rule
+        -- tensor parameters right after the last array argument, before
+        runtime scalars; a kernel whose writes the trace cannot tie to a
+        parameter (inline PTX at an address it lost) is refused, asking for
+        this argument (docs/specialization.md, "How outputs are found").
       static_fallback: when the DSL rejects the kernel with dynamic layouts
         (e.g. ``dynamic layout doesn't support load``), compile it with
         static shapes instead -- NVIDIA's default -- and warn once
@@ -111,7 +113,12 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         a kernel for the recipe (see :class:`cutecall.jax.RecipeCall`).
       **constexprs: compile-time keyword arguments passed to ``fn``; part of
         the compile key, so they must be hashable Python values. Values given
-        here are compile-time; values given to the call are runtime.
+        here are compile-time; values given to the call are runtime, except
+        at ``cutlass.Constexpr`` parameters not given here, which take the
+        call's positional values where the launcher's authors pass them
+        (``call(gemm_op, a, b, epilogue)``: objects and callables too),
+        compiled in. An object a compile fills in (a GEMM object's layouts)
+        keeps the key it had before.
 
     Returns:
       A :class:`CutlassCall`; call it with the arguments (arrays, pytrees,

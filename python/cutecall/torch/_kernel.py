@@ -250,12 +250,13 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
         (``cutlass.Float32``...), and constexprs.
       outputs: how many tensor parameters the launcher writes (1), or
         their names. By number, they are the parameters the kernel writes,
-        read from the DSL's trace at the first compile (``k.compile(...)``
-        or the first call); before it, as cutecall's binding rule places
-        them: tensor parameters without defaults right after the inputs,
-        before any runtime scalars (QuACK's and FA4's convention). They are
-        the ones ``torch.compile`` treats as mutated, and the ones
-        ``allocate`` creates.
+        asked once by a trace of the DSL on the first call or
+        ``k.compile(...)`` (a first call under ``torch.compile`` too, on its
+        fake tensors), before anything compiles; before that, as cutecall's
+        binding rule places them: tensor parameters without defaults right
+        after the inputs, before any runtime scalars (QuACK's and FA4's
+        convention). They are the ones ``torch.compile`` treats as mutated,
+        and the ones ``allocate`` creates.
       allocate: ``allocate(*args) -> Tensor | tuple[Tensor, ...]``: makes the
         outputs from the call's arguments (e.g. ``torch.empty_like``); the
         call then omits them and returns them. Default None: the caller

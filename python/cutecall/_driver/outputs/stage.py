@@ -31,6 +31,7 @@ inside a trace.
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections import OrderedDict
 from typing import Callable
 
@@ -40,7 +41,7 @@ from ..compile_error import CompileError
 from ..signature import TENSOR
 from ..store import memory
 from . import writes
-from .placement import NO_EVIDENCE, Evidence
+from .placement import Evidence
 from .probes import MAX_ROUNDS, Probes, outputs_at
 from .writes import ParamWrites
 
@@ -69,30 +70,44 @@ _LAST: "OrderedDict[str, Answer]" = OrderedDict()  # per launcher content
 _AMONG: "OrderedDict[tuple, tuple]" = OrderedDict()
 
 
+_lock = threading.Lock()  # the caches' (first calls may come from many threads)
+
+
 def _put(cache: OrderedDict, key, value) -> None:
-    cache[key] = value
-    cache.move_to_end(key)
-    while len(cache) > _MAX:
-        cache.popitem(last=False)
+    with _lock:
+        cache[key] = value
+        cache.move_to_end(key)
+        while len(cache) > _MAX:
+            cache.popitem(last=False)
+
+
+def _get(cache: OrderedDict, key):
+    """`key`'s value (now the most recently used), or None."""
+    with _lock:
+        found = cache.get(key)
+        if found is not None:
+            cache.move_to_end(key)
+        return found
 
 
 def known_writes(launcher) -> ParamWrites | None:
     """What a trace saw `launcher`'s kernel write (by its content), if one
     did."""
-    return _WRITES.get(launcher.content)
+    return _get(_WRITES, launcher.content)
 
 
 def forget() -> None:
     """Forgets every answer and what every kernel writes (tests; as a new
     process would)."""
-    for cache in (_ANSWERS, _WRITES, _LAST, _AMONG):
-        cache.clear()
+    with _lock:
+        for cache in (_ANSWERS, _WRITES, _LAST, _AMONG):
+            cache.clear()
 
 
 def last_answer(launcher) -> Answer | None:
     """The answer the last question about `launcher`'s kernel got (by its
     content; None: none was asked)."""
-    return _LAST.get(launcher.content)
+    return _get(_LAST, launcher.content)
 
 
 def place(launcher, call: Call, describe: Callable) -> tuple[Binding, list]:
@@ -108,7 +123,7 @@ class _Question:
         self.launcher, self.call, self.describe = launcher, call, describe
 
     def answer(self) -> tuple[Binding, list]:
-        hint = _WRITES.get(self.launcher.content)
+        hint = _get(_WRITES, self.launcher.content)
         if hint is not None and self.call.outputs_in_call:  # the writes are known
             return self.launcher.bind_as(self.call, output_names=self.among(hint))
         if hint is not None:  # the kernel's writes are known: placed there
@@ -119,7 +134,7 @@ class _Question:
                 return binding, leaves
         rule, leaves = self.launcher.bind_as(self.call)
         key = self.spec(rule, leaves).key
-        found = _ANSWERS.get(key)
+        found = _get(_ANSWERS, key)
         if found is None:
             earlier = memory.failure(key)
             if earlier is not None:  # the same call failed: no trace again
@@ -133,7 +148,6 @@ class _Question:
             _put(_LAST, self.launcher.content, found)
             if found.writes is not None and found.writes.candidates:
                 _put(_WRITES, self.launcher.content, found.writes)
-        _ANSWERS.move_to_end(key)
         return self.launcher.bind_as(self.call, output_names=found.outputs)
 
     def outputs(self, binding: Binding) -> tuple:
@@ -179,6 +193,8 @@ class _Question:
             if outs in probes.failed:  # the placements ran out
                 raise self.refused(probes)
             traced = self.trace(binding, leaves, probes.searched(outs))
+            if traced.error is not None and self.call.outputs_in_call:
+                raise traced.error  # every tensor where the call put it: its error
             if traced.error is not None:
                 if not probes.did_not_trace(outs, traced.error, traced.last):
                     raise self.refused(probes)
@@ -211,12 +227,13 @@ class _Question:
         (``placement.written_params``), ranked once per kernel and writes."""
         key = (self.launcher.content, self.call.num_outputs, found.candidates,
                found.in_leaves)
-        if key not in _AMONG:
+        names = _get(_AMONG, key)
+        if names is None:
             binding, _ = self.launcher.bind_as(self.call, evidence=Evidence(
                 found.candidates, found.in_leaves))
-            _put(_AMONG, key, tuple(binding.written))
-        _AMONG.move_to_end(key)
-        return _AMONG[key]
+            names = tuple(binding.written)
+            _put(_AMONG, key, names)
+        return names
 
     def refuse_unaccounted(self, found: ParamWrites, names: tuple) -> None:
         """Raises when the outputs of a placement are written by nothing
