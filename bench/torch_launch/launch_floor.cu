@@ -4,7 +4,7 @@
 // cudaLaunchKernelEx with the two launch attributes the CuTe DSL's generated
 // host code passes, and cuLaunchKernelEx of the kernel's library handle
 // (cudaGetKernel: a CUkernel) with the same attributes -- what cutecall's
-// driver launch shim calls (cutecall/launch_record.h). Best of 5 trials, microseconds per launch (host time of
+// driver launch shim calls (launch_record.h). Best of 5 trials, microseconds per launch (host time of
 // the enqueue loop; the stream is synchronized between trials).
 //   nvcc -O2 -arch=sm_90 -o launch_floor launch_floor.cu -lcuda && ./launch_floor
 #include <cuda.h>

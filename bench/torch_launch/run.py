@@ -17,7 +17,7 @@ Paths:
                     specialization, so another module) loaded with
                     ``CUTECALL_LAUNCH_DRIVER=0``: its launches go through
                     the CUDA runtime's ``cudaLaunchKernelEx``, as before the
-                    driver route (cutecall/launch_record.h)
+                    driver route (launch_record.h)
   cutecall_helion   ``cutecall.torch.default_cute_launcher(helion_add_kernel,
                     grid, a, b, c, n, 1.0)``: Helion's API on cutecall
   helion_style      Helion's own recipe: a ``@cute.jit`` wrapper taking

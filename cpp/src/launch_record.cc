@@ -1,7 +1,13 @@
+<<<<<<< HEAD
 // launch_record.cc — the launch shims cutecall_launch_kex (to the runtime)
 // and cutecall_launch_drv (to the driver), and the per-thread record they
-// write (cutecall/launch_record.h).
-#include "cutecall/launch_record.h"
+// write (launch_record.h).
+#include "launch_record.h"
+=======
+// launch_record.cc — the launch shim cutecall_launch_kex and the per-thread
+// record it writes (launch_record.h).
+#include "launch_record.h"
+>>>>>>> main
 
 #include <atomic>
 #include <cstdint>

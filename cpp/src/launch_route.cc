@@ -1,7 +1,12 @@
 // launch_route.cc — routing a module's launches through cutecall_launch_kex
-// or cutecall_launch_drv (cutecall/launch_record.h): where the shims live,
+<<<<<<< HEAD
+// or cutecall_launch_drv (launch_record.h): where the shims live,
 // which one a module takes, and the module bytes with their launch import
 // renamed to it.
+=======
+// (launch_record.h): where the shim lives, and the module bytes
+// with their launch import renamed to it.
+>>>>>>> main
 #include <dlfcn.h>
 #include <link.h>
 
@@ -10,9 +15,9 @@
 #include <string>
 #include <utility>
 
-#include "cutecall/elf.h"
-#include "cutecall/launch_blocking.h"
-#include "cutecall/launch_record.h"
+#include "elf.h"
+#include "launch_blocking.h"
+#include "launch_record.h"
 
 namespace cutecall {
 namespace {

@@ -1,10 +1,10 @@
-#include "cutecall/module_registry.h"
+#include "module_registry.h"
 
 #include <exception>
 
-#include "cutecall/device_context.h"
-#include "cutecall/launch_blocking.h"
-#include "cutecall/launch_record.h"
+#include "device_context.h"
+#include "launch_blocking.h"
+#include "launch_record.h"
 #include "load_stats.h"
 
 namespace cutecall {

@@ -144,3 +144,21 @@ def test_a_host_with_an_empty_store_finds_the_recipe_in_the_remote_tier(
     assert run_python(code).split() == ["1", "0", "True"]
     monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "host-b"))
     assert run_python(BLOCKER + code).split() == ["0", "1", "False"]
+
+
+def test_a_recipe_fact_is_computed_once_across_processes(fresh_key_space):
+    """What a library answers (tile sizes, say) is remembered like a recipe:
+    a fresh process gets it from the store without calling compute()."""
+    calls = []
+    value = cutecall.recipe_fact("tiles", ("sm_90a", 128), lambda: calls.append(1) or
+                                 {"tile_m": 128, "tile_n": [64, 128]})
+    assert value == {"tile_m": 128, "tile_n": [64, 128]} and calls == [1]
+    assert cutecall.recipe_fact("tiles", ("sm_90a", 128), lambda: calls.append(2)) == value
+    assert calls == [1]
+    code = textwrap.dedent("""
+        import cutecall
+        def compute():
+            raise AssertionError("computed again")
+        print(cutecall.recipe_fact("tiles", ("sm_90a", 128), compute)["tile_m"])
+    """)
+    assert run_python(code).strip() == "128"

@@ -63,6 +63,8 @@ module                    job
 ``progress``              a bar and a line on a terminal while work is long
 *around the pipeline*
 ``call_record``           a kernel as bundles record it (``JaxContract``)
+``lazy_import``           a library's kernel modules imported without running
+                          its package ``__init__`` (it runs when first needed)
 ``packs``                 prebuilt kernels a recipe finds without compiling
                           (a bundle and a table of recipe keys; read here)
 ``recipe``                a warm call keyed by what the caller asked for: the

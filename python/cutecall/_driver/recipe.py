@@ -158,3 +158,37 @@ def add(key: str, arch: str, variant: Variant) -> None:
     known = [v for v in load(key, arch) if v.key != variant.key]
     variants = [variant] + known[:MAX_VARIANTS - 1]
     records.share_record(key, arch, KIND, {"variants": [v.to_json() for v in variants]})
+
+
+_facts: dict = {}
+_facts_lock = threading.Lock()
+
+
+def recipe_fact(name: str, values: Any, compute, *, packages: Sequence[str] = ()):
+    """What ``compute()`` answers about a kernel library for `values` (a
+    JSON-able value: FA4's tile sizes for a config, say), remembered across
+    processes like a recipe: under a key of `name`, the values, and the
+    installed files of cutecall, the DSL and `packages`, in the store's
+    tiers. A warm process gets the answer without importing the library::
+
+        tiles = cutecall.recipe_fact(
+            "fa4-bwd-tiles", (arch, dtype, hdim), lambda: fa4_bwd_tiles(...),
+            packages=("flash-attn-4",))
+
+    `values` must determine the answer. ``compute`` runs once per key (the
+    first process to ask); its answer must be JSON-able."""
+    key = recipe_key(values, name=f"fact:{name}", call=None, target={},
+                     packages=packages)
+    with _facts_lock:
+        if key in _facts:
+            return _facts[key]
+    from .store import records
+    meta = records.shared_record(key, "", "fact")
+    if meta is None or "value" not in meta:
+        value = json.loads(json.dumps(compute()))
+        records.share_record(key, "", "fact", {"name": name, "value": value})
+    else:
+        value = meta["value"]
+    with _facts_lock:
+        _facts[key] = value
+    return value
