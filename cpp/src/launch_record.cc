@@ -1,13 +1,7 @@
-<<<<<<< HEAD
 // launch_record.cc — the launch shims cutecall_launch_kex (to the runtime)
 // and cutecall_launch_drv (to the driver), and the per-thread record they
 // write (launch_record.h).
 #include "launch_record.h"
-=======
-// launch_record.cc — the launch shim cutecall_launch_kex and the per-thread
-// record it writes (launch_record.h).
-#include "launch_record.h"
->>>>>>> main
 
 #include <atomic>
 #include <cstdint>

@@ -1,12 +1,7 @@
 // launch_route.cc — routing a module's launches through cutecall_launch_kex
-<<<<<<< HEAD
 // or cutecall_launch_drv (launch_record.h): where the shims live,
 // which one a module takes, and the module bytes with their launch import
 // renamed to it.
-=======
-// (launch_record.h): where the shim lives, and the module bytes
-// with their launch import renamed to it.
->>>>>>> main
 #include <dlfcn.h>
 #include <link.h>
 
