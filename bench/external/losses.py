@@ -124,7 +124,9 @@ def build_paths(repro, args, rec) -> dict:
         if wanted and path not in wanted:
             return
         try:
-            paths[path] = build()
+            built = build()
+            if built is not None:
+                paths[path] = built
         except Exception as e:  # record and go on: one path must not stop all
             rec["errors"][path] = short_error(e, 2000)
             traceback.print_exc()
@@ -147,6 +149,8 @@ def build_paths(repro, args, rec) -> dict:
         def build():
             call, jargs = make(True, 0)
             runner = chain(call, jargs)
+            if runner is None:  # the path does not apply to this case
+                return None
             runner()
             if path.startswith("cutecall"):
                 rec["compiled"][path] = _plan(call, jargs, True)
@@ -172,8 +176,8 @@ def build_paths(repro, args, rec) -> dict:
         arrays, rebuild = split_arrays(jargs)
         pairs = losses_profile.feedable(jargs, jax.eval_shape(
             lambda *a: call(*rebuild(a)), *arrays))
-        if not pairs:
-            raise RuntimeError("no output has an input's shape and dtype: nothing to feed")
+        if not pairs:  # no output has an input's shape and dtype
+            return None
         rec["fed"] = pairs
         return losses_profile.feed_chain(call, jargs, args.k2, pairs)
     jax_path("cutecall_jax_feed", case.jax, feed)
@@ -267,8 +271,9 @@ def main(argv=None) -> int:
             "device": torch.cuda.get_device_name(0), "python": platform.python_version(),
             "jax": jax.__version__, "torch": torch.__version__, "versions": versions(PACKAGES),
             "args": vars(args), "seconds": time.perf_counter() - start}
+    from bench.external.losses_report import rows, table
     with open(args.out, "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1, default=str)
-    from bench.external.losses_report import table
+        json.dump({"meta": meta, "results": results, "rows": rows(results)}, f,
+                  indent=1, default=str)
     print(table(results))
     return 0

@@ -8,8 +8,9 @@ configuration, the JAX chain's optimized HLO, and a feeding chain.
   first event's profiler stats per kernel name (grid, block, registers,
   shared memory as CUPTI reports them); the trace itself is kept when
   ``keep`` names a folder.
-* ``torch_profile(fn, k)``: the same for k calls of a torch path, from
-  ``torch.profiler``'s Chrome trace (grid, block, registers per kernel).
+* ``torch_profile(fn, k)``: the same for k back-to-back calls of a torch
+  path, from a JAX profiler trace too (CUPTI sees every kernel of the
+  process; one profiler, not two CUPTI sessions), else ``torch.profiler``.
 * ``feed_chain(call, args, k, feed)``: k calls in one jit where output
   ``o`` of each call is input ``i`` of the next (``feed = [(i, o)]``),
   nothing else kept: each output dies at the next call, so XLA reuses two
@@ -55,9 +56,11 @@ def _summary(events, k: int) -> dict:
     return {"span_us": span, "busy_us": busy, "events": list(table.values())}
 
 
-def jax_profile(run, k: int, keep: str | None = None) -> dict:
-    """Profile one call of `run` (a compiled ``jax_chain`` runner of k
-    calls): ``_summary`` of its GPU events with their stats."""
+def _gpu_events(run, keep: str | None) -> list:
+    """(name, start_us, end_us, stats) of every GPU event of one call of
+    `run`, from a JAX profiler trace (CUPTI records every kernel of the
+    process, torch's launches too), in time order; the trace is copied to
+    `keep` when given."""
     import jax
     from jax.profiler import ProfileData
 
@@ -88,18 +91,40 @@ def jax_profile(run, k: int, keep: str | None = None) -> dict:
             shutil.copy(path, os.path.join(keep, "trace.xplane.pb"))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    return _summary(sorted(seen.values(), key=lambda x: x[1]), k)
+    return sorted(seen.values(), key=lambda x: x[1])
+
+
+def jax_profile(run, k: int, keep: str | None = None) -> dict:
+    """Profile one call of `run` (a compiled ``jax_chain`` runner of k
+    calls): ``_summary`` of its GPU events with their stats."""
+    return _summary(_gpu_events(run, keep), k)
 
 
 def torch_profile(fn, k: int, keep: str | None = None) -> dict:
-    """Profile k calls of `fn` (called once before, untraced) with
-    ``torch.profiler``: ``_summary`` of its CUDA events, each kernel's
-    grid, block and registers from the Chrome trace."""
+    """Profile k back-to-back calls of `fn` (called once before, untraced):
+    ``_summary`` of their GPU events, from a JAX profiler trace (one
+    profiler in the process: torch.profiler's CUPTI session and JAX's are
+    not mixed); ``torch.profiler`` where that trace holds no kernel."""
+    import torch
+
+    def run():
+        for _ in range(k):
+            fn()
+        torch.cuda.synchronize()
+    fn()
+    torch.cuda.synchronize()
+    events = _gpu_events(run, keep)
+    if any(not _is_copy(name) for name, *_ in events):
+        return _summary(events, k)
+    return _torch_profiler(fn, k, keep)
+
+
+def _torch_profiler(fn, k: int, keep: str | None) -> dict:
+    """``torch_profile`` by ``torch.profiler``'s Chrome trace (grid, block
+    and registers per kernel)."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
-    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(k):
             fn()

@@ -49,6 +49,20 @@ def table(results) -> str:
     return "\n".join(lines)
 
 
+def rows(results) -> list[dict]:
+    """One row per case and path, ``{"path": "<case> <path>", "us": µs per
+    call, "busy_us": ...}``: the shape ``tools/gpu/gpu ab`` tabulates."""
+    out = []
+    for rec in results:
+        case = rec["name"].split("[")[0]
+        for path in ORDER:
+            span = _get(rec, path, "device_us") or _get(rec, path, "span_us")
+            if span is not None:
+                out.append({"path": f"{case} {path}", "us": round(span, 2),
+                            "busy_us": round(_get(rec, path, "busy_us") or 0, 2)})
+    return out
+
+
 def events_table(results) -> str:
     """Per case and path, every GPU event per call: launches, µs, launch
     configuration (grid, block, registers, as the profiler reports it)."""
