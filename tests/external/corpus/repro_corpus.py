@@ -59,6 +59,7 @@ class Repro:
     torch_static: Callable[[str, int], tuple[Any, tuple]]
     authors: Callable[[str], Any]
     authors_compiles: str  # what the authors compile in, in words
+    jax_args_from_torch: Callable[[tuple], tuple]  # the torch call's inputs, for JAX
 
 
 def repros(size: str) -> list[Repro]:
@@ -78,6 +79,11 @@ def cases(size: str) -> list[Case]:
 def _kernels():
     from . import repro_kernels
     return repro_kernels
+
+
+def _to_jax(*tensors):
+    import jax.numpy as jnp
+    return tuple(jnp.from_dlpack(t.detach().clone().contiguous()) for t in tensors)
 
 
 # ---------------------------------------------------------------------------
@@ -182,7 +188,8 @@ def _layernorm(m: int, n: int) -> Repro:
                 atol=5e-2, rtol=2e-2)
     return Repro(case, lambda c, s: (calls(True), jax_args(c, s)),
                  lambda d, s: (kern_static(), torch_args(d, s)), authors,
-                 "every extent and stride static, 16-byte alignment")
+                 "every extent and stride static, 16-byte alignment",
+                 lambda a: _to_jax(*a[:3]) + (a[4],))
 
 
 # ---------------------------------------------------------------------------
@@ -232,7 +239,8 @@ def _gate(n: int) -> Repro:
                 atol=1e-2, rtol=1e-2)
     return Repro(case, lambda c, s: (calls(True), jax_args(c, s)),
                  lambda d, s: (kern_static(), torch_args(d, s)), authors,
-                 "every extent and stride static, 16-byte alignment")
+                 "every extent and stride static, 16-byte alignment",
+                 lambda a: _to_jax(*a[:2]))
 
 
 # ---------------------------------------------------------------------------
@@ -262,8 +270,12 @@ def _topk(m: int, n: int, k: int) -> Repro:
     def torch_args(device, seed):
         import torch
         r = TorchRandom(device, seed)
-        return (r.normal((m, n), torch.bfloat16), r.empty((m, k), torch.bfloat16),
-                r.empty((m, k), torch.int32))
+        if r.meta or n > 512:
+            x = r.normal((m, n), torch.bfloat16)
+        else:  # distinct values per row, exact in bf16: no ties to order
+            x = (torch.rand((m, n), generator=r.gen, device=r.device).argsort(-1)
+                 - n // 2).to(torch.bfloat16) / 64
+        return x, r.empty((m, k), torch.bfloat16), r.empty((m, k), torch.int32)
 
     def jax_ref(x):
         import jax
@@ -290,19 +302,18 @@ def _topk(m: int, n: int, k: int) -> Repro:
     def authors_torch(x, values, indices):
         mod("quack.topk")._topk_fwd(x, k, False, values, indices)
 
-    # Ties in bf16 inputs may order indices differently: values are checked.
     case = Case(f"repro.topk[bf16 {m}x{n} k={k}]",
                 lambda c, s: (calls(False), jax_args(c, s)), jax_ref,
-                lambda d, s: (kern(), torch_args(d, s)), (1,), lambda x, v, i: torch_ref(x, v, i)[:1],
+                lambda d, s: (kern(), torch_args(d, s)), (1, 2), torch_ref,
                 authors_torch, atol=2e-2, rtol=2e-2)
     return Repro(case, lambda c, s: (calls(True), jax_args(c, s)),
                  lambda d, s: (kern_static(), torch_args(d, s)), authors,
-                 "N static, M dynamic, strides dynamic (class 8), 16-byte alignment")
+                 "N static, M dynamic, strides dynamic (class 8), 16-byte alignment",
+                 lambda a: _to_jax(a[0]))
 
 
 def _hadamard(m: int, n: int) -> Repro:
     base = quack_hadamard_corpus.case(m, n)
-    scale = float(n) ** -0.5
 
     @functools.lru_cache(maxsize=None)
     def objs():
@@ -336,6 +347,6 @@ def _hadamard(m: int, n: int) -> Repro:
             return cute.compile(cap.kernel, *cap.args, **cap.kwargs)
 
     case = dataclasses.replace(base, name=f"repro.hadamard640[bf16 {m}x{n}]")
-    del scale
     return Repro(case, jax_static, torch_static, authors,
-                 "N static, M dynamic, strides dynamic (class 8), 16-byte alignment")
+                 "N static, M dynamic, strides dynamic (class 8), 16-byte alignment",
+                 quack_hadamard_corpus.jax_args_from_torch)
