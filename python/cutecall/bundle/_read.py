@@ -15,7 +15,6 @@ call a kernel from JAX (``bundle[name]``).
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 from typing import Iterator, Mapping
@@ -111,11 +110,8 @@ def load_bundle(path, *, digest: str | None = None,
     records = {}
     for e in contents.entries:
         try:
-            record = record_of_entry(e)
+            records[e.name] = record_of_entry(e)
         except ValueError as err:
             raise BundleError(f"cutecall: bundle {path!r}: entry {e.name!r}: {err}") from None
-        # What the kernel read of its device while traced, as exported.
-        records[e.name] = dataclasses.replace(record, kernel=dataclasses.replace(
-            record.kernel, device_reads=tuple(e.device_reads)))
     return Bundle(path, contents.digest, {"cutecall": contents.cutecall_version,
                                           "dsl": contents.dsl_version}, records)
