@@ -260,20 +260,22 @@ def main(argv=None) -> int:
         os.environ["XLA_FLAGS"] = (flags + " --xla_gpu_enable_command_buffer=").strip()
     import jax
     import torch
+
+    from bench.external.losses_report import rows, table
     results, start = [], time.perf_counter()
+    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+            "device": torch.cuda.get_device_name(0), "python": platform.python_version(),
+            "jax": jax.__version__, "torch": torch.__version__, "versions": versions(PACKAGES),
+            "args": vars(args)}
     for repro in selected(args.size, args.cases):
         print(f"== {repro.case.name}", flush=True)
         t = time.perf_counter()
         results.append(run_case(repro, args))
         print(f"   {time.perf_counter() - t:.1f} s, errors: {list(results[-1]['errors'])}",
               flush=True)
-    meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
-            "device": torch.cuda.get_device_name(0), "python": platform.python_version(),
-            "jax": jax.__version__, "torch": torch.__version__, "versions": versions(PACKAGES),
-            "args": vars(args), "seconds": time.perf_counter() - start}
-    from bench.external.losses_report import rows, table
-    with open(args.out, "w") as f:
-        json.dump({"meta": meta, "results": results, "rows": rows(results)}, f,
-                  indent=1, default=str)
+        meta["seconds"] = time.perf_counter() - start
+        with open(args.out, "w") as f:  # after each case: a run cut off keeps what it timed
+            json.dump({"meta": meta, "results": results, "rows": rows(results)}, f,
+                      indent=1, default=str)
     print(table(results))
     return 0
