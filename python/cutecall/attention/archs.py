@@ -17,7 +17,7 @@ family     arches                        FA4's classes
                                          ``FlashAttentionBackwardSm120``
 =========  ============================  ===================================
 
-Pure Python: FA4 is imported only by :func:`bwd_config`.
+Pure Python: nothing of FA4 is imported.
 """
 
 from __future__ import annotations
@@ -83,18 +83,18 @@ def fwd_tile(fam: str, head_dim: int) -> tuple:
 
 
 def bwd_config(fam: str, head_dim: int, tile_n: int = 128):
-    """FA4's ``BwdConfig`` of the backward off sm90, as ``_flash_attn_bwd``
-    sets its arguments: sm120 64x64 with 4-warp atoms (1 stage of Q and dO
-    above D 64); sm100 128 x `tile_n` (its class ignores the sm80-style
-    fields, left at ``_flash_attn_bwd``'s defaults)."""
-    from flash_attn.cute.interface import BwdConfig
+    """FA4's ``BwdConfig`` fields of the backward off sm90, as
+    ``_flash_attn_bwd`` sets its arguments: sm120 64x64 with 4-warp atoms (1
+    stage of Q and dO above D 64); sm100 128 x `tile_n` (its class ignores
+    the sm80-style fields, left at ``_flash_attn_bwd``'s defaults)."""
+    import types
+    common = dict(num_stages_PdS=1, SdP_swapAB=False, dKV_swapAB=False, dQ_swapAB=False,
+                  num_wg=1)
     if fam == "sm120":
         stages = 2 if head_dim <= 64 else 1
-        return BwdConfig(m_block_size=64, n_block_size=64, num_stages_Q=stages,
-                         num_stages_dO=stages, num_stages_PdS=1, SdP_swapAB=False,
-                         dKV_swapAB=False, dQ_swapAB=False, AtomLayoutMSdP=4,
-                         AtomLayoutNdKV=4, AtomLayoutMdQ=4, num_wg=1)
-    return BwdConfig(m_block_size=128, n_block_size=tile_n, num_stages_Q=2,
-                     num_stages_dO=2, num_stages_PdS=1, SdP_swapAB=False,
-                     dKV_swapAB=False, dQ_swapAB=False, AtomLayoutMSdP=2,
-                     AtomLayoutNdKV=1, AtomLayoutMdQ=1, num_wg=1)
+        return types.SimpleNamespace(m_block_size=64, n_block_size=64, num_stages_Q=stages,
+                                     num_stages_dO=stages, AtomLayoutMSdP=4,
+                                     AtomLayoutNdKV=4, AtomLayoutMdQ=4, **common)
+    return types.SimpleNamespace(m_block_size=128, n_block_size=tile_n, num_stages_Q=2,
+                                 num_stages_dO=2, AtomLayoutMSdP=2, AtomLayoutNdKV=1,
+                                 AtomLayoutMdQ=1, **common)

@@ -16,7 +16,7 @@ import dataclasses
 import numbers
 from typing import Optional
 
-from . import limits, selection
+from . import facts, limits, selection
 from .archs import NAME, family, head_dims
 from .config import DTYPES, SINK_DTYPES, Config
 from .limits import fail
@@ -69,8 +69,7 @@ def _window(causal, window_size, mask_mod):
     if causal and right not in (None, 0):
         fail(f"causal=True with window_size right={right}: causal means a right "
              "window of 0 (pass window_size=(left, 0) or (left, None))")
-    from flash_attn.cute.interface import _resolve_causal_local_window
-    return _resolve_causal_local_window(bool(causal), left, right, mask_mod)
+    return facts.resolve_window(bool(causal), left, right, mask_mod is not None)
 
 
 def _scalars(aux_scalars):

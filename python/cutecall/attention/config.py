@@ -20,8 +20,10 @@ property or function runs, never at import.
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any, Callable, Optional
 
+from . import facts
 from .archs import HEAD_DIMS, bwd_config, fa4_arch, family  # noqa: F401
 
 ARCH = "sm_90a"  # FA4's Hopper classes: a Config's default target
@@ -102,18 +104,21 @@ class Config:
 
     @property
     def fwd(self):
-        """FA4's ``FwdConfig`` of the forward (tiles; q_stage and splits)."""
-        from flash_attn.cute import interface
+        """FA4's ``FwdConfig`` of the forward (tiles; q_stage and splits), as
+        a namespace of its fields (on sm90 FA4's answer, remembered by
+        :mod:`~cutecall.attention.facts`)."""
         if self.family == "sm90":
-            return interface._tile_size_fwd_sm90(self.hdim, self.dv, self.causal, self.local)
-        return interface.FwdConfig(*self.tile, True, True, self.q_stage, self.num_splits)
+            return facts.sm90_tiles("fwd", self.hdim, self.dv, self.causal, self.local)
+        tile_m, tile_n = self.tile
+        return types.SimpleNamespace(m_block_size=tile_m, n_block_size=tile_n,
+                                     mma_pv_is_rs=True, intra_wg_overlap=True,
+                                     q_stage=self.q_stage, num_splits=self.num_splits)
 
     @property
     def bwd(self):
-        """FA4's ``BwdConfig`` of the backward."""
+        """FA4's ``BwdConfig`` of the backward, as a namespace of its fields."""
         if self.family == "sm90":
-            from flash_attn.cute import interface
-            return interface._tile_size_bwd_sm90(self.hdim, self.dv, self.causal, self.local)
+            return facts.sm90_tiles("bwd", self.hdim, self.dv, self.causal, self.local)
         return bwd_config(self.family, self.hdim, self.bwd_tile_n)
 
     def fwd_score_mod(self):
@@ -208,8 +213,9 @@ def _rounded(n: int, tile: int) -> int:
 
 
 def aux_data(aux_tensors, aux_scalars) -> Any:
-    """FA4's ``AuxData(tensors, scalars)`` NamedTuple, as its interface
-    passes it to every kernel (``AuxData(None, None)`` when absent)."""
-    from flash_attn.cute.utils import AuxData
-    return AuxData(list(aux_tensors) if aux_tensors is not None else None,
-                   tuple(aux_scalars) if aux_scalars else None)
+    """FA4's ``AuxData(tensors, scalars)``, as its interface passes it to
+    every kernel (``(None, None)`` when absent), as the plain tuple the
+    launchers' ``aux_data: AuxData`` annotation turns into FA4's NamedTuple
+    (so building the call needs no FA4 import)."""
+    return (list(aux_tensors) if aux_tensors is not None else None,
+            tuple(aux_scalars) if aux_scalars else None)

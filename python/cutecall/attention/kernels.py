@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import functools
 
-from .config import ARCH, DTYPES, Config, aux_data  # noqa: F401
+from .config import ARCH, DTYPES, Config, aux_data  # noqa: F401 (public names)
 from .kernel_objects import (backward_kernel, combine_kernel, forward_kernel,  # noqa: F401
                              postprocess_kernel, preprocess_kernel)
 from .specs import (F32, HALF, backward_args, batching, by_name, forward_args, optional,
-                    options, ranks, sds, specs)
+                    ranks, sds, site, specs)
 
 __all__ = ["Config", "forward_kernel", "preprocess_kernel", "backward_kernel",
            "postprocess_kernel", "combine_kernel", "forward", "preprocess",
@@ -41,7 +41,6 @@ def forward(c: Config):
     if c.num_splits > 1:
         from . import split_kv
         return split_kv.forward(c)
-    import cutecall
 
     def outputs(q, k, v, *_):
         o = sds(q.shape[:-1] + (c.dv,), q.dtype)
@@ -55,13 +54,11 @@ def forward(c: Config):
     rq, rk, _, _ = ranks(c)
     absent = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k, c.paged_kv,
                   bool(c.sink_dtype))) + max(c.aux_tensors, 0)
-    kernel = forward_kernel(c)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=outputs, output_params=("mO", "mLSE"),
-        batch_modes=batching(c, modes, 2), compile_options=options(c),
-        **specs([(rq, HALF), (rk, HALF), (rk, HALF)] + [None] * absent, [(rq, HALF), None]),
-        name=f"fa4_fwd_{c.tag()}")
-    return lambda *args, **kw: call(*forward_args(c, kernel, ("mO", "mLSE"), *args, **kw))
+    s = site("fwd", c, lambda: forward_kernel(c), output_shape_dtype=outputs,
+             output_params=("mO", "mLSE"), batch_modes=batching(c, modes, 2),
+             **specs([(rq, HALF), (rk, HALF), (rk, HALF)] + [None] * absent,
+                     [(rq, HALF), None]), name=f"fa4_fwd_{c.tag()}")
+    return lambda *args, **kw: s.call(*forward_args(c, s, ("mO", "mLSE"), *args, **kw))
 
 
 @functools.lru_cache(maxsize=64)
@@ -70,7 +67,6 @@ def preprocess(c: Config, with_dlse: bool):
     dq_accum)``: the statistics and the zeroed dQ accumulator
     (:meth:`Config.accum_shapes`); ``dq_accum`` is None for sm100's hd256
     backward, which writes dQ itself."""
-    import cutecall
     accum = not c.bwd_hd256
 
     def outputs(o, do, lse, cu_q, *_):
@@ -83,17 +79,15 @@ def preprocess(c: Config, with_dlse: bool):
     modes = [0, 0, 0] + optional(c.seqused_q, with_dlse)
     rq, _, rs, _ = ranks(c)
     absent = sum((c.cu_seqlens_q, c.seqused_q, with_dlse))
-    kernel = preprocess_kernel(c)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=outputs, output_params=names,
-        batch_modes=batching(c, modes, len(names)), compile_options=options(c),
-        **specs([(rq, HALF), (rq, HALF), None] + [None] * absent, [(rs, F32)] * len(names)),
-        name=f"fa4_bwd_preprocess_{c.tag()}")
+    s = site(("pre", with_dlse), c, lambda: preprocess_kernel(c), output_shape_dtype=outputs,
+             output_params=names, batch_modes=batching(c, modes, len(names)),
+             **specs([(rq, HALF), (rq, HALF), None] + [None] * absent,
+                     [(rs, F32)] * len(names)), name=f"fa4_bwd_preprocess_{c.tag()}")
 
     def run(o, do, lse, cu_q, used_q, dlse):
-        out = call(*by_name(kernel, names, mO=o, mdO=do, mLSE=lse, mCuSeqlensQ=cu_q,
-                            mSeqUsedQ=used_q, mdLSE=dlse, mRowMax=None, mScaleP=None,
-                            softmax_scale=1.0))
+        out = s.call(*by_name(s, names, mO=o, mdO=do, mLSE=lse, mCuSeqlensQ=cu_q,
+                              mSeqUsedQ=used_q, mdLSE=dlse, mRowMax=None, mScaleP=None,
+                              softmax_scale=1.0))
         return tuple(out) if accum else (*out, None)
     return run
 
@@ -108,7 +102,6 @@ def backward(c: Config):
     (:meth:`Config.dkv_accum_shapes`), converted by the postprocess.
     sm100's hd256 kernel writes dQ, dK and dV (no accumulators) and reads
     the max_seqlen hints of packed sequences."""
-    import cutecall
     if c.bwd_hd256:
         return _backward_hd256(c)
     gqa = c.qhead_per_kvhead > 1
@@ -126,19 +119,16 @@ def backward(c: Config):
     absent = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k)) + \
         max(c.aux_tensors, 0)
     out_names = () if gqa else ("mdK", "mdV")
-    kernel = backward_kernel(c)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=outputs,
-        input_output_aliases={6: 0, 7: 1, 8: 2} if gqa else {6: 0},
-        output_params=out_names or None, compile_options=options(c),
-        batch_modes=batching(c, modes, 3),
-        **specs([(rq, HALF), (rk, HALF), (rk, HALF), (rq, HALF)] + [(rs, F32)] * 3 +
-                accs + [None] * absent, [(rs, F32)] + (accs or [(rk, HALF)] * 2)),
-        name=f"fa4_bwd_{c.tag()}")
+    s = site("bwd", c, lambda: backward_kernel(c), output_shape_dtype=outputs,
+             input_output_aliases={6: 0, 7: 1, 8: 2} if gqa else {6: 0},
+             output_params=out_names or None, batch_modes=batching(c, modes, 3),
+             **specs([(rq, HALF), (rk, HALF), (rk, HALF), (rq, HALF)] + [(rs, F32)] * 3 +
+                     accs + [None] * absent, [(rs, F32)] + (accs or [(rk, HALF)] * 2)),
+             name=f"fa4_bwd_{c.tag()}")
 
     def run(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, *tail, max_seqlen=None):
-        return call(*backward_args(kernel, out_names, q, k, v, do, lse_log2, dpsum, dq_accum,
-                                   dk_acc, dv_acc, *tail))
+        return s.call(*backward_args(s, out_names, q, k, v, do, lse_log2, dpsum, dq_accum,
+                                     dk_acc, dv_acc, *tail))
     return run
 
 
@@ -146,26 +136,24 @@ def _backward_hd256(c: Config):
     """sm100's hd256 backward: FA4's dedicated kernel writes dQ (at the
     dQ accumulator's parameter), dK and dV, and takes packed sequences'
     max_seqlen hints as FA4 passes them (None when not given)."""
-    import cutecall
     modes = [0] * 6 + optional(c.seqused_q, c.seqused_k)
     rq, rk, rs, _ = ranks(c)
     absent = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k))
     names = ("dQ_accum", "dK", "dV")
-    kernel = backward_kernel(c)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=lambda q, k, v, *_: (sds(q.shape, q.dtype),
-                                                        sds(k.shape, k.dtype),
-                                                        sds(v.shape, v.dtype)),
-        output_params=names, compile_options=options(c), batch_modes=batching(c, modes, 3),
-        **specs([(rq, HALF), (rk, HALF), (rk, HALF), (rq, HALF)] + [(rs, F32)] * 2 +
-                [None] * absent, [(rq, HALF), (rk, HALF), (rk, HALF)]),
-        name=f"fa4_bwd_{c.tag()}")
+    s = site("bwd", c, lambda: backward_kernel(c),
+             output_shape_dtype=lambda q, k, v, *_: (sds(q.shape, q.dtype),
+                                                     sds(k.shape, k.dtype),
+                                                     sds(v.shape, v.dtype)),
+             output_params=names, batch_modes=batching(c, modes, 3),
+             **specs([(rq, HALF), (rk, HALF), (rk, HALF), (rq, HALF)] + [(rs, F32)] * 2 +
+                     [None] * absent, [(rq, HALF), (rk, HALF), (rk, HALF)]),
+             name=f"fa4_bwd_{c.tag()}")
 
     def run(q, k, v, do, lse_log2, dpsum, _dq_accum, _dk_acc, _dv_acc, scale, cu_q, cu_k,
             used_q, used_k, left, right, aux, max_seqlen=(None, None)):
         hint_q, hint_k = max_seqlen or (None, None)
-        return call(*by_name(
-            kernel, names, Q=q, K=k, V=v, dO=do, lse_log2=lse_log2, dpsum=dpsum,
+        return s.call(*by_name(
+            s, names, Q=q, K=k, V=v, dO=do, lse_log2=lse_log2, dpsum=dpsum,
             scale_softmax=scale, cumulative_s_q=cu_q, cumulative_s_k=cu_k, seqused_q=used_q,
             seqused_k=used_k, window_size_left=left, window_size_right=right, aux_data=aux,
             max_seqlen_q=hint_q if c.cu_seqlens_q else None,
@@ -180,16 +168,16 @@ def postprocess(c: Config, which: str):
     the sink's gradient in the same launch. ``which``: "dq", "dkv" or "dv"
     (:func:`~cutecall.attention.kernel_objects.postprocess_kernel`)."""
     def run(accum, like, scale, cu, used, sink=None):
-        call, kernel = _postprocess(c, which, tuple(like.shape), str(like.dtype),
-                                    sink is not None)
+        s = _postprocess(c, which, tuple(like.shape), str(like.dtype), sink is not None)
         named = dict(mdQaccum=accum, scale=scale, mCuSeqlensQ=cu, mSeqUsedQ=used)
         if sink is None:
-            return call(*by_name(kernel, ("mdQ",), **named, sink_tensors=None))
+            return s.call(*by_name(s, ("mdQ",), **named, sink_tensors=None))
         from flash_attn.cute.flash_bwd_postprocess import LearnableSinkBwdTensors
         import jax.numpy as jnp
-        dpsum, lse, s = sink
-        tensors = LearnableSinkBwdTensors(dpsum, lse, s, jnp.zeros(s.shape, s.dtype))
-        return call(*by_name(kernel, ("mdQ",), **named, sink_tensors=tensors))
+        dpsum, lse, learnable = sink
+        tensors = LearnableSinkBwdTensors(dpsum, lse, learnable,
+                                          jnp.zeros(learnable.shape, learnable.dtype))
+        return s.call(*by_name(s, ("mdQ",), **named, sink_tensors=tensors))
     return run
 
 
@@ -197,7 +185,6 @@ def postprocess(c: Config, which: str):
 def _postprocess(c: Config, which: str, shape: tuple, dtype: str, sink: bool):
     # One call object per output shape (the launcher's arguments do not say
     # it); they share one compiled kernel, whose extents are dynamic.
-    import cutecall
     out = sds(shape, dtype)
     dq = which == "dq"
     varlen = c.cu_seqlens_q if dq else c.cu_seqlens_k
@@ -206,20 +193,17 @@ def _postprocess(c: Config, which: str, shape: tuple, dtype: str, sink: bool):
     rank_out = ranks(c)[0 if dq else 1]
     rank_acc = ranks(c)[2 if dq else 3]
     ins = [(rank_acc, F32)] + [None] * sum((varlen, used))
-    kernel = postprocess_kernel(c, which)
     name = f"fa4_bwd_postprocess_{which}_{c.tag()}"
+    role, build = ("post", which, sink), lambda: postprocess_kernel(c, which)
     if sink:
-        return cutecall.cutlass_call(
-            kernel,
+        return site(
+            role, c, build,
             output_shape_dtype=lambda acc, scale, cu, u, st: (out, sds(st.sink.shape,
                                                                         st.sink.dtype)),
             input_output_aliases={(4, "dsink"): 1}, output_params=("mdQ",),
             batch_modes="loop",  # dsink sums over the batch: no fold
-            compile_options=options(c),
             **specs(ins + [(rank_acc, F32), None, None, None], [(rank_out, HALF), None]),
-            name=name), kernel
-    return cutecall.cutlass_call(
-        kernel, output_shape_dtype=out, output_params=("mdQ",),
-        batch_modes="loop" if varlen else batching(c, modes, 1),
-        compile_options=options(c),
-        **specs(ins, [(rank_out, HALF)]), name=name), kernel
+            name=name)
+    return site(role, c, build, output_shape_dtype=out, output_params=("mdQ",),
+                batch_modes="loop" if varlen else batching(c, modes, 1),
+                **specs(ins, [(rank_out, HALF)]), name=name)

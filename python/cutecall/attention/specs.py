@@ -6,9 +6,10 @@ parameters by name. Shared by :mod:`~cutecall.attention.kernels` and
 
 from __future__ import annotations
 
-import functools
-import inspect
+import dataclasses
+from typing import Any
 
+from . import facts
 from .config import Config
 
 HALF, F32 = 8, 4  # elements in 16 bytes
@@ -69,15 +70,32 @@ def options(c: Config) -> str:
     return f"--gpu-arch {c.arch}"
 
 
-@functools.lru_cache(maxsize=64)
-def _params(cls) -> tuple:
-    return tuple(n for n in inspect.signature(cls.__call__).parameters
-                 if n not in ("self", "stream"))
+@dataclasses.dataclass(frozen=True)
+class Site:
+    """One of FA4's kernels as a call site: the ``cutlass_call`` (a recipe
+    call: the kernel object is built only when no store holds the kernel),
+    the launcher's parameter names (:func:`facts.launcher_params`) and the
+    kernel's name."""
+
+    call: Any
+    params: tuple
+    name: str
 
 
-def by_name(kernel, outputs=(), **values) -> list:
-    """The positional arguments of a call of `kernel`'s launcher, from
-    `values` named by its ``__call__`` parameters (FA4's classes order their
+def site(role, c: Config, build, *, name: str, **call_options) -> Site:
+    """The call site of the kernel `build()` makes for `role` and `c`:
+    keyed by the recipe ``(role, c)`` (with FA4's and QuACK's installed
+    files), so a warm process needs neither FA4 nor the CuTe DSL."""
+    import cutecall
+    params = facts.launcher_params(role, c, build)
+    call = cutecall.cutlass_call(build, recipe=(role, c), recipe_packages=facts.PACKAGES,
+                                 name=name, compile_options=options(c), **call_options)
+    return Site(call, params, name)
+
+
+def by_name(s: Site, outputs=(), **values) -> list:
+    """The positional arguments of a call of `s`'s launcher, from `values`
+    named by its ``__call__`` parameters (FA4's classes order their
     optional tails differently per arch: sm100's forward takes
     ``descale_tensors`` before ``aux_data``). Every parameter up to the last
     one named, ``None`` for those not named, the output parameters
@@ -85,18 +103,18 @@ def by_name(kernel, outputs=(), **values) -> list:
     the stream left out."""
     filled = sorted(n for n in outputs if values.pop(n, None) is not None)
     if filled:
-        raise TypeError(f"cutecall.attention: {', '.join(filled)} of "
-                        f"{type(kernel).__name__} are outputs; cutecall fills them")
-    params = [n for n in _params(type(kernel)) if n not in outputs]
+        raise TypeError(f"cutecall.attention: {', '.join(filled)} of {s.name} are "
+                        "outputs; cutecall fills them")
+    params = [n for n in s.params if n not in outputs]
     unknown = sorted(set(values) - set(params))
     if unknown:
-        raise TypeError(f"cutecall.attention: {type(kernel).__name__} has no "
-                        f"parameter {', '.join(unknown)}; it takes {', '.join(params)}")
+        raise TypeError(f"cutecall.attention: {s.name} has no parameter "
+                        f"{', '.join(unknown)}; it takes {', '.join(params)}")
     last = max(params.index(n) for n in values)
     return [values.get(n) for n in params[:last + 1]]
 
 
-def forward_args(c: Config, kernel, outputs, q, k, v, scale, cu_q, cu_k, used_q, used_k,
+def forward_args(c: Config, kernel: Site, outputs, q, k, v, scale, cu_q, cu_k, used_q, used_k,
                  page_table, left, right, sink, aux, max_seqlen_q=None) -> list:
     """The forward launcher's arguments (blocksparse tensors ``None``). On
     sm100 ``max_seqlen_q`` is what FA4 passes: the hint, else Sq (or
@@ -111,7 +129,7 @@ def forward_args(c: Config, kernel, outputs, q, k, v, scale, cu_q, cu_k, used_q,
     return by_name(kernel, outputs, **named)
 
 
-def backward_args(kernel, outputs, q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc,
+def backward_args(kernel: Site, outputs, q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc,
                   scale, cu_q, cu_k, used_q, used_k, left, right, aux) -> list:
     """The main backward's arguments (semaphores and blocksparse tensors
     ``None``)."""

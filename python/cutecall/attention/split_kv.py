@@ -17,7 +17,7 @@ import functools
 
 from .config import Config
 from .kernel_objects import combine_kernel, forward_kernel
-from .specs import F32, HALF, batching, by_name, forward_args, optional, options, ranks, sds, specs
+from .specs import F32, HALF, batching, by_name, forward_args, optional, ranks, sds, site, specs
 
 OUTPUTS = ("mO", "mLSE")
 
@@ -26,7 +26,6 @@ OUTPUTS = ("mO", "mLSE")
 def forward(c: Config):
     """``kernels.forward``'s call for ``c.num_splits > 1``: the split
     forward, then the combine (two launches)."""
-    import cutecall
     n = c.num_splits
 
     def outputs(q, *_):
@@ -38,15 +37,13 @@ def forward(c: Config):
     _, rk, _, _ = ranks(c)
     absent = sum((c.cu_seqlens_k, c.seqused_k, c.paged_kv, bool(c.sink_dtype))) + \
         max(c.aux_tensors, 0)
-    kernel = forward_kernel(c)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=outputs, output_params=OUTPUTS,
-        batch_modes=batching(c, modes, (1, 1)), compile_options=options(c),
-        **specs([(4, HALF), (rk, HALF), (rk, HALF)] + [None] * absent, [(5, F32), None]),
-        name=f"fa4_fwd_{c.tag()}")
+    s = site("fwd", c, lambda: forward_kernel(c), output_shape_dtype=outputs,
+             output_params=OUTPUTS, batch_modes=batching(c, modes, (1, 1)),
+             **specs([(4, HALF), (rk, HALF), (rk, HALF)] + [None] * absent, [(5, F32), None]),
+             name=f"fa4_fwd_{c.tag()}")
 
     def run(q, *args, **kw):
-        o_partial, lse_partial = call(*forward_args(c, kernel, OUTPUTS, q, *args, **kw))
+        o_partial, lse_partial = s.call(*forward_args(c, s, OUTPUTS, q, *args, **kw))
         return combine(c, q.shape[-2])(o_partial, lse_partial)
     return run
 
@@ -62,14 +59,12 @@ def combine(c: Config, heads: int):
         _n, b, s, h, dv = o_partial.shape
         return sds((b, s, h, dv), c.dtype), sds((b, h, s), "float32")
 
-    kernel = combine_kernel(c, heads)
-    call = cutecall.cutlass_call(
-        kernel, output_shape_dtype=outputs, output_params=OUTPUTS,
-        batch_modes=cutecall.BatchModes(inputs=(1, 1), outputs=(0, 0)),
-        compile_options=options(c),
-        **specs([(5, F32), (4, 1, (0, 1, 3, 2))], [(4, HALF), (3, 1, (0, 2, 1))]),
-        name=f"fa4_fwd_combine_{c.tag()}_h{heads}")
-    return lambda o_partial, lse_partial: call(*by_name(
-        kernel, OUTPUTS, mO_partial=o_partial, mLSE_partial=lse_partial, cu_seqlens=None,
+    s = site(("combine", heads), c, lambda: combine_kernel(c, heads),
+             output_shape_dtype=outputs, output_params=OUTPUTS,
+             batch_modes=cutecall.BatchModes(inputs=(1, 1), outputs=(0, 0)),
+             **specs([(5, F32), (4, 1, (0, 1, 3, 2))], [(4, HALF), (3, 1, (0, 2, 1))]),
+             name=f"fa4_fwd_combine_{c.tag()}_h{heads}")
+    return lambda o_partial, lse_partial: s.call(*by_name(
+        s, OUTPUTS, mO_partial=o_partial, mLSE_partial=lse_partial, cu_seqlens=None,
         seqused=None, num_splits_dynamic_ptr=None, virtual_batch_idx=None,
         semaphore_to_reset=None))

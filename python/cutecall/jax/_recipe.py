@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 from typing import Any
 
@@ -31,6 +32,9 @@ from .._driver.pipeline import Launcher
 from . import _args
 from ._call import CutlassCall, TracedCall
 from ._contract import CompiledCall, batch_tuple
+
+
+RECIPES_ENV = "CUTECALL_RECIPES"  # "0": no recipe lookups (the full path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,11 +102,16 @@ class RecipeCalls:
         fingerprint(values, "recipe")  # fail early on values without content
         self.values, self.name, self.site = values, name, site
         self.packages = tuple(packages)
-        self.target = _target.resolve(compile_options, arch)
+        self._target_args = (compile_options, arch)
         self._lock = threading.Lock()
         self._variants: dict[str, list] = {}  # recipe key -> variants (memory)
         self._kernels: dict[str, Any] = {}    # store key -> CompiledKernel
         self._bound = None
+
+    @property
+    def target(self):
+        """The call's target, read per call (``$CUTECALL_DEVICE`` may change)."""
+        return _target.resolve(*self._target_args)
 
     def key_of(self, desc) -> str:
         return _recipe.recipe_key(self.values, name=self.name, call=[self.site, desc],
@@ -110,7 +119,10 @@ class RecipeCalls:
 
     def find(self, args, kwargs, out_structs) -> Found | None:
         """The recorded kernel this call (with outputs `out_structs`) fits,
-        from a store's record or a pack, or None."""
+        from a store's record or a pack, or None (also with
+        ``CUTECALL_RECIPES=0``: every call takes the full path)."""
+        if os.environ.get(RECIPES_ENV) == "0":
+            return None
         desc, arrays, scalars = describe_call(args, kwargs)
         key = self.key_of(desc + _outputs(out_structs))
         shapes = ([tuple(x.shape) for x in arrays], [tuple(o.shape) for o in out_structs])
@@ -195,7 +207,10 @@ class RecipeCalls:
 def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
     """Whether the call's extents meet what `kernel` was compiled for: each
     static extent and stride, each dynamic extent's and stride's
-    divisibility class (symbolic extents are checked by C++ at launch)."""
+    divisibility class, tied dims equal (symbolic extents are checked by C++
+    at launch). A call that does not fit takes the full path, whose checks
+    name what is wrong."""
+    tied: dict = {}
     for op in decode_plan(kernel.plan):
         shapes, layouts = (in_shapes, in_layouts) if op["source"] == 0 else \
             (out_shapes, out_layouts)
@@ -211,6 +226,10 @@ def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
             for d, div, *_ in dynamic:
                 if d >= len(values) or (isinstance(values[d], int) and values[d] % div):
                     return False
+        for d, _div, *symbol in op["dynamic"]:  # tied dims (TensorSpec.dims) agree
+            if symbol and symbol[0] >= 0 and isinstance(shape[d], int) and \
+                    tied.setdefault(symbol[0], shape[d]) != shape[d]:
+                return False
     return True
 
 
@@ -270,6 +289,7 @@ class RecipeCall(CutlassCall):
         super().__init__(build, **options)
         self._build, self.fn = build, None
         o = self._launcher_options
+        self._served = jax.jit(self._serve, static_argnums=(1, 2, 3, 4))
         self.recipe = RecipeCalls(
             recipe, name=self.name, packages=tuple(packages),
             compile_options=o["compile_options"], arch=self.arch,
@@ -290,20 +310,25 @@ class RecipeCall(CutlassCall):
 
     def __call__(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
-        if found is not None:
-            return _call_found(found, ret_tree, structs)
+        if found is not None:  # as the full path does: one jitted call per site
+            return self._served(found.arrays, found.call, found.scalars, ret_tree,
+                                tuple(structs))
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.__call__(self, *args, **kwargs))
 
     def trace(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
         if found is not None:
-            traced = jax.jit(lambda *arrays: _call_found(
-                dataclasses.replace(found, arrays=arrays), ret_tree, structs)).trace(
-                    *found.arrays)
+            traced = self._served.trace(found.arrays, found.call, found.scalars, ret_tree,
+                                        tuple(structs))
             return TracedCall(traced, found.call.scalars)
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.trace(self, *args, **kwargs))
+
+    @staticmethod
+    def _serve(arrays, call, scalars, ret_tree, structs):
+        return jax.tree.unflatten(ret_tree, call(*arrays, *scalars,
+                                                 output_shape_dtype=list(structs)))
 
     def _lookup(self, args, kwargs):
         """(the call's Found, or None: a miss; (output tree, output structs))."""
@@ -311,8 +336,3 @@ class RecipeCall(CutlassCall):
             check_argument(x, f"argument {i} of '{self.name}'", _args.is_array)
         ret_tree, structs, _, _ = self._outputs(args)
         return self.recipe.find(args, kwargs, structs), (ret_tree, structs)
-
-
-def _call_found(found: Found, ret_tree, structs):
-    results = found.call(*found.arrays, *found.scalars, output_shape_dtype=list(structs))
-    return jax.tree.unflatten(ret_tree, results)
