@@ -44,9 +44,9 @@ def test_eager_calls_reach_the_eager_attribute_without_python(monkeypatch):
 
 
 def test_while_compiling_the_call_goes_to_the_custom_op(monkeypatch):
-    k = ct.kernel(tk.add3)
+    k = ct.kernel(tk.add3, outputs=("c",))  # known: the op is built
     ops = []
-    k._op = lambda *args: ops.append(len(args))
+    k._ops[("c",)] = lambda *args: ops.append(len(args))
     monkeypatch.setattr(torch.compiler, "_is_compiling_flag", True)
     k(*cpu_args())
     assert ops == [3]
@@ -60,7 +60,7 @@ def test_keywords_get_the_python_calls_error():
 
 
 def test_dynamo_traces_the_custom_op_in_one_graph():
-    k = ct.kernel(tk.add3)
+    k = ct.kernel(tk.add3, outputs=("c",))  # outputs known: the op is built
     graphs = []
 
     class Traced(Exception):
@@ -82,6 +82,35 @@ def test_dynamo_traces_the_custom_op_in_one_graph():
         torch.compile(f, fullgraph=True, backend=backend)(*cpu_args())
     targets = [str(n.target) for n in graphs[0].graph.nodes if n.op == "call_function"]
     assert len(targets) == 1 and targets[0].startswith("cutecall."), targets
+
+
+def test_a_first_compiled_call_asks_the_outputs_in_the_graph(compiles):
+    """Outputs by number, nothing asked: Dynamo writes one call that asks
+    them on its fake tensors and calls the op (AOTAutograd traces into it);
+    the op is built then, and the next trace calls it straight."""
+    k = ct.kernel(tk.add3)
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+        return lambda *args: (args[-1],)  # the CPU tensors are not launched
+
+    def f(x, y, out):
+        k(x, y, out)
+        return out
+
+    torch._dynamo.reset()
+    torch.compile(f, fullgraph=True, backend=backend)(*cpu_args())
+    assert k.output_params == ["c"] and ("c",) in k._ops
+    (targets,) = graphs
+    assert len(targets) == 1 and "placed_call" in targets[0], targets
+    torch._dynamo.reset()
+    with pytest.raises(Exception):  # noqa: B017 - the op's CPU launch: traced straight
+        torch.compile(f, fullgraph=True, backend=lambda gm, inputs: (
+            graphs.append([str(n.target) for n in gm.graph.nodes
+                           if n.op == "call_function"]) or gm))(*cpu_args())
+    assert graphs[1][0].startswith("cutecall."), graphs[1]
+    assert compiles() == 0
 
 
 def test_a_subclass_runs_its_python_call():

@@ -78,14 +78,19 @@ class Kernel:
         self.params, self.num_outputs = self.first_call.params, self.first_call.num_outputs
         self._eager = self.launch if allocate is None else \
             (lambda *args: self._allocate_and_launch(args))
-        self._ops: dict = {}  # the custom op per output placement
+        self._ops: dict = {}  # the custom op per output placement, once asked
         this = weakref.ref(self)  # torch's registry must not keep the kernel alive
-        self._in_graph = torch.compiler.allow_in_graph(
-            lambda *args: this()._placed_op(args))
+
+        def placed_call(*args):
+            return this()._placed_op(args)
+        self._placed_call = torch.compiler.allow_in_graph(placed_call)
+        self._built()
 
     def __call__(self, *args):
-        if _is_compiling():
-            return self._in_graph(*args)
+        if _is_compiling():  # the op marking the outputs, once they are known
+            op = self._ops.get(tuple(self.output_params)) \
+                if self.first_call.outputs_known else None
+            return op(*args) if op is not None else self._placed_call(*args)
         return self._eager(*args)
 
     def __repr__(self):
@@ -106,10 +111,11 @@ class Kernel:
         return self.first_call.static_masks
 
     def _placed_op(self, args):
-        """Under ``torch.compile`` (run on its fake tensors: Dynamo writes
-        this call into the graph, AOTAutograd traces it): the outputs are
-        asked first when nothing asked yet -- the first call of a program
-        may be compiled -- then the custom op marking them is called."""
+        """Under ``torch.compile`` before the op is built (run on its fake
+        tensors: Dynamo writes this call into the graph, AOTAutograd traces
+        it): the outputs are asked when nothing asked yet -- the first call
+        of a program may be compiled -- then the custom op marking them is
+        built and called."""
         if not self.first_call.outputs_known:
             merged = args
             if self.allocate is not None:
@@ -118,6 +124,12 @@ class Kernel:
                     args, (outs,) if isinstance(outs, torch.Tensor) else tuple(outs))
             self.first_call.place(merged)
         return self._op(*args)
+
+    def _built(self) -> None:
+        """Builds the custom op once the outputs are known (named, or asked),
+        so that Dynamo traces it straight into the graph."""
+        if self.first_call.outputs_known:
+            self._op  # noqa: B018 - built and kept in _ops
 
     @property
     def _op(self):
@@ -137,6 +149,7 @@ class Kernel:
                              f"{len(outs)} tensors, expected {self.num_outputs}")
         if not self.first_call.outputs_known:  # asked before the first launch
             self.first_call.place(self.first_call.merge(args, outs))
+            self._built()
         self.launch(*self.first_call.merge(args, outs))
         return outs[0] if single else outs
 
@@ -183,7 +196,9 @@ class Kernel:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
         register_types(self.launch, args, _describe.is_tensor)
-        return self.first_call.entry(args, props)
+        entry = self.first_call.entry(args, props)
+        self._built()
+        return entry
 
     def compile(self, *args, arch: str | None = None) -> CompiledKernel:
         """Compiles (or finds in the artifact store) the specialization these
@@ -217,7 +232,9 @@ class Kernel:
                 self.first_call.place(self.first_call.merge(args, outs))
             args = tuple(self.first_call.merge(args, outs))
         _describe.check_kinds(self, args, (torch.Tensor, _describe.TensorDesc))
-        return self.first_call.compile(args, arch=arch)
+        compiled = self.first_call.compile(args, arch=arch)
+        self._built()
+        return compiled
 
 
 # Eager calls skip __call__'s Python frame: C++ runs the same
