@@ -38,12 +38,19 @@ def python_names() -> dict[str, str]:
     return out
 
 
+def c_macros() -> set[str]:
+    """The C ABI's own macros (``CUTECALL_OPEN_OPTIONS_STRUCT_SIZE``): an
+    error message may name one; they are not variables."""
+    with open(os.path.join(ROOT, "cpp", "include", "cutecall", "cutecall_c.h")) as f:
+        return set(re.findall(r"#define\s+(CUTECALL_[A-Z0-9_]+)", f.read()))
+
+
 def cpp_names() -> dict[str, str]:
-    out = {}
+    out, macros = {}, c_macros()
     for path in (p for top in CPP_DIRS for p in _files(top, (".cc", ".h"))):
         for literal in _STRING.findall(_COMMENT.sub(" ", open(path).read())):
             value = literal[1:-1]
-            if NAME.fullmatch(value) and not STATUS.fullmatch(value):
+            if NAME.fullmatch(value) and not STATUS.fullmatch(value) and value not in macros:
                 out.setdefault(value, os.path.relpath(path, ROOT))
     return out
 
