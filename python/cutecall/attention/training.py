@@ -1,6 +1,6 @@
 """A data-parallel training step around FlashAttention-4 in JAX: the model
-``tests/attention/test_gpu_flash_attention.py`` checks on 2 GPUs and
-``bench/attention/shard_step.py`` times.
+``tests/attention/test_gpu_flash_attention.py`` checks on 2 GPUs and the
+scaling benchmark (``bench/scaling``) times.
 
 The model is one attention layer: projections of x (B, S, E) to q, k and v
 (GQA), causal FA4 attention, a squared loss against y (B, S, H, D), and an
@@ -27,9 +27,8 @@ __all__ = ["problem", "loss", "step", "sharded_step", "place", "DATA_PARALLEL_OP
 # XLA's DotMerger off (it merges the q/k/v projections into one dot on a
 # concatenate and slices after: copies that do not shrink with the batch).
 # Long-standing DebugOptions fields, accepted by every jaxlib cutecall
-# supports. On 4 x H200 (bench/results/scaling.md) they take the 4-GPU step
-# from 2783 to 2742 us (run V: 3.53x against 3.52x; 3.83x against 3.68x
-# in run N's shorter trials), as they do XLA's cuDNN step (3.56x, 3.45x).
+# supports. On 4 x H200 they take the data-parallel step about 1.5% faster
+# (2783 to 2742 us), as they do XLA's cuDNN step.
 DATA_PARALLEL_OPTIONS = {"xla_gpu_dot_merger_threshold_mb": 0,
                          "xla_gpu_all_reduce_combine_threshold_bytes": 1,
                          "xla_gpu_enable_latency_hiding_scheduler": True}
