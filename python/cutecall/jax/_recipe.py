@@ -104,8 +104,9 @@ class RecipeCalls:
         self.packages = tuple(packages)
         self._target_args = (compile_options, arch)
         self._lock = threading.Lock()
-        self._variants: dict[str, list] = {}  # recipe key -> variants (memory)
-        self._kernels: dict[str, Any] = {}    # store key -> CompiledKernel
+        # recipe key -> [(variant, kernel or None)], for one store generation
+        self._variants: dict[str, list] = {}
+        self._generation = -1
         self._bound = None
 
     @property
@@ -142,7 +143,10 @@ class RecipeCalls:
     def _candidates(self, key: str) -> list:
         """(Variant, kernel or None: load it) pairs under recipe `key`: the
         stores' record, else the packs' entries (kernels included)."""
+        from .._driver.store import memory
         with self._lock:
+            if self._generation != memory.generation():  # cutecall.clear_cache()
+                self._variants, self._generation = {}, memory.generation()
             found = self._variants.get(key)
         if found is None:
             found = [(v, None) for v in _recipe.load(key, self.target.arch)]
@@ -155,15 +159,9 @@ class RecipeCalls:
         return found
 
     def _kernel(self, v: _recipe.Variant):
-        with self._lock:
-            kernel = self._kernels.get(v.key)
-        if kernel is None:
-            from .._driver.store import memory
-            kernel = memory.load(v.key, v.name, self.target.arch)
-            if kernel is not None:
-                with self._lock:
-                    self._kernels[v.key] = kernel
-        return kernel
+        """The kernel of `v` from the process or a store (verified), or None."""
+        from .._driver.store import memory
+        return memory.load(v.key, v.name, self.target.arch)
 
     def bound(self, kernel, scalars, aliases, in_layouts, out_layouts,
               allow_cuda_graph, batch) -> None:
@@ -201,7 +199,6 @@ class RecipeCalls:
                                                            scalars, contract))
         with self._lock:
             self._variants.pop(key, None)
-            self._kernels[kernel.key] = kernel
 
 
 def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
@@ -248,6 +245,11 @@ def _strides(shape, minor_to_major) -> list:
 
 # ---------------------------------------------------------------------------
 # The call site
+
+def _abstract(x):
+    """An array as its shape and dtype (a tracer too); anything else as is."""
+    return jax.ShapeDtypeStruct(x.shape, x.dtype) if _args.is_array(x) else x
+
 
 def _content(value):
     """Options as hashable content (mappings as sorted item tuples)."""
@@ -310,11 +312,18 @@ class RecipeCall(CutlassCall):
 
     def __call__(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
-        if found is not None:  # as the full path does: one jitted call per site
-            return self._served(found.arrays, found.call, found.scalars, ret_tree,
-                                tuple(structs))
-        return self.recipe.recording(
-            args, kwargs, structs, lambda: CutlassCall.__call__(self, *args, **kwargs))
+        if found is None and os.environ.get(RECIPES_ENV) != "0":
+            # A miss: the full path traced on its own (compiling or loading,
+            # and recorded), then served as every later call is, so a site's
+            # calls share one jitted function in the program.
+            abstract = jax.tree.map(_abstract, args, is_leaf=_args.is_array)
+            self.recipe.recording(args, kwargs, structs,
+                                  lambda: CutlassCall.trace(self, *abstract, **kwargs))
+            found, _ = self._lookup(args, kwargs)
+        if found is None:  # nothing recorded (CUTECALL_RECIPES=0, scalars it cannot follow)
+            return CutlassCall.__call__(self, *args, **kwargs)
+        return self._served(found.arrays, found.call, found.scalars, ret_tree,
+                            tuple(structs))
 
     def trace(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)

@@ -63,10 +63,22 @@ def compile_stats() -> dict:
 
 
 def clear_cache() -> None:
-    """Drops every in-process compiled kernel (counters are kept)."""
+    """Drops every in-process compiled kernel (counters are kept), and with
+    them what call sites remember of the store (:func:`generation`)."""
+    global _generation
     with lock:
         _entries.clear()
         _failed.clear()
+        _generation += 1
+
+
+_generation = 0
+
+
+def generation() -> int:
+    """How many times :func:`clear_cache` has run: a call site's own memory
+    of kernels and records is good only for the generation it was made in."""
+    return _generation
 
 
 def journal_mark() -> int:
