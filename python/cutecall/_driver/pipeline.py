@@ -27,6 +27,7 @@ from .binding import Binding, SlotKind
 from .placement_probes import PlacementProbes, outputs_at
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
+from .dtype_contract import DtypeContract
 from .key import specialization_key
 from .operand import SOURCE_ARG, OperandDesc, make_operand, tie_dims
 from .pytree import Node
@@ -64,13 +65,16 @@ class Launcher:
     `learns_writes`: what a compile's trace writes is read (and kept) even
     with no outputs to check, for binds that place outputs by it; False for
     a front that never asks (Helion's launcher, torch with named outputs):
-    a compile then reads the module only to check placed outputs."""
+    a compile then reads the module only to check placed outputs.
+    `dtypes`: the element types the call site declares per parameter
+    (``dtype_contract``), checked before any form compiles."""
 
     def __init__(self, fn: Callable, *, name: str | None = None,
                  constexprs: Mapping[str, Any] | None = None,
                  compile_options: str | None = None, compile_key: Any = None,
                  static_fallback: bool | None = None, hint: str = "cutlass_call",
-                 keeps_static_masks: bool = False, learns_writes: bool = True):
+                 keeps_static_masks: bool = False, learns_writes: bool = True,
+                 dtypes: Mapping | None = None):
         if not callable(fn):
             raise TypeError(f"cutecall: launcher must be callable (a @cute.jit "
                             f"function or kernel object), got "
@@ -91,6 +95,7 @@ class Launcher:
         for k, v in self.constexprs:  # fail early on unusable constexprs
             _fingerprint.fingerprint(v, f"constexpr {k!r}")
         self.sig.check_constexprs(dict(self.constexprs))
+        self.dtypes = DtypeContract(dtypes, self.sig, self.name)  # dtypes= checked
         self.options = compile_options
         if compile_key is not None:
             try:
@@ -216,6 +221,7 @@ class Launcher:
         front's static masks, plus `extra` per operand (a fallback rung).
         The one place a KernelSpec is built, with its key; `device`: the
         CUDA device the front launches on (``target.resolve``)."""
+        self.dtypes.check(operands)  # a declared dtype, before anything compiles
         tgt = target.resolve(self.options, device_arch, device)
         n_in = sum(op.source == SOURCE_ARG for op in operands)
         trees = (Node("tuple", None, tuple(range(len(binding.trees))), binding.trees),

@@ -57,7 +57,7 @@ class CutlassCall:
                  allow_cuda_graph=True, compile_options=None, compile_key=None,
                  use_static_tensors=False, operand_order="inputs_first",
                  name=None, constexprs=None, batch_modes=None,
-                 static_fallback=None, output_params=None):
+                 static_fallback=None, output_params=None, dtypes=None):
         """Options as :func:`cutlass_call` takes them (keyword-only), with
         the launcher's constexprs as one mapping, `constexprs`."""
         if not callable(fn):
@@ -72,7 +72,7 @@ class CutlassCall:
         self._launcher_options = dict(
             constexprs=dict(constexprs or {}), compile_options=compile_options,
             compile_key=compile_key, static_fallback=static_fallback,
-            hint="cutlass_call")
+            hint="cutlass_call", dtypes=dtypes)
         self.fn, self.name = fn, name or getattr(fn, "__name__", type(fn).__name__)
         if type(self).launcher_now:
             self.name = self.launcher.name
