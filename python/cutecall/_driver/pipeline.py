@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
-from . import binding as _binding, fallback, fingerprint as _fingerprint
+from . import binding as _binding, call_checks, fallback, fingerprint as _fingerprint
 from . import diagnosis, launcher_kind, signature as _signature, target, written_params
 from .binding import Binding, SlotKind
 from .placement_probes import PlacementProbes, outputs_at
@@ -136,10 +136,22 @@ class Launcher:
         binding placed by the rule alone checks that (``written_params``)."""
         written = self.writes.candidates if self.writes is not None else None
         in_leaves = self.writes.in_leaves if self.writes is not None else frozenset()
-        binding, leaves = _binding.bind(
-            self.sig, args, kwargs or {}, num_outputs, order,
-            {k for k, _ in self.constexprs}, output_names, scalar_value, is_array,
-            written, frozenset(self.probes.avoid), in_leaves)
+        constexprs = {k for k, _ in self.constexprs}
+        try:
+            binding, leaves = _binding.bind(
+                self.sig, args, kwargs or {}, num_outputs, order, constexprs,
+                output_names, scalar_value, is_array, written,
+                frozenset(self.probes.avoid), in_leaves)
+        except TypeError as e:  # the argument that fits no parameter, named
+            better = call_checks.explain(self.sig, args, kwargs or {}, constexprs,
+                                         num_outputs, order)
+            if better is None:
+                raise
+            raise TypeError(better) from None
+        if self.sig.inspected:  # None where the launcher declares a tensor
+            call_checks.check_nones(self.sig, binding.slots, args, kwargs or {},
+                                    constexprs, num_outputs, order,
+                                    fixed=output_names is not None or not num_outputs)
         # Named outputs, or outputs all where a trace saw writes, are not
         # checked again; a placement made without that evidence (none of
         # the written parameters fits the call) is.

@@ -12,8 +12,8 @@ from typing import Mapping
 import jax
 import numpy as np
 
-from .._driver import operand as _operand, pytree, signature as _signature
-from .._driver.binding import Slot, SlotKind
+from .._driver import call_checks, operand as _operand, pytree, signature as _signature
+from .._driver.binding import Slot, SlotKind, check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.tensor_spec import TensorSpec
 
@@ -266,3 +266,42 @@ def check_output_params(output_params):
         raise TypeError(f"cutecall: output_params must be a sequence of parameter "
                         f"names, got {output_params!r}")
     return tuple(output_params)
+
+
+# ---------------------------------------------------------------------------
+# The call's arguments, named when they are what is wrong
+
+def check_call_argument(x, what: str) -> None:
+    """A positional argument of a call is something the JAX front takes:
+    a torch tensor says how to make a JAX array of it."""
+    if type(x).__module__.split(".")[0] == "torch" and hasattr(x, "shape"):
+        raise TypeError(
+            f"cutecall: {what} is a torch tensor {call_checks.show(x)}; cutlass_call "
+            "takes JAX arrays: pass jax.dlpack.from_dlpack(x) (the same memory) or "
+            "jnp.asarray(x.cpu().numpy()), or launch it with cutecall.torch.kernel")
+    check_argument(x, what, is_array)
+
+
+def raise_if_unfit(call, args, kwargs, error: Exception) -> None:
+    """`call`'s ``output_shape_dtype`` raised `error` on the call's
+    arguments (the README's ``lambda a, b: ShapeDtypeStruct(a.shape, ...)``
+    given a float): when no binding of the launcher fits the arguments
+    either, that is the error to show, naming the argument."""
+    try:
+        launcher = call.launcher
+        message = call_checks.explain_any_outputs(
+            launcher.sig, args, kwargs, {k for k, _ in launcher.constexprs},
+            call.operand_order)
+    except Exception:  # the launcher cannot tell: the original error stands
+        return
+    if message is not None:
+        raise TypeError(f"{message}; output_shape_dtype raised "
+                        f"{type(error).__name__}: {error}") from error
+
+
+def check_counts(call, args, kwargs, num_outputs: int) -> None:
+    """The call's positional arguments and ``output_shape_dtype``'s
+    `num_outputs` outputs fit the launcher's parameters in number."""
+    launcher = call.launcher
+    call_checks.check_counts(launcher.sig, len(args), num_outputs, kwargs,
+                             {k for k, _ in launcher.constexprs}, "output_shape_dtype")

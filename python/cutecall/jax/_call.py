@@ -12,7 +12,6 @@ import jax
 
 from .._driver import pytree, signature as _signature, target as _target
 from .._driver import written_params
-from .._driver.binding import check_argument
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
 from . import _args as _jax_args, _batching, _targets
@@ -145,8 +144,12 @@ class CutlassCall:
 
     def _bind(self, args, kwargs):
         for i, x in enumerate(args):  # before output_shape_dtype reads them
-            check_argument(x, f"argument {i} of '{self.name}'", _jax_args.is_array)
-        outs = self._outputs(args)
+            _jax_args.check_call_argument(x, f"argument {i} of '{self.name}'")
+        try:
+            outs = self._outputs(args)
+        except Exception as e:  # the arguments may be what is wrong
+            _jax_args.raise_if_unfit(self, args, kwargs, e)
+            raise
         for i, o in self.aliases:
             if isinstance(i, int) and (i >= len(args) or args[i] is None or
                                        _signature.is_scalar_value(args[i])):
@@ -157,6 +160,8 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
+        if not outs[3]:  # as many values as the launcher has parameters for
+            _jax_args.check_counts(self, args, kwargs, outs[2])
         def bind(unpassed):
             return self.launcher.bind(
                 args, kwargs, num_outputs=outs[2] - len(unpassed),
