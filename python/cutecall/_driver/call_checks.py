@@ -146,26 +146,21 @@ def check_counts(sig: LauncherSignature, num_args: int, num_outputs: int, kwargs
                  constexpr_names, outputs_from: str) -> None:
     """Raises a TypeError when `num_args` positional arguments and
     `num_outputs` outputs (given by `outputs_from`, e.g.
-    ``"output_shape_dtype"``) cannot fill the launcher's parameters: too
-    many values, or fewer than its parameters without defaults."""
+    ``"output_shape_dtype"``) are more values than the launcher has
+    parameters for (too few: the binding names the parameter left empty)."""
     if not sig.inspected:
         return
     params = open_params(sig, kwargs, constexpr_names)
-    required = [sig.params[i].name for i in params if not sig.params[i].has_default]
     total = num_args + num_outputs
-    if total <= len(params) and total >= len(required):
+    if total <= len(params):
         return
-    names = [sig.params[i].name for i in params]
-    what = f"{len(params)} array or scalar parameter(s) ({', '.join(names) or 'none'})" \
-        if total > len(params) else \
-        f"{len(required)} parameter(s) without defaults ({', '.join(required)})"
-    fix = f"{total - len(params)} too many: fewer arguments, or fewer outputs from " \
-        if total > len(params) else \
-        f"{len(required) - total} too few: more arguments, or more outputs from "
+    names = ", ".join(sig.params[i].name for i in params) or "none"
     raise TypeError(
         f"cutecall: '{sig.name}' was called with {num_args} positional argument(s) "
         f"and {outputs_from} gives {num_outputs} output(s): {total} values for the "
-        f"launcher's {what}; {fix}{outputs_from}")
+        f"launcher's {len(params)} array or scalar parameter(s) ({names}); "
+        f"{total - len(params)} too many: fewer arguments, or fewer outputs from "
+        f"{outputs_from}")
 
 
 def check_nones(sig: LauncherSignature, slots: Sequence, args: Sequence, kwargs,

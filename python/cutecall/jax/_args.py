@@ -6,6 +6,8 @@ scalars read as host values; XLA layouts of compiled operands."""
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import warnings
 from typing import Mapping
 
@@ -193,15 +195,13 @@ def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
     path (``epilogue_args.mC``); `unpassed`: the top-level outputs the
     launcher does not receive."""
     param_of = call.launcher.parameter_names(binding)
-    arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
-                 for a, k in enumerate(binding.arrays)]
+    names = leaf_names(call, binding)
     trees = dict(zip(binding.arrays, binding.trees))
     present = []
     for k in sorted(binding.arrays + binding.absent):
         present += [False] if k not in trees else [
             leaf.kind == pytree.ARRAY for leaf in _leaves(trees[k])
             if leaf.kind in (pytree.ARRAY, pytree.NONE)]
-    names = [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
     in_specs = flat_specs(call.input_spec, present, "input_spec", names)
     kept = [j for j in range(top) if j not in unpassed]
     out_names = []
@@ -218,6 +218,15 @@ def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
                      call.use_static_tensors, call.name)
             for b in range(len(out_structs)) if b not in aliased]
     return out
+
+
+def leaf_names(call, binding) -> list[str]:
+    """Per input array leaf of a bound call, its name: the launcher
+    parameter it reaches plus its key path (``epilogue_args.mC``)."""
+    param_of = call.launcher.parameter_names(binding)
+    arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
+                 for a, k in enumerate(binding.arrays)]
+    return [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
 
 
 def _leaves(tree):
@@ -305,3 +314,48 @@ def check_counts(call, args, kwargs, num_outputs: int) -> None:
     launcher = call.launcher
     call_checks.check_counts(launcher.sig, len(args), num_outputs, kwargs,
                              {k for k, _ in launcher.constexprs}, "output_shape_dtype")
+
+
+GPU_PLATFORMS = ("gpu", "cuda")
+_off_gpu = contextvars.ContextVar("cutecall_off_gpu", default=None)
+
+
+@contextlib.contextmanager
+def eager_platform(call, binding, arrays):
+    """While an eager call (no argument traced) is traced: why it cannot
+    run, when its arrays are on a CPU (it could only fail after compiling;
+    :func:`refuse_off_gpu` raises it before), naming the array that puts it
+    there or the default device."""
+    token = _off_gpu.set(_off_gpu_reason(call, binding, arrays))
+    try:
+        yield
+    finally:
+        _off_gpu.reset(token)
+
+
+def refuse_off_gpu() -> None:
+    """Raises, before a compile, for an eager call that cannot run."""
+    reason = _off_gpu.get()
+    if reason is not None:
+        raise NotImplementedError(reason)
+
+
+def _off_gpu_reason(call, binding, arrays) -> str | None:
+    if any(isinstance(x, jax.core.Tracer) for x in arrays):
+        return None
+    committed = [(k, x) for k, x in enumerate(arrays)
+                 if isinstance(x, jax.Array) and getattr(x, "committed", False)]
+    if committed:
+        k, x = committed[0]
+        platform = next(iter(x.devices())).platform
+        where = f"argument {leaf_names(call, binding)[k]!r} is on {x.devices()}"
+    else:
+        default = jax.config.jax_default_device
+        platform = getattr(default, "platform", default) or jax.default_backend()
+        where = f"its arrays go to the default device, a {platform} device"
+    if platform in GPU_PLATFORMS:
+        return None
+    return (f"cutecall: kernel '{call.name}' runs only on CUDA GPUs, but {where}. "
+            "Put the inputs on a GPU (jax.device_put(x, jax.devices('gpu')[0])), or "
+            "inspect the call without one: call.lower(*args) or "
+            "jax.jit(f).trace(*args).lower(lowering_platforms=('cuda',)).")

@@ -188,7 +188,8 @@ class CutlassCall:
     def __call__(self, *args, **kwargs):
         def attempt():  # again where the kernel writes, if not the outputs
             binding, flat_in, outs = self._bind(args, kwargs)
-            return self._jitted(flat_in, binding, outs)
+            with _jax_args.eager_platform(self, binding, flat_in):  # CPU: refused
+                return self._jitted(flat_in, binding, outs)
         return written_params.retrying(attempt)
 
     def trace(self, *args, **kwargs) -> "TracedCall":
@@ -250,6 +251,7 @@ class CutlassCall:
                        for b, leaf in zip(base, leaves)]))
         out_tree = _jax_args.output_tree(kernel_positional)
 
+        _jax_args.refuse_off_gpu()  # an eager call on a CPU, before compiling
         result = self.launcher.specialize(
             operands, binding, device_arch=self.arch, output_tree=out_tree,
             num_args=len(flat_in), num_rets=len(out_structs))
