@@ -327,11 +327,9 @@ class _Climb:
                     return kernel, spec, self.start, 0
         first = self.first
         if self.allowed:
-            first = CompileError(
+            first = first.with_message(
                 f"{first}\n(no static form compiled either; the fully static one "
-                "is tried last)", kernel=self.name, arch=self.arch,
-                root_cause=first.root_cause, dsl_message=first.dsl_message,
-                source_line=first.source_line)
+                "is tried last)", kernel=self.name, arch=self.arch)
             first.__cause__ = self.first
         with cache.lock:
             cache.remember_failure(self.build(self.start).key, first)

@@ -22,7 +22,7 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, call_checks, fallback, fingerprint as _fingerprint
-from . import diagnosis, launcher_kind, signature as _signature, target, written_params
+from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target, written_params
 from .binding import Binding, SlotKind
 from .placement_probes import PlacementProbes, outputs_at
 from .compile_error import CompileError
@@ -203,8 +203,12 @@ class Launcher:
                         operands), searched)
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
+            def retrace():
+                with memory.lock:
+                    return compile_locate.retrace(build(start), options, arch)
+            compile_locate.attach(error, retrace, e)  # its line, found when shown
             probes.did_not_compile(self.name, binding, error, e, searched)
-            raise error from e
+            raise compile_locate.located(error) from e
         except written_params.NothingWritten:  # the front tries the next placement
             probes.wrote_nothing(binding)
             raise

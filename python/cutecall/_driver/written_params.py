@@ -30,6 +30,7 @@ import dataclasses
 import re
 from typing import Any, Callable
 
+from . import compile_locate
 from .binding import SlotKind
 from .mlir_writes import Writes, analyze
 
@@ -246,7 +247,9 @@ def retrying(attempt: Callable[[], Any]) -> Any:
 
 def _hinted(error: BaseException, kernel: str, tried: int) -> BaseException:
     """The rule's compile error, noting that other placements failed too
-    (a note where Python has them, 3.11+)."""
+    (a note where Python has them, 3.11+), with the place of its invalid
+    IR found (``compile_locate``)."""
+    error = compile_locate.located(error)
     if hasattr(error, "add_note"):
         error.add_note(
             f"cutecall: {tried} placement(s) of the outputs of '{kernel}' were tried and "
