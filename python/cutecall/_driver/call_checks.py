@@ -69,16 +69,14 @@ def explain(sig: LauncherSignature, args: Sequence[Any], kwargs, constexpr_names
                 f"parameter(s) ({', '.join(names) or 'none'}), but the call passes "
                 f"{n} positional argument(s){outs}: {n + num_outputs - len(params)} "
                 f"too many{tail}")
-    counted = _too_many_of_a_kind(sig, params, kinds, num_outputs)
-    if counted:
-        return f"cutecall: launcher '{sig.name}' {counted}{tail}"
     start = num_outputs if order == "outputs_first" else 0
     for k, (i, kind) in enumerate(zip(params[start:], kinds)):
         problem = _misfit(sig.params[i], kind, args[k])
         if problem:
             return (f"cutecall: argument {sig.params[i].name!r} (position {k}) of "
                     f"'{sig.name}' {problem}{tail}")
-    return None
+    counted = _too_many_of_a_kind(sig, params, kinds, num_outputs)
+    return f"cutecall: launcher '{sig.name}' {counted}{tail}" if counted else None
 
 
 def explain_any_outputs(sig: LauncherSignature, args: Sequence[Any], kwargs,

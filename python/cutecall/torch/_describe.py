@@ -186,12 +186,17 @@ def check_kinds(k, args, tensor_types) -> list[str]:
     for i, a in enumerate(args):
         if i < len(names) and k.params[i].kind == SCALAR and isinstance(a, tensor_types):
             raise TypeError(f"cutecall: {what[i]} of '{k.name}' is a runtime "
-                            f"scalar ({k.params[i].scalar_type}); pass a "
-                            f"Python value, got a tensor")
+                            f"scalar ({k.params[i].scalar_type}); pass a Python "
+                            f"value, got a tensor {_shown(a)}")
         check_foreign(a, f"{what[i]} of '{k.name}'")
         check_argument(a, f"{what[i]} of '{k.name}'",
                        lambda x: isinstance(x, tensor_types))
     return what
+
+
+def _shown(a) -> str:
+    """``float32[8, 4]``: an array's dtype and shape."""
+    return f"{dtypes.dtype_name(a.dtype)}{list(a.shape)}"
 
 
 def check_foreign(a, what: str) -> None:
@@ -201,7 +206,7 @@ def check_foreign(a, what: str) -> None:
     if framework not in ("numpy", "jax", "jaxlib") or not hasattr(a, "shape") \
             or getattr(a, "shape", None) == ():
         return
-    shown = f"{dtypes.dtype_name(a.dtype)}{list(a.shape)}"
+    shown = _shown(a)
     fix = "torch.from_numpy(x).cuda()" if framework == "numpy" else \
         "torch.from_dlpack(x) (the same GPU memory)"
     raise TypeError(f"cutecall: {what} is a {'NumPy' if framework == 'numpy' else 'JAX'} "
