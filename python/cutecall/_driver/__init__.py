@@ -26,6 +26,9 @@ module                    job
 ``signature``             reads a launcher's signature; runtime scalars
 ``fingerprint``           content fingerprints of launchers and constexprs
 ``binding``               binds one call's arguments to typed ``Slot`` values
+``call_checks``           a call that fits no binding, said about the argument
+                          (a scalar or tuple for a tensor, too many values,
+                          ``None`` for a tensor that is not ``Optional``)
 ``placement``             where the outputs sit among the parameters
 ``pytree``                argument trees: containers, leaves, key paths
 *what is compiled in*
@@ -33,6 +36,7 @@ module                    job
                           ``make_operand``), static masks, tied dims
 ``tensor_spec``           ``TensorSpec``: what a user asks of an array
 ``dtypes``                dtype names -> CuTe DSL types
+``dtype_contract``        ``dtypes=``: the element types a call site declares
 ``layout``                divisibility classes of extents, strides, pointers
 ``fallback``              the static fallback: the forms, the hint, ``climb``
 ``key``                   the specialization key (one schema)
@@ -57,10 +61,13 @@ module                    job
 ``mlir_writes``           which operands a traced MLIR module writes
 ``mlir_text``             the ops of an MLIR module printed in generic form
 ``learn_outputs``         a launch object's outputs, learned from those writes
-``compile_error``         ``CompileError``: the DSL's failure, root cause first;
-                          which frames are the user's (``user_stacklevel``)
+``compile_error``         ``CompileError``: the DSL's failure, the user's line
+                          and the root cause first; which frames are the
+                          user's (``user_stacklevel``, ``user_location``)
+``compile_locate``        invalid IR traced again with op locations: its line
 ``diagnosis``             a failed compile explained by the call's arguments
-``progress``              a bar and a line on a terminal while work is long
+``progress``              a bar and a line while work is long: on a terminal,
+                          in a notebook (``tqdm.auto``), as log lines
 *around the pipeline*
 ``call_record``           a kernel as bundles record it (``JaxContract``)
 ``packs``                 prebuilt kernels a recipe finds without compiling
