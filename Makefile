@@ -14,7 +14,7 @@ PIP       := $(VENV)/bin/pip
 EXTERNAL  := "quack-kernels>=0.6.5,<0.7" "flash-attn-4>=4.0.0b36,<4.1" \
              "apache-tvm-ffi>=0.1.11,<0.2" torch-c-dlpack-ext einops \
              "liger-kernel>=0.8.5,<0.9" "nvidia-cutlass-operators>=0.3,<0.4" \
-             "nvidia-cudnn-frontend>=1.32,<2"
+             "nvidia-cudnn-frontend>=1.32,<2" "flashinfer-python>=0.7.2,<0.8"
 DEPS      := "jax>=0.8.1,<0.13" "nvidia-cutlass-dsl[cu13]>=4.8,<4.9" \
              "torch>=2.10,<2.16" "tqdm>=4.60,<5" flatbuffers \
              "redis>=5,<9" "fsspec>=2023.1" \

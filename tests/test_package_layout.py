@@ -24,7 +24,7 @@ LAYERS = {
     "cutecall": 5, "cutecall.cli": 5,                # the API, the command
     "cutecall.__main__": 6,                          # users of the API:
     "cutecall.attention": 6, "cutecall.quack": 6,    # products on the API
-    "cutecall.examples": 7,                          # teaching kernels, old paths
+    "cutecall.examples": 7,                          # teaching kernels
     "cutecall.demo": 8,
 }
 FRAMEWORKS = ("jax", "jaxlib", "torch")
@@ -266,9 +266,7 @@ def test_no_built_wheel_holds_the_corpus():
 
 
 def test_examples_hold_only_small_teaching_kernels():
-    """cutecall.examples: the kernels the docs and demo teach with, and the
-    old paths of the modules that moved to cutecall.attention and
-    cutecall.quack (shims)."""
+    """cutecall.examples: the kernels the docs and demo teach with."""
     top = os.path.join(ROOT, "python", "cutecall", "examples")
     total = 0
     for f in os.listdir(top):
@@ -345,11 +343,12 @@ def test_the_architecture_page_names_only_what_exists():
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_driver_map_names_every_driver_module():
-    """The module map in ``_driver/__init__.py`` names each module and
-    sub-package of the driver, and nothing else."""
+@pytest.mark.parametrize("package", ["_driver", "_driver/store"])
+def test_the_driver_map_names_every_driver_module(package):
+    """The module map in ``_driver/__init__.py`` (and ``_driver/store``'s)
+    names each module and sub-package there, and nothing else."""
     import re
-    driver = os.path.join(ROOT, "python", "cutecall", "_driver")
+    driver = os.path.join(ROOT, "python", "cutecall", package)
     with open(os.path.join(driver, "__init__.py")) as f:
         doc = ast.get_docstring(ast.parse(f.read()))
     mapped = set(re.findall(r"^``(\w+)``", doc, re.MULTILINE))

@@ -1,7 +1,8 @@
 // Fuzz target: the bundle manifest parser, bundle_internal::ParseManifest
 // (cpp/src/bundle_manifest.cc), then what Bundle::Open runs on each entry's
 // fields before it reads any object: ParseEntryPlan (the plan against
-// 'num-slots' and 'layouts') and ArchRunsOn (the entry's 'arch').
+// 'num-slots' and 'layouts'), ArchRunsOn (the entry's 'arch') and
+// CheckEntryDevice (the entry against a GPU: its arch, 'device-reads').
 //
 // Input: the bytes of a manifest.txt (cpp/fuzz/corpus/bundle_manifest,
 // written by make_corpus.cc; tokens in bundle_manifest.dict). Each input is
@@ -11,7 +12,9 @@
 // Beyond ASan/UBSan, checks what Bundle::Open relies on in a parsed
 // manifest: entries exist, names are unique, each plan starts with its
 // version and has as many scalar types (and layouts, where given) as its
-// header says, and an accepted plan matches 'num-slots'.
+// header says, an accepted plan matches 'num-slots', device reads are
+// named once each with values >= 0, and an entry passes the check against
+// a GPU of its arch with the properties its kernel read.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,7 +25,7 @@
 #include "bundle_manifest.h"
 #include "cutecall/abi.h"
 #include "cutecall/bundle.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 
 namespace {
 
@@ -46,6 +49,26 @@ std::string Reseal(std::string_view text) {
                        : text.substr(0, last + 1));
   return body + "manifest-sha256 " + cutecall::ToHex(cutecall::Sha256(body)) +
          "\n";
+}
+
+// The device checks: a GPU of the entry's arch with the properties its
+// kernel read passes; one with other properties fails or passes by them.
+void CheckDevice(const ManifestEntry& e) {
+  std::set<std::string> names;
+  cutecall::bundle_internal::TargetDevice same{e.arch, {}};
+  for (const auto& [name, value] : e.device_reads) {
+    Check(names.insert(name).second && value >= 0, "device reads");
+    const int v = value > INT32_MAX ? 0 : int(value);  // 0: not compared
+    if (name == "sm_count") same.properties.sm_count = v;
+    if (name == "smem_per_block_optin") same.properties.smem_per_block_optin = v;
+    if (name == "smem_per_sm") same.properties.smem_per_sm = v;
+    if (name == "l2_bytes") same.properties.l2_bytes = v;
+  }
+  Check(cutecall::bundle_internal::CheckEntryDevice(e, same, "fuzz: ").ok(),
+        "an entry fails on the device it read");
+  cutecall::bundle_internal::TargetDevice other{"sm_90a", {132, 1, 2, 3}};
+  cutecall::Status s = cutecall::bundle_internal::CheckEntryDevice(e, other, "fuzz: ");
+  Check(s.ok() || s.code() == cutecall::Code::kFailedPrecondition, "device error code");
 }
 
 void CheckEntry(const ManifestEntry& e) {
@@ -74,6 +97,7 @@ void CheckEntry(const ManifestEntry& e) {
     cutecall::ArchRunsOn(e.arch, device);
     cutecall::ArchRunsOn(device, e.arch);
   }
+  CheckDevice(e);
 }
 
 void Parse(std::string_view text) {

@@ -18,7 +18,7 @@
 #include <string>
 #include <string_view>
 
-#include "cutecall/elf.h"
+#include "elf.h"
 
 namespace {
 

@@ -27,8 +27,8 @@
 #include <string_view>
 #include <vector>
 
-#include "cutecall/call_state.h"
-#include "cutecall/sha256.h"
+#include "call_state.h"
+#include "sha256.h"
 #include "ffi_attrs.h"
 #include "xla_ffi_attrs.h"
 

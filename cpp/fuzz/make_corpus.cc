@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "bundle_manifest.h"
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "cutecall/launch_plan.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "elf_builder.h"
 #include "plan_builder.h"
 
@@ -274,6 +274,13 @@ int main(int argc, char** argv) {
     body += Entry(s, true);
   }
   Write(root / "bundle_manifest" / "all_entries", Seal(body));
+  // Format 3: what a kernel read of its device while traced.
+  std::string reads = Entry(plans.front(), true);
+  reads.insert(reads.rfind("end\n"),
+               "device-reads l2_bytes=52428800,max_active_clusters(2)=66,"
+               "sm_count=132\n");
+  Write(root / "bundle_manifest" / "device_reads_v3",
+        Seal("cutecall-bundle 3\ncutecall 0.1.0\ndsl 4.8.1\n" + reads));
   // Malformed: each parser's early exits.
   const Seed& first = plans.front();
   std::vector<int64_t> plan = Encode(first.spec);

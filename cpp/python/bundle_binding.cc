@@ -2,6 +2,7 @@
 // (bundle_binding.h).
 #include "bundle_binding.h"
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -11,7 +12,7 @@
 
 #include "bundle_manifest.h"
 #include "cutecall/bundle.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "raise.h"
 
 namespace nb = nanobind;
@@ -30,12 +31,31 @@ struct BundleContents {
   std::vector<BundleEntry> entries;  // sorted by name
 };
 
+// `props`: None, or a mapping as _core.device_props returns (other keys
+// ignored, missing ones not checked).
+DeviceProperties ToDeviceProperties(const nb::object& props) {
+  DeviceProperties p;
+  if (props.is_none()) return p;
+  nb::dict d = nb::cast<nb::dict>(props);
+  const std::pair<const char*, int DeviceProperties::*> fields[] = {
+      {"sm_count", &DeviceProperties::sm_count},
+      {"smem_per_block_optin", &DeviceProperties::smem_per_block_optin},
+      {"smem_per_sm", &DeviceProperties::smem_per_sm},
+      {"l2_bytes", &DeviceProperties::l2_bytes}};
+  for (const auto& [name, field] : fields) {
+    if (d.contains(name)) p.*field = nb::cast<int>(d[name]);
+  }
+  return p;
+}
+
 BundleContents ReadBundle(const std::string& path,
                           const std::string& expected_digest,
-                          const std::string& device_arch) {
+                          const std::string& device_arch,
+                          const nb::object& device_props) {
   BundleOptions options;
   options.expected_digest = expected_digest;
   options.device_arch = device_arch;
+  options.device_properties = ToDeviceProperties(device_props);
   ErrorOr<bundle_internal::VerifiedBundle> read =
       bundle_internal::ReadVerifiedBundle(path, options);
   if (!read.ok()) Raise(read.status());
@@ -76,6 +96,7 @@ void BindBundle(nb::module_& m) {
       .def_prop_ro("scalar_names", Field(&E::scalar_names))
       .def_prop_ro("layouts", Field(&E::layouts))
       .def_prop_ro("jax", Field(&E::jax))
+      .def_prop_ro("device_reads", Field(&E::device_reads))
       .def_ro("module", &BundleEntry::module);
   nb::class_<BundleContents>(m, "BundleContents",
                              "A bundle read and verified by read_bundle.")
@@ -86,8 +107,11 @@ void BindBundle(nb::module_& m) {
       .def_ro("entries", &BundleContents::entries);
   m.def("read_bundle", &ReadBundle, nb::arg("path"),
         nb::arg("expected_digest") = "", nb::arg("device_arch") = "",
+        nb::arg("device_props") = nb::none(),
         "Reads and verifies a bundle as the C++ Bundle::Open does, loading "
-        "nothing; raises with the C++ message.");
+        "nothing; raises with the C++ message. `device_props` (as "
+        "device_props returns them, or None) are compared with what each "
+        "entry's kernel read of its device while traced.");
   m.def("arch_runs_on",
         [](const std::string& arch, const std::string& device_arch) {
           return ArchRunsOn(arch, device_arch);

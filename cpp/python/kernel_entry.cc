@@ -8,7 +8,7 @@
 #include <string_view>
 #include <utility>
 
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "cutecall/launch_plan.h"
 #include "raise.h"
 

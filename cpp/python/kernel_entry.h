@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "cutecall/abi.h"
-#include "cutecall/call_state.h"
+#include "call_state.h"
 #include "cutecall/launch_plan.h"
 
 namespace cutecall::py {

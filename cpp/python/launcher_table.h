@@ -24,7 +24,7 @@
 #include <Python.h>
 
 #include "call_key.h"
-#include "cutecall/call_state.h"
+#include "call_state.h"
 #include "kernel_entry.h"
 #include "tensor_signature.h"
 

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-#include "cutecall/device_context.h"
+#include "device_context.h"
 #include "dlpack_exchange.h"
 #include "launcher_table.h"
 #include "tensor_signature.h"

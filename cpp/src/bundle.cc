@@ -9,7 +9,7 @@
 
 #include "bundle_manifest.h"
 #include "bundle_runtime.h"
-#include "cutecall/module_registry.h"
+#include "module_registry.h"
 #include "load_stats.h"
 
 namespace cutecall {
@@ -134,6 +134,7 @@ ErrorOr<std::unique_ptr<Bundle>> Bundle::Open(const std::string& path,
     k->scalar_types_ = std::move(e.scalar_types);
     k->scalar_names_ = std::move(e.scalar_names);
     k->key_ = std::move(e.key);
+    k->device_reads_ = std::move(e.device_reads);
     k->layouts_ = std::move(e.layouts);
     if (options.load_modules) {
       k->source_ = std::make_unique<BundleKernel::Source>();

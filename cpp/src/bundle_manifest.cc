@@ -71,6 +71,11 @@ Status FillEntry(const std::map<std::string, std::string_view>& f,
   e->operands = std::string(f.at("operands"));
   e->symbols = std::string(f.at("symbols"));
   if (auto jax = f.find("jax"); jax != f.end()) e->jax = std::string(jax->second);
+  if (auto reads = f.find("device-reads"); reads != f.end()) {
+    if (Status s = ParseDeviceReads(reads->second, &e->device_reads); !s.ok()) {
+      return s;
+    }
+  }
   Digest unused;
   if (!FromHex(e->key, &unused)) return bad("key", "must be 64 hex characters");
   if (!FromHex(f.at("sha256"), &e->sha256)) {
@@ -250,7 +255,7 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
         sp == std::string_view::npos ? std::string_view() : line.substr(sp + 1);
     std::string at = "line " + std::to_string(n + 1) + ": ";
     if (in_entry) at += "entry '" + name + "': ";
-    bool entry_field = field == "jax";
+    bool entry_field = field == "jax" || (format >= 3 && field == "device-reads");
     for (const char* f : kEntryFields) entry_field = entry_field || field == f;
     const bool header_field = field == "cutecall" || field == "dsl" ||
                               (format >= 2 && field == "dsl-runtime");

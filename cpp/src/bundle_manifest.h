@@ -1,11 +1,12 @@
-// Internal to bundle.cc: the bundle manifest, format 1 (docs/bundles.md).
+// Internal to bundle.cc: the bundle manifest, format 3 (docs/bundles.md).
 //
-//   cutecall-bundle 2                 first line: the format version (1 or 2)
+//   cutecall-bundle 3                 first line: the format version (1..3)
 //   cutecall <version>                header fields, once each
 //   dsl <version>
-//   dsl-runtime <sha256> <ver> <path> format 2, optional: the DSL runtime
+//   dsl-runtime <sha256> <ver> <path> format >= 2, optional: the DSL runtime
 //   entry <name>                      then per kernel, a block of fields
-//   kernel <name> ... end             (any order, each once; 'jax' optional)
+//   kernel <name> ... end             (any order, each once; 'jax' and,
+//                                     format >= 3, 'device-reads' optional)
 //   manifest-sha256 <hex>             last line: SHA-256 of all bytes above
 //
 // Lines are "<field> <value>" ended by '\n'; the value is the rest of the
@@ -18,11 +19,12 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cutecall/bundle.h"
 #include "cutecall/launch_plan.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "cutecall/status.h"
 
 namespace cutecall::bundle_internal {
@@ -43,6 +45,9 @@ struct ManifestEntry {
   std::vector<std::string> scalar_names;           // "" where unknown
   std::string jax;  // the JAX call contract (JSON), "" where not recorded
   std::vector<std::vector<int32_t>> layouts;       // empty: unknown
+  // 'device-reads': what the kernel read of its device while traced
+  // ("sm_count" -> 132, ...), in field order; empty: it read nothing.
+  std::vector<std::pair<std::string, int64_t>> device_reads;
 };
 
 struct Manifest {
@@ -65,9 +70,38 @@ ErrorOr<Manifest> ParseManifest(std::string_view text,
 // to the entry ("field 'plan': ...").
 ErrorOr<LaunchPlan> ParseEntryPlan(const ManifestEntry& e);
 
+// 'device-reads' "sm_count=132,max_active_clusters(2)=66" (names of
+// [A-Za-z0-9_()], values >= 0, each name once; "" is none) into `out`
+// (bundle_device.cc). Errors are relative to the entry ("field ...").
+Status ParseDeviceReads(std::string_view value,
+                        std::vector<std::pair<std::string, int64_t>>* out);
+
+// The GPU entries are checked against: `options`' device_arch and
+// device_properties, each one left empty read from CUDA device
+// options.device (when >= 0) through the driver (device_context.h).
+// `who` prefixes errors.
+struct TargetDevice {
+  std::string arch;  // "" : not checked
+  DeviceProperties properties;
+};
+ErrorOr<TargetDevice> ResolveDevice(const BundleOptions& options,
+                                    const std::string& who);
+
+// Entry `e` against `device`: its arch runs there, and what its kernel
+// read while traced fits the device: the same sm_count, no more
+// smem_per_block_optin or smem_per_sm than the device has (bundle_device.cc
+// says why). l2_bytes (a tuning hint) and other names
+// (max_active_clusters(n), which follows from the arch and the SM count)
+// are not compared, nor properties the device leaves 0. Errors are
+// FailedPrecondition naming the kernel, the property, both values and what
+// to do; `at` prefixes them.
+Status CheckEntryDevice(const ManifestEntry& e, const TargetDevice& device,
+                        const std::string& at);
+
 // A bundle's manifest read and checked as Bundle::Open does, reading no
 // object (bundle_read.cc): the manifest (its digest, versions, fields), the
-// digest pin and device arch of `options`, and per entry (manifest order)
+// digest pin of `options`, each entry against the device (ResolveDevice,
+// CheckEntryDevice), and per entry (manifest order)
 // its launch plan and its object file: there, not writable by other users,
 // of the recorded size. Errors name the bundle path, the entry, the file
 // and the field.

@@ -8,7 +8,7 @@
 #include <utility>
 
 #include "bundle_manifest.h"
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "load_stats.h"
 
 namespace cutecall::bundle_internal {
@@ -77,14 +77,12 @@ ErrorOr<CheckedManifest> ReadCheckedManifest(const std::string& path,
     return InvalidArgument(who + "field 'manifest-sha256' is " + m->digest +
                            ", expected " + options.expected_digest);
   }
+  ErrorOr<TargetDevice> device = ResolveDevice(options, who);
+  if (!device.ok()) return device.status();
   CheckedManifest out;
   for (const ManifestEntry& e : m->entries) {
     const std::string at = who + "entry '" + e.name + "': ";
-    if (!options.device_arch.empty() && !ArchRunsOn(e.arch, options.device_arch)) {
-      return FailedPrecondition(at + "field 'arch' is " + e.arch +
-                                ", which does not run on this GPU (" +
-                                options.device_arch + ")");
-    }
+    if (Status s = CheckEntryDevice(e, device.value(), at); !s.ok()) return s;
     const std::string rel = ObjectFile(e);
     if (Status s = CheckFile(path + "/" + rel, rel, at, &st); !s.ok()) return s;
     if (size_t(st.st_size) != e.size) return SizeError(at, rel, size_t(st.st_size), e.size);

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "cutecall/runtime_table.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 
 namespace cutecall::bundle_internal {
 namespace {

@@ -3,7 +3,9 @@
 // the detail of a failure in a thread-local string.
 #include "cutecall/cutecall_c.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -19,6 +21,14 @@ static_assert(sizeof(cutecall_tensor) == sizeof(cutecall::BufferView) &&
                       offsetof(cutecall::BufferView, strides),
               "cutecall_tensor must match cutecall::BufferView");
 static_assert(sizeof(cutecall_scalar) == sizeof(cutecall::abi::Slot));
+// cutecall_open_options: where each version ends (LP64). Fields are only
+// appended: these never change, a new version adds a line.
+static_assert(sizeof(void*) != 8 ||
+                  (offsetof(cutecall_open_options, expected_digest) == 8 &&
+                   CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V1 == 28 &&
+                   CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V2 == 36),
+              "cutecall_open_options: fields are only ever appended");
+static_assert(CUTECALL_OPEN_OPTIONS_STRUCT_SIZE <= sizeof(cutecall_open_options));
 static_assert(int(CUTECALL_ERROR_INVALID_ARGUMENT) ==
                   int(cutecall::Code::kInvalidArgument) &&
               int(CUTECALL_ERROR_FAILED_PRECONDITION) ==
@@ -69,6 +79,53 @@ cutecall_status Guard(const char* fn, F&& body) {
     return Fail(CUTECALL_ERROR_INTERNAL,
                 std::string("cutecall: ") + fn + ": unknown exception");
   }
+}
+
+// `in` as the caller's header laid it out (cutecall_c.h, "Extensible
+// structs"): its struct_size checked, the fields it lacks zero (defaults).
+cutecall_status ReadOpenOptions(const cutecall_open_options* in,
+                                cutecall::BundleOptions* o) {
+  constexpr size_t kKnown = CUTECALL_OPEN_OPTIONS_STRUCT_SIZE;
+  const std::string at = "cutecall: cutecall_bundle_open: field 'struct_size' "
+                         "of argument 'options' is " +
+                         std::to_string(in->struct_size);
+  if (in->struct_size < CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V1) {
+    return Fail(CUTECALL_ERROR_INVALID_ARGUMENT,
+                at + "; it must be at least " +
+                    std::to_string(CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V1) +
+                    " (CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V1): set it to "
+                    "CUTECALL_OPEN_OPTIONS_STRUCT_SIZE");
+  }
+  const auto* bytes = reinterpret_cast<const unsigned char*>(in);
+  for (size_t i = kKnown; i < in->struct_size; ++i) {
+    if (bytes[i] != 0) {
+      return Fail(CUTECALL_ERROR_INVALID_ARGUMENT,
+                  at + ", larger than this cutecall's " +
+                      std::to_string(kKnown) + ", and byte " +
+                      std::to_string(i) + " beyond the fields it knows is "
+                      "not zero: the caller sets an option of a newer "
+                      "cutecall_c.h; link that cutecall, or zero the struct "
+                      "before setting its fields");
+    }
+  }
+  cutecall_open_options v;
+  std::memset(&v, 0, sizeof v);
+  std::memcpy(&v, in, std::min(in->struct_size, kKnown));
+  if (v.expected_digest) o->expected_digest = v.expected_digest;
+  if (v.device_arch) o->device_arch = v.device_arch;
+  o->load_modules = v.load_modules != CUTECALL_LOAD_NONE;
+  o->eager_load = v.load_modules == CUTECALL_LOAD_EAGER;
+  if (v.check_device) {
+    if (v.device < 0) {
+      return Fail(CUTECALL_ERROR_INVALID_ARGUMENT,
+                  "cutecall: cutecall_bundle_open: field 'device' of argument "
+                  "'options' is " + std::to_string(v.device) +
+                      "; with check_device set it must be a CUDA device "
+                      "ordinal (>= 0)");
+    }
+    o->device = v.device;
+  }
+  return CUTECALL_OK;
 }
 
 const cutecall::OperandPlan* Operand(const cutecall_kernel* k, size_t i) {
@@ -126,10 +183,9 @@ cutecall_status cutecall_bundle_open(const char* path,
   return Guard("cutecall_bundle_open", [&] {
     cutecall::BundleOptions o;
     if (options != nullptr) {
-      if (options->expected_digest) o.expected_digest = options->expected_digest;
-      if (options->device_arch) o.device_arch = options->device_arch;
-      o.load_modules = options->load_modules != CUTECALL_LOAD_NONE;
-      o.eager_load = options->load_modules == CUTECALL_LOAD_EAGER;
+      if (cutecall_status s = ReadOpenOptions(options, &o); s != CUTECALL_OK) {
+        return s;
+      }
     }
     auto b = cutecall::Bundle::Open(path, o);
     if (!b.ok()) return Fail(b.status());

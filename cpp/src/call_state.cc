@@ -1,4 +1,4 @@
-#include "cutecall/call_state.h"
+#include "call_state.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "cutecall/device_context.h"
+#include "device_context.h"
 
 #include <dlfcn.h>
 

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "elf_symbols.h"
 
 namespace cutecall {

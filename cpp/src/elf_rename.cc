@@ -1,4 +1,4 @@
-// RenameUndefinedSymbol (cutecall/elf.h): an import of a relocatable
+// RenameUndefinedSymbol (elf.h): an import of a relocatable
 // object renamed in place, by rewriting its name's bytes in the string
 // table. Nothing moves, so every offset in the object stays valid; the
 // rename is refused whenever those bytes are not the import's alone.
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "elf_symbols.h"
 
 namespace cutecall {

@@ -1,11 +1,11 @@
-// launch_blocking.cc — CUTECALL_LAUNCH_BLOCKING (cutecall/launch_blocking.h).
-#include "cutecall/launch_blocking.h"
+// launch_blocking.cc — CUTECALL_LAUNCH_BLOCKING (launch_blocking.h).
+#include "launch_blocking.h"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
-#include "cutecall/device_context.h"
+#include "device_context.h"
 
 namespace cutecall {
 namespace {

@@ -1,6 +1,6 @@
 // launch_record.cc — the launch shim cutecall_launch_kex and the per-thread
-// record it writes (cutecall/launch_record.h).
-#include "cutecall/launch_record.h"
+// record it writes (launch_record.h).
+#include "launch_record.h"
 
 #include <atomic>
 

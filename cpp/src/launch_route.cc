@@ -1,5 +1,5 @@
 // launch_route.cc — routing a module's launches through cutecall_launch_kex
-// (cutecall/launch_record.h): where the shim lives, and the module bytes
+// (launch_record.h): where the shim lives, and the module bytes
 // with their launch import renamed to it.
 #include <dlfcn.h>
 #include <link.h>
@@ -9,9 +9,9 @@
 #include <string>
 #include <utility>
 
-#include "cutecall/elf.h"
-#include "cutecall/launch_blocking.h"
-#include "cutecall/launch_record.h"
+#include "elf.h"
+#include "launch_blocking.h"
+#include "launch_record.h"
 
 namespace cutecall {
 namespace {

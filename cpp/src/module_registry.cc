@@ -1,9 +1,9 @@
-#include "cutecall/module_registry.h"
+#include "module_registry.h"
 
 #include <exception>
 
-#include "cutecall/launch_blocking.h"
-#include "cutecall/launch_record.h"
+#include "launch_blocking.h"
+#include "launch_record.h"
 #include "load_stats.h"
 
 namespace cutecall {

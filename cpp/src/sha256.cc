@@ -1,4 +1,4 @@
-#include "cutecall/sha256.h"
+#include "sha256.h"
 
 #include <cstring>
 

@@ -1,10 +1,10 @@
 // XLA FFI wiring: decode XLA's call frame, forward to CallState.
-#include "cutecall/xla_ffi.h"
+#include "xla_ffi.h"
 
 #include <memory>
 #include <string_view>
 
-#include "cutecall/call_state.h"
+#include "call_state.h"
 #include "xla_ffi_attrs.h"
 
 namespace cutecall::xla_ffi {

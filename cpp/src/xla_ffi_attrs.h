@@ -4,7 +4,7 @@
 #ifndef CUTECALL_SRC_XLA_FFI_ATTRS_H_
 #define CUTECALL_SRC_XLA_FFI_ATTRS_H_
 
-#include "cutecall/call_state.h"
+#include "call_state.h"
 #include "cutecall/status.h"
 #include "xla/ffi/api/ffi.h"
 

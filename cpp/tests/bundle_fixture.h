@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "cutecall/abi.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "plan_builder.h"
 #include "test_util.h"
 

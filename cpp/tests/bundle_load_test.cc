@@ -209,7 +209,8 @@ TEST_F(BundleLoadTest, CAbiLoadsLazilyEagerlyOrNot) {
   EXPECT_EQ(fake.creates.size(), 1u);
   cutecall_bundle_close(b);
 
-  cutecall_open_options options = {nullptr, nullptr, CUTECALL_LOAD_EAGER};
+  cutecall_open_options options = {CUTECALL_OPEN_OPTIONS_STRUCT_SIZE, nullptr, nullptr,
+                                   CUTECALL_LOAD_EAGER, 0, 0};
   ASSERT_EQ(cutecall_bundle_open(dir_.c_str(), &options, &b), CUTECALL_OK);
   EXPECT_EQ(fake.creates.size(), 3u);  // saxpy's was destroyed with its bundle
   cutecall_bundle_close(b);

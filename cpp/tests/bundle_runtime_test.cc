@@ -15,7 +15,7 @@
 
 #include "cutecall/cutecall_c.h"
 #include "cutecall/runtime_table.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "test_util.h"
 
 namespace cutecall::bundle_internal {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "bundle_fixture.h"
-#include "cutecall/sha256.h"
+#include "sha256.h"
 #include "cutecall/tensor_ref.h"
 #include "fake_runtime.h"
 #include "test_util.h"
@@ -127,9 +127,9 @@ TEST_F(BundleTest, MissingFilesAreNamed) {
 
 TEST_F(BundleTest, WrongVersionsAreRefused) {
   FakeRuntime fake;
-  EditManifest("cutecall-bundle 1", "cutecall-bundle 3", true);
+  EditManifest("cutecall-bundle 1", "cutecall-bundle 4", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
-                      {"field 'cutecall-bundle' must be 1..2", "got 'cutecall-bundle 3'"}));
+                      {"field 'cutecall-bundle' must be 1..3", "got 'cutecall-bundle 4'"}));
   EditManifest("plan-version 3\nplan 3", "plan-version 4\nplan 4", true);
   EXPECT_TRUE(IsError(Bundle::Open(dir_), Code::kInvalidArgument,
                       {"entry 'mat'", "field 'plan-version' is 4", "1..3"}));

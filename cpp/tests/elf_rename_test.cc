@@ -1,4 +1,4 @@
-// RenameUndefinedSymbol (cutecall/elf.h): on a gcc-compiled object, on
+// RenameUndefinedSymbol (elf.h): on a gcc-compiled object, on
 // hand-built objects shaped as LLVM writes CuTe DSL modules, and on every
 // refusal and malformed input.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "cutecall/elf.h"
+#include "elf.h"
 #include "elf_builder.h"
 #include "test_util.h"
 

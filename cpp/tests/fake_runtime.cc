@@ -6,7 +6,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "cutecall/launch_record.h"
+#include "launch_record.h"
 
 namespace cutecall_test {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <vector>
 
-#include "cutecall/device_context.h"
+#include "device_context.h"
 
 namespace cutecall_test {
 

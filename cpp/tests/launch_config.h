@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "cutecall/launch_record.h"
+#include "launch_record.h"
 
 namespace cutecall_test {
 

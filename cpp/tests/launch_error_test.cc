@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "cutecall/elf.h"
-#include "cutecall/launch_blocking.h"
-#include "cutecall/launch_record.h"
-#include "cutecall/module_registry.h"
+#include "elf.h"
+#include "launch_blocking.h"
+#include "launch_record.h"
+#include "module_registry.h"
 #include "fake_runtime.h"
 #include "fake_sync_driver.h"
 #include "launch_config.h"

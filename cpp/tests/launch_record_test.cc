@@ -1,6 +1,6 @@
 // The launch shim cutecall_launch_kex, its per-thread record and text, and
-// the route of a module through it (cutecall/launch_record.h).
-#include "cutecall/launch_record.h"
+// the route of a module through it (launch_record.h).
+#include "launch_record.h"
 
 #include <dlfcn.h>
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "cutecall/elf.h"
-#include "cutecall/launch_blocking.h"
+#include "elf.h"
+#include "launch_blocking.h"
 #include "elf_builder.h"
 #include "launch_config.h"
 #include "test_util.h"

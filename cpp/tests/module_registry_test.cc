@@ -1,4 +1,4 @@
-#include "cutecall/module_registry.h"
+#include "module_registry.h"
 
 #include <gtest/gtest.h>
 
@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "cutecall/device_context.h"
-#include "cutecall/launch_blocking.h"
+#include "device_context.h"
+#include "launch_blocking.h"
 #include "fake_runtime.h"
 #include "fake_sync_driver.h"
 #include "test_util.h"

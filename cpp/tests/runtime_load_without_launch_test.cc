@@ -9,8 +9,8 @@
 #include <memory>
 #include <string>
 
-#include "cutecall/launch_record.h"
-#include "cutecall/module_registry.h"
+#include "launch_record.h"
+#include "module_registry.h"
 #include "cutecall/runtime_table.h"
 #include "test_util.h"
 

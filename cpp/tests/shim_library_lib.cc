@@ -3,7 +3,7 @@
 // find this library, by the path it was loaded from.
 #include <string>
 
-#include "cutecall/launch_record.h"
+#include "launch_record.h"
 
 extern "C" __attribute__((visibility("default"))) const char*
 cutecall_test_launch_shim_library() {

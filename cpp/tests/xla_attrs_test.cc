@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "cutecall/call_state.h"
-#include "cutecall/sha256.h"
+#include "call_state.h"
+#include "sha256.h"
 #include "ffi_attrs.h"
 #include "plan_builder.h"
 #include "test_util.h"

@@ -67,7 +67,10 @@ int main(int argc, char** argv) {
   }
   if (!args.runtime.empty()) cutecall::SetRuntimeLibraryPath(args.runtime);
 
-  // The device's arch, so that the bundle refuses kernels it cannot run.
+  // The device, so that the bundle refuses kernels it cannot run (another
+  // arch) and kernels built for another GPU (what they read while traced:
+  // the SM count, shared memory, L2). `options.device = 0` reads the same
+  // from the CUDA driver.
   cudaDeviceProp prop;
   if (!CudaOk(cudaSetDevice(0), "cudaSetDevice") ||
       !CudaOk(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties")) {
@@ -75,6 +78,10 @@ int main(int argc, char** argv) {
   }
   cutecall::BundleOptions options;
   options.device_arch = "sm_" + std::to_string(prop.major * 10 + prop.minor);
+  options.device_properties = {prop.multiProcessorCount,
+                               int(prop.sharedMemPerBlockOptin),
+                               int(prop.sharedMemPerMultiprocessor),
+                               prop.l2CacheSize};
   options.expected_digest = args.digest;
   std::printf("device: %s (%s)\n", prop.name, options.device_arch.c_str());
 

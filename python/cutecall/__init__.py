@@ -33,6 +33,8 @@ if os.environ.get("CUTECALL_DSL_FLAVOUR"):  # make the DSL load the pinned flavo
 _NAMES = {
     "StaticFallbackWarning": "._driver.compile_error",
     "CompileError": "._driver.compile_error",
+    "CacheError": "._driver.store.local_files",
+    "FlavourError": "._driver.flavour",
     "CompiledKernel": "._driver.compiled",
     "compile_stats": "._driver.store.memory",
     "clear_cache": "._driver.store.memory",
@@ -41,8 +43,10 @@ _NAMES = {
     "set_launch_blocking": "._driver.runtime",
     "TensorSpec": "._driver.tensor_spec",
     **dict.fromkeys(("Target", "current_target", "dsl_arch"), "._driver.target"),
+    "compile_args": "._driver.dsl",  # a library's cute.compile arguments, uncompiled
     "DeviceProps": "._driver.devices",
     "recipe_fact": "._driver.recipe",
+    "import_skipping_init": "._driver.lazy_import",
     "DEVICES": "._driver.devices",
     **dict.fromkeys(
         ("cutlass_call", "CutlassCall", "BatchModes", "VmapFallbackWarning",

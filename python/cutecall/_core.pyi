@@ -262,6 +262,9 @@ class BundleEntry:
     def jax(self) -> str: ...
 
     @property
+    def device_reads(self) -> list[tuple[str, int]]: ...
+
+    @property
     def module(self) -> bytes: ...
 
 class BundleContents:
@@ -282,9 +285,9 @@ class BundleContents:
     @property
     def entries(self) -> list[BundleEntry]: ...
 
-def read_bundle(path: str, expected_digest: str = '', device_arch: str = '') -> BundleContents:
+def read_bundle(path: str, expected_digest: str = '', device_arch: str = '', device_props: object | None = None) -> BundleContents:
     """
-    Reads and verifies a bundle as the C++ Bundle::Open does, loading nothing; raises with the C++ message.
+    Reads and verifies a bundle as the C++ Bundle::Open does, loading nothing; raises with the C++ message. `device_props` (as device_props returns them, or None) are compared with what each entry's kernel read of its device while traced.
     """
 
 def arch_runs_on(arch: str, device_arch: str) -> bool:

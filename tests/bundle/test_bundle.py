@@ -156,8 +156,11 @@ CASES = {
     "truncated manifest": (lambda p: (p / "manifest.txt").write_text(
         (p / "manifest.txt").read_text()[:300]), ["manifest.txt", "truncated"]),
     "format version": (lambda p: reseal(p, lambda t: t.replace(
-        "cutecall-bundle 2", "cutecall-bundle 3")),
-        ["field 'cutecall-bundle' must be 1..2"]),
+        "cutecall-bundle 3", "cutecall-bundle 4")),
+        ["field 'cutecall-bundle' must be 1..3"]),
+    "device reads": (lambda p: reseal(p, lambda t: t.replace(
+        "\nend\n", "\ndevice-reads sm_count=-1\nend\n", 1)),
+        ["entry 'affine'", "field 'device-reads' must be <name>=<value>"]),
     "plan version": (lambda p: reseal(p, lambda t: t.replace(
         "plan-version 3\nplan 3", "plan-version 9\nplan 9", 1)),
         ["entry 'affine'", "field 'plan-version' is 9", "1..3"]),
@@ -193,6 +196,52 @@ def test_pinned_digest_and_arch(bundle_dir, monkeypatch):
     runs = _core.arch_runs_on
     assert runs("sm_90a", "sm_90") and not runs("sm_90a", "sm_100")
     assert runs("sm_80", "sm_86") and not runs("sm_86", "sm_80")
+
+
+def test_an_sm100a_bundle_is_refused_on_sm90a_naming_both(bundle_dir, monkeypatch):
+    reseal(bundle_dir, lambda t: t.replace("arch sm_90a", "arch sm_100a"))
+    monkeypatch.setattr(_core, "device_arch", lambda ordinal=0: "sm_90a")
+    with pytest.raises(cutecall.BundleError,
+                       match=r"entry 'affine'.*field 'arch' is sm_100a.*this GPU \(sm_90a\)"
+                             r".*re-export the bundle for sm_90a"):
+        cutecall.load_bundle(bundle_dir)
+    assert cutecall.load_bundle(bundle_dir, check_arch=False).compiled("affine").arch == "sm_100a"
+
+
+def test_what_a_kernel_read_of_its_device_travels_with_it(calls, tmp_path, monkeypatch):
+    """CompiledKernel.device_reads is written into its entry; a GPU with
+    another SM count refuses it, naming the kernel, both counts and what to
+    do; entries that read nothing load anywhere their arch runs."""
+    import dataclasses
+    read = dataclasses.replace(calls["vector_add"].kernel, device_reads=(
+        ("sm_count", 148), ("max_active_clusters(2)", 74)))
+    path = tmp_path / "b"
+    cutecall.export(path, {"persistent": read, "plain": calls["affine"]})
+    text = (path / "manifest.txt").read_text()
+    assert text.startswith("cutecall-bundle 3\n")
+    assert "device-reads max_active_clusters(2)=74,sm_count=148\n" in text
+    assert text.count("device-reads") == 1  # an entry that read nothing has none
+    monkeypatch.setattr(_core, "device_arch", lambda ordinal=0: "sm_90a")
+    b200 = {"sm_count": 148, "smem_per_block_optin": 232448, "smem_per_sm": 233472,
+            "l2_bytes": 132120576, "capability": (10, 0)}
+    monkeypatch.setattr(_core, "device_props", lambda ordinal=0: b200)
+    b = cutecall.load_bundle(path)
+    assert b.compiled("persistent").device_reads == (("max_active_clusters(2)", 74),
+                                                     ("sm_count", 148))
+    assert b.compiled("plain").device_reads == ()
+    monkeypatch.setattr(_core, "device_props",
+                        lambda ordinal=0: {**b200, "sm_count": 132})
+    with pytest.raises(cutecall.BundleError) as e:
+        cutecall.load_bundle(path)
+    for f in (str(path), "entry 'persistent'", f"kernel '{read.name}'", "read sm_count = 148",
+              "this GPU's sm_count is 132", "Re-export the bundle on this GPU, or for it"):
+        assert f in str(e.value), (f, str(e.value))
+    assert cutecall.load_bundle(path, check_arch=False)
+    monkeypatch.setattr(_core, "device_props", lambda ordinal=0: None)  # no GPU
+    assert cutecall.load_bundle(path)
+    bad = dataclasses.replace(read, device_reads=(("sm count", 1),))
+    with pytest.raises(cutecall.BundleError, match=r"kernel 'x'.*'sm count'"):
+        cutecall.export(tmp_path / "c", {"x": bad})
 
 
 def test_export_errors_and_atomicity(calls, tmp_path, monkeypatch):

@@ -1,9 +1,12 @@
-"""The C++ side of bundles on CPU (issue 38): format 2 records the DSL
-runtime, typed headers (right calls compile, wrong ones do not), and
-``cutecall --cmakedir``. The full find_package consumer runs in
+"""The C++ side of bundles on CPU: the manifest records the DSL runtime,
+typed headers (right calls compile, wrong ones do not), ``cutecall
+--cmakedir``, the installed headers (all of cpp/include/cutecall, each
+complete on its own) and the package's targets (cutecall::core and its
+first name, cutecall::bundle). The full find_package consumer runs in
 test-install (tools/ci/cpp_consumer.sh)."""
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -48,7 +51,7 @@ def _compiler():
 def test_manifest_records_the_runtime(exported):
     d, _ = exported
     text = (d / "k.bundle" / "manifest.txt").read_text()
-    assert text.startswith("cutecall-bundle 2\n")
+    assert text.startswith("cutecall-bundle 3\n")
     field = _runtime.runtime_field()
     if field is None:
         assert "dsl-runtime" not in text
@@ -127,6 +130,63 @@ def test_cmakedir():
     assert not os.path.exists(os.path.join(inc, "cutecall", "module_registry.h"))
 
 
+def _installed_include_dir():
+    try:
+        return _package.include_dir()
+    except _package.PackageMissing:
+        pytest.skip("this cutecall was not installed with its C++ package")
+
+
+def test_cpp_include_holds_exactly_the_installed_headers():
+    """Every header of cpp/include/cutecall is installed (internal ones live
+    in cpp/src), and each includes only installed headers: an installed
+    header compiles alone against the installed include directory."""
+    inc = _installed_include_dir()
+    where = os.path.join(ROOT, "cpp", "include", "cutecall")
+    source = sorted(os.listdir(where))
+    assert sorted(os.listdir(os.path.join(inc, "cutecall"))) == source
+    for h in source:
+        with open(os.path.join(where, h)) as f:
+            text = f.read()
+        for included in re.findall(r'^\s*#\s*include\s*"([^"]+)"', text, re.M):
+            assert included.startswith("cutecall/") and included[9:] in source, (h, included)
+    cxx = _compiler()
+    for h in source:
+        r = subprocess.run([cxx, "-std=c++17", "-fsyntax-only", "-x", "c++", f"-I{inc}", "-"],
+                           input=f"#include <cutecall/{h}>\n", capture_output=True, text=True)
+        assert r.returncode == 0, (h, r.stderr)
+
+
+def test_package_exports_core_and_its_first_name(tmp_path):
+    """find_package(cutecall): cutecall::core links, and cutecall::bundle
+    (the target's first name) is the same library."""
+    _compiler()
+    cmake = shutil.which("cmake")
+    if cmake is None:
+        pytest.skip("no cmake on PATH")
+    try:
+        cmake_dir = _package.cmake_dir()
+    except _package.PackageMissing:
+        pytest.skip("this cutecall was not installed with its C++ package")
+    (tmp_path / "main.cc").write_text(
+        '#include <cutecall/bundle.h>\n'
+        'int main() { return cutecall::ArchRunsOn("sm_90a", "sm_90") ? 0 : 1; }\n')
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(consumer LANGUAGES CXX)\n"
+        "find_package(cutecall CONFIG REQUIRED)\n"
+        "add_executable(with_core main.cc)\n"
+        "target_link_libraries(with_core PRIVATE cutecall::core)\n"
+        "add_executable(with_bundle main.cc)\n"
+        "target_link_libraries(with_bundle PRIVATE cutecall::bundle)\n")
+    build = tmp_path / "build"
+    for cmd in ([cmake, "-S", str(tmp_path), "-B", str(build), f"-Dcutecall_DIR={cmake_dir}"],
+                [cmake, "--build", str(build), "-j", "2"]):
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        assert r.returncode == 0, r.stdout + r.stderr
+    for exe in ("with_core", "with_bundle"):
+        assert subprocess.run([str(build / exe)]).returncode == 0
+
+
 def test_read_bundle_reads_format_1(exported, tmp_path):
     import hashlib
     d, _ = exported
@@ -135,13 +195,13 @@ def test_read_bundle_reads_format_1(exported, tmp_path):
     text = (old / "manifest.txt").read_text()
     body = "".join(line for line in text[:text.rindex("manifest-sha256 ")].splitlines(True)
                    if not line.startswith("dsl-runtime "))
-    body = body.replace("cutecall-bundle 2", "cutecall-bundle 1", 1)
+    body = body.replace("cutecall-bundle 3", "cutecall-bundle 1", 1)
     (old / "manifest.txt").write_text(
         body + f"manifest-sha256 {hashlib.sha256(body.encode()).hexdigest()}\n")
     assert sorted(cutecall.load_bundle(old)) == ["affine", "bare-add.v2", "vector_add"]
     # A format-1 manifest may not hold format 2's field.
     body = text[:text.rindex("manifest-sha256 ")].replace(
-        "cutecall-bundle 2", "cutecall-bundle 1", 1)
+        "cutecall-bundle 3", "cutecall-bundle 1", 1)
     if "dsl-runtime " not in body:
         return
     (old / "manifest.txt").write_text(

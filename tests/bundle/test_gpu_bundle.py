@@ -128,3 +128,26 @@ def test_bundle_in_process_matches_cutlass_call(bundle_dir):
                                    output_shape_dtype=like_first)(x, y)
     np.testing.assert_array_equal(b["vector_add"](x, y), direct)
     np.testing.assert_array_equal(jax.jit(b["vector_add"])(x, y), direct)
+
+
+def test_a_bundle_is_checked_against_this_gpus_own_properties(bundle_dir, tmp_path):
+    """The driver's answers (``_core.device_props``, C++'s
+    ReadDeviceAttributes) meet a bundle's ``device-reads``: an entry whose
+    kernel read this GPU's SM count loads; one that read another count is
+    refused, naming both."""
+    import dataclasses
+    from cutecall import _core
+    props = _core.device_props(0)
+    assert props["sm_count"] > 0 and props["smem_per_block_optin"] > 0
+    kernel = cutecall.load_bundle(bundle_dir).compiled("vector_add")
+    here = dataclasses.replace(kernel, device_reads=(
+        ("sm_count", props["sm_count"]), ("smem_per_block_optin", props["smem_per_block_optin"])))
+    elsewhere = dataclasses.replace(kernel, device_reads=(("sm_count", props["sm_count"] + 16),))
+    cutecall.export(tmp_path / "here", {"k": here})
+    cutecall.export(tmp_path / "elsewhere", {"k": elsewhere})
+    assert cutecall.load_bundle(tmp_path / "here").compiled("k").device_reads == \
+        tuple(sorted(here.device_reads))
+    with pytest.raises(cutecall.BundleError) as e:
+        cutecall.load_bundle(tmp_path / "elsewhere")
+    assert f"read sm_count = {props['sm_count'] + 16}" in str(e.value)
+    assert f"this GPU's sm_count is {props['sm_count']}" in str(e.value)

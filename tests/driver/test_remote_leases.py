@@ -8,8 +8,6 @@ a stand-in compile (``remote_store.fake``)."""
 import logging
 import time
 
-import pytest
-
 from cutecall._driver.store import lease, signing
 from cutecall._driver.store.file_backend import FileBackend
 from remote_store import get, hosts, lease_of, redis_server, remote  # noqa: F401

@@ -7,6 +7,7 @@ and everything else (local tier, remote tier, leases) is the real path."""
 
 import logging
 import os
+import re
 import signal
 import time
 
@@ -198,13 +199,20 @@ def test_a_missing_client_library_warns_once_and_compiles(hosts, monkeypatch):
     ("CUTECALL_CACHE_REMOTE_MODE", "write-only", "use read or readwrite"),
     ("CUTECALL_CACHE_LEASE_S", "-3", "is not a positive number of seconds"),
     ("CUTECALL_CACHE_REMOTE", "file://otherhost/x", "takes an absolute path"),
+    ("CUTECALL_CACHE_REMOTE", "redis:/cache.internal:6379/0", "is not a URL"),
+    ("CUTECALL_CACHE_REMOTE", "redis://:6379/0", "names no host"),
+    ("CUTECALL_CACHE_REMOTE", "redis://host:63x9/0", "has a bad port"),
+    ("CUTECALL_CACHE_REMOTE", "redis://host:6379/cache", "names database 'cache'"),
+    ("CUTECALL_CACHE_REMOTE", "unix://run/redis.sock", "names no absolute path"),
+    ("CUTECALL_CACHE_REMOTE", "htps://bucket/x", "has an unknown scheme 'htps'"),
     ("CUTECALL_CACHE_SIGNING_KEY", "", "is empty"),
     ("CUTECALL_CACHE_SIGNING_KEY", "  ", "is empty")])
 def test_bad_settings_name_the_variable(monkeypatch, var, value, message):
+    """Raised where the setting is first read, before any backend is made."""
     monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "file:///tmp/x")
     monkeypatch.setenv(var, value)
-    with pytest.raises(ValueError, match=f"{var}={value!r}.*{message}"):
-        config.remote_tier()
+    with pytest.raises(ValueError, match=f"{var}={re.escape(repr(value))}.*{message}"):
+        config.remote_settings()
 
 
 # -- the CLI: cache stats shows both tiers, doctor checks the remote one -----------
@@ -220,10 +228,22 @@ def test_cache_stats_and_doctor_show_the_remote_tier(redis_server, hosts, monkey
     assert remote["bytes"] > 1000 and remote["mode"] == "readwrite"
     assert cli.main(["cache", "stats"]) == 0
     assert f"remote     {redis_server.url} (readwrite)" in capsys.readouterr().out
-    assert cli._remote_health().startswith(f"{redis_server.url} reachable in ")
+    assert cli.doctor._remote_health().startswith(f"{redis_server.url} reachable in ")
     redis_server.stop()
-    assert cli._remote_health().startswith(f"error: {redis_server.url} unreachable")
+    assert cli.doctor._remote_health().startswith(f"error: {redis_server.url} unreachable")
     assert cli.main(["cache", "stats"]) == 0
     assert f"remote     {redis_server.url}: unreachable" in capsys.readouterr().out
+    assert cli.main(["doctor", "--json"]) == 1          # a remote tier set but down
+    assert "remote cache" in json.loads(capsys.readouterr().out)["problems"]
+    monkeypatch.setenv("CUTECALL_CACHE_REMOTE", "redis:/cache.internal:6379/0")
+    cli.main(["doctor", "--json"])
+    doctor = json.loads(capsys.readouterr().out)
+    assert "remote cache" in doctor["problems"]
+    assert doctor["checks"]["remote cache"] == (
+        "error: ValueError: cutecall: CUTECALL_CACHE_REMOTE='redis:/cache.internal:6379/0'"
+        " is not a URL (redis://host:6379/0, unix:///run/redis.sock, "
+        "file:///shared/path, gs://bucket/path)")
     monkeypatch.delenv("CUTECALL_CACHE_REMOTE")
-    assert cli._remote_health() == "none (CUTECALL_CACHE_REMOTE is not set)"
+    assert cli.doctor._remote_health() == "none (CUTECALL_CACHE_REMOTE is not set)"
+    cli.main(["doctor", "--json"])
+    assert "remote cache" not in json.loads(capsys.readouterr().out)["problems"]

@@ -280,7 +280,7 @@ def test_driver_loads_from_disk_in_process(monkeypatch, tmp_path, compiles):
     second = vector_add_call().lower(*args).as_text()
     assert compiles() == 1 and cutecall.compile_stats()["disk_hits"] == hits + 1
     assert first == second  # same object bytes and plan in the custom call
-    report = ArtifactStore(str(tmp_path / "cache")).verify(cli._stamp_for)
+    report = ArtifactStore(str(tmp_path / "cache")).verify(cli.cache._stamp_for)
     assert [status for _, status, _ in report] == ["ok"]  # current, not stale
 
 
@@ -476,3 +476,18 @@ def test_cli_user_errors_and_a_closed_pipe_print_no_traceback(tmp_path):
     err = proc.stderr.read().decode()
     proc.wait(timeout=120)
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def test_help_names_every_command_and_flag_in_whole_sentences(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for word in ("--cmakedir", "--includedir", "doctor", "cache", "export", "pack",
+                 "warmup"):
+        assert word in out, word
+    with pytest.raises(SystemExit):
+        cli.main(["warmup", "--help"])
+    out = capsys.readouterr().out
+    assert "Compile task lists into the store" in out
+    assert "Exit status 1 when a task failed." in out
+    assert out.rstrip().endswith("--remote redis://cache.internal:6379/0")

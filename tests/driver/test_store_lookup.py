@@ -5,7 +5,7 @@ process, with a stand-in compile (``remote_store.fake``)."""
 import os
 
 from cutecall._driver.store import ArtifactStore, lookup, stamps
-from remote_store import fake, get, hosts, key_of  # noqa: F401
+from remote_store import get, hosts, key_of  # noqa: F401
 
 
 def test_load_kernel_reads_local_then_remote_and_compiles_nothing(tmp_path, hosts,

@@ -17,8 +17,6 @@ runs placement probes (traces stopped early, counted in ``compiles``)."""
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -28,22 +26,9 @@ pytest.importorskip("quack.distributed")
 import cutecall  # noqa: E402
 from corpus import cutlass_operators_corpus as operators  # noqa: E402
 from corpus import quack_allgather_corpus as allgather  # noqa: E402
+from device_code import cubins  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-EM_CUDA = 190
-
-
-def cubins(obj: bytes) -> list[bytes]:
-    """The CUDA ELF images (e_machine EM_CUDA) embedded in host object
-    `obj`, in order (each cut at the end of its section header table)."""
-    out, i = [], 1
-    while (i := obj.find(b"\x7fELF", i)) >= 0:
-        if obj[i + 4] == 2 and struct.unpack_from("<H", obj, i + 18)[0] == EM_CUDA:
-            shoff = struct.unpack_from("<Q", obj, i + 0x28)[0]
-            entsize, num = struct.unpack_from("<HH", obj, i + 0x3A)
-            out.append(obj[i:i + shoff + entsize * num])
-        i += 4
-    return out
 
 
 def fronts_device_code(case) -> tuple[list, list]:

@@ -1,13 +1,15 @@
 // cutecall/bundle.h — run precompiled kernels from C++, with no Python.
 //
 // Owns: opening a bundle written by cutecall.export (a directory holding
-// manifest.txt and objects/<sha256>.o; format 1, docs/bundles.md), verifying
+// manifest.txt and objects/<sha256>.o; format 3, docs/bundles.md), verifying
 // it, loading its modules, and launching its kernels on a CUDA stream.
 // Contract:
 //   * Open verifies the manifest's own SHA-256 (and the pinned digest, if
 //     given), the format and plan versions, each entry's fields and plan,
-//     each entry's arch against BundleOptions::device_arch, and that each
-//     object file is there with its recorded size. Then it finds the DSL
+//     each entry against the GPU it will run on (its arch, and what its
+//     kernel read of its device while traced: BundleOptions::device_arch,
+//     ::device_properties, ::device), and that each object file is there
+//     with its recorded size. Then it finds the DSL
 //     runtime the bundle records (version and SHA-256; format 2): in order,
 //     SetRuntimeLibraryPath's or $CUTECALL_DSL_RUNTIME, the path recorded
 //     at export, the nvidia-cutlass-dsl libs of the python3 on PATH
@@ -39,6 +41,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cutecall/abi.h"
@@ -47,17 +50,19 @@
 
 namespace cutecall {
 
-class LoadedModule;  // cutecall/module_registry.h (internal)
+class LoadedModule;  // cpp/src/module_registry.h (internal)
 
 // The manifest format cutecall.export writes; this build reads
 // kOldestBundleFormatVersion..kBundleFormatVersion. Format 2 adds the
-// header field 'dsl-runtime' (the runtime the objects were compiled for).
-inline constexpr int kBundleFormatVersion = 2;
+// header field 'dsl-runtime' (the runtime the objects were compiled for),
+// format 3 the entry field 'device-reads' (what the kernel read of its
+// device while traced).
+inline constexpr int kBundleFormatVersion = 3;
 inline constexpr int kOldestBundleFormatVersion = 1;
 inline constexpr const char* kBundleManifest = "manifest.txt";
-static_assert(kBundleFormatVersion == 2,
-              "docs/bundles.md and python/cutecall/bundle/_write.py describe "
-              "format 1: update them with the version");
+static_assert(kBundleFormatVersion == 3,
+              "docs/bundles.md and python/cutecall/bundle/_read.py describe "
+              "format 3: update them with the version");
 
 // A read-only view of `size` Ts: from a vector, an initializer list (valid
 // for the full expression of a call) or a pointer and a count.
@@ -86,6 +91,18 @@ abi::Slot ScalarI32(int32_t v);  // sign-extended to 8 bytes
 abi::Slot ScalarI64(int64_t v);
 abi::Slot ScalarBool(bool v);   // 0 or 1
 
+// What a kernel may read of its GPU while it is traced (a persistent
+// kernel sizes its grid by the SM count, a GEMM its tiles by the shared
+// memory), as CUDA's device attributes give them (cudaDeviceProp's
+// multiProcessorCount, sharedMemPerBlockOptin, sharedMemPerMultiprocessor,
+// l2CacheSize). 0: unknown, not checked.
+struct DeviceProperties {
+  int sm_count = 0;
+  int smem_per_block_optin = 0;  // bytes
+  int smem_per_sm = 0;           // bytes
+  int l2_bytes = 0;
+};
+
 struct BundleOptions {
   // Hex SHA-256 the manifest must have (its 'manifest-sha256' line). Pins
   // the bundle's content; empty: not pinned.
@@ -100,6 +117,17 @@ struct BundleOptions {
   // object error at Open) instead of at each kernel's first Run. Also on
   // when $CUTECALL_BUNDLE_EAGER is set to anything but "" or "0".
   bool eager_load = false;
+  // New members are appended here, so that positional initializers
+  // ({digest, arch, load_modules}) keep their meaning.
+  // The GPU's properties: an entry whose kernel read another SM count, or
+  // more shared memory than these, while it was traced (its manifest field
+  // 'device-reads') is refused, naming the kernel, the property and both
+  // values. Entries that read nothing load on any GPU their arch runs on.
+  DeviceProperties device_properties = {};
+  // A CUDA device ordinal, or -1: Open reads that GPU's arch and properties
+  // from the CUDA driver (libcuda.so.1) for device_arch and
+  // device_properties where they are left empty, and fails if it cannot.
+  int device = -1;
 };
 
 // Where this process's bundle loading time went, since it started (all
@@ -155,6 +183,11 @@ class BundleKernel {
   const std::vector<std::string>& scalar_names() const { return scalar_names_; }
   // The specialization key (hex).
   const std::string& key() const { return key_; }
+  // What the kernel read of its device while traced, e.g. {"sm_count",
+  // 132}, in manifest order; empty when it read nothing.
+  const std::vector<std::pair<std::string, int64_t>>& device_reads() const {
+    return device_reads_;
+  }
 
   // Loads the kernel's module now if it is not loaded yet (what the first
   // Run does): reads its object, checks its size, SHA-256 and ELF symbols,
@@ -184,6 +217,7 @@ class BundleKernel {
   std::vector<std::string> scalar_types_;
   std::vector<std::string> scalar_names_;
   std::string key_;
+  std::vector<std::pair<std::string, int64_t>> device_reads_;
   // Minor-to-major dims per plan operand; empty when not recorded.
   std::vector<std::vector<int32_t>> layouts_;
   // nullptr when opened with load_modules = false.

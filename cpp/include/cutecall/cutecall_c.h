@@ -10,8 +10,20 @@
  * share between threads once opened; cutecall_kernel_run may be called from
  * many threads at once. docs/bundles.md ("The C ABI") lists the codes.
  *
+ * What must not change (the ABI): functions are only added; status codes
+ * and CUTECALL_LOAD_* values are only appended; cutecall_tensor and
+ * cutecall_scalar never change; a struct passed in that begins with
+ * `size_t struct_size` (cutecall_open_options) only grows, by fields
+ * appended at its end whose zero value means what cutecall did before the
+ * field existed (see "Extensible structs" below).
+ *
+ *   cutecall_open_options options;
+ *   memset(&options, 0, sizeof options);
+ *   options.struct_size = CUTECALL_OPEN_OPTIONS_STRUCT_SIZE;
+ *   options.load_modules = CUTECALL_LOAD_LAZY;
+ *   options.device_arch = "sm_90a";
  *   cutecall_bundle* b = NULL;
- *   if (cutecall_bundle_open("kernels.bundle", NULL, &b) != CUTECALL_OK) {
+ *   if (cutecall_bundle_open("kernels.bundle", &options, &b) != CUTECALL_OK) {
  *     fprintf(stderr, "%s\n", cutecall_last_error());
  *   }
  *   const cutecall_kernel* k = NULL;
@@ -74,11 +86,40 @@ enum {
   CUTECALL_LOAD_EAGER = 2  /* every module in cutecall_bundle_open */
 };
 
+/* Extensible structs, as XLA's FFI versions its (XLA_FFI_*_STRUCT_SIZE):
+ * the caller sets `struct_size` to the size its header gives
+ * (CUTECALL_<NAME>_STRUCT_SIZE, the end of its last field) and zeroes the
+ * rest (memset, or `= {0}`), and cutecall reads only what that size holds.
+ *   - smaller than this header's (a caller built against an older header):
+ *     accepted; the fields it lacks take their defaults;
+ *   - smaller than the first version's (..._STRUCT_SIZE_V1), or 0:
+ *     CUTECALL_ERROR_INVALID_ARGUMENT naming field 'struct_size';
+ *   - larger (a newer header): accepted if every byte beyond the fields
+ *     this cutecall knows is zero (options left at their defaults), else
+ *     CUTECALL_ERROR_INVALID_ARGUMENT naming 'struct_size' and the offset. */
+#define CUTECALL_STRUCT_SIZE(type, last_field) \
+  (offsetof(type, last_field) + sizeof(((type*)0)->last_field))
+
 typedef struct cutecall_open_options {
+  size_t struct_size;          /* CUTECALL_OPEN_OPTIONS_STRUCT_SIZE */
+  /* Version 1. */
   const char* expected_digest; /* manifest-sha256 pin, or NULL */
   const char* device_arch;     /* e.g. "sm_90"; NULL: not checked */
   int load_modules;            /* CUTECALL_LOAD_*; other non-zero: lazy */
+  /* Version 2. Non-zero: check every entry against CUDA device `device`,
+   * read from the driver: its arch (unless device_arch is set) and what
+   * each kernel read of its device while traced (SM count, shared memory,
+   * L2). Needs libcuda.so.1. 0: no device check. */
+  int check_device;
+  int device;                  /* a CUDA device ordinal */
 } cutecall_open_options;
+
+#define CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V1 \
+  CUTECALL_STRUCT_SIZE(cutecall_open_options, load_modules)
+#define CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V2 \
+  CUTECALL_STRUCT_SIZE(cutecall_open_options, device)
+/* This header's version: what a caller sets. */
+#define CUTECALL_OPEN_OPTIONS_STRUCT_SIZE CUTECALL_OPEN_OPTIONS_STRUCT_SIZE_V2
 
 /* Names and messages of status codes: "CUTECALL_ERROR_NOT_FOUND" and one
  * sentence; "CUTECALL_UNKNOWN_STATUS" for values not listed above. */
@@ -91,8 +132,9 @@ const char* cutecall_last_error(void);
 /* Opens and verifies the bundle at directory `path`; modules load at each
  * kernel's first run (options->load_modules: CUTECALL_LOAD_EAGER loads all
  * here, CUTECALL_LOAD_NONE none; $CUTECALL_BUNDLE_EAGER=1 makes lazy
- * eager). `options` may be NULL (defaults: no pin, no arch check, lazy).
- * On success *out is a handle for cutecall_bundle_close. */
+ * eager). `options` may be NULL (defaults: no pin, no arch or device
+ * check, lazy); else its struct_size is checked first (see "Extensible
+ * structs"). On success *out is a handle for cutecall_bundle_close. */
 cutecall_status cutecall_bundle_open(const char* path,
                                      const cutecall_open_options* options,
                                      cutecall_bundle** out);

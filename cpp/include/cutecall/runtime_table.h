@@ -6,7 +6,7 @@
 // dlopen, once per process, and the test override that replaces it.
 // The six CuteDSLRT_* entry points are required; _cudaLaunchKernelEx (the
 // launch call the runtime's JIT links compiled modules against) is optional:
-// without it launches are not recorded (cutecall/launch_record.h).
+// without it launches are not recorded (cpp/src/launch_record.h, internal).
 // Resolution order: an active ScopedRuntimeOverride; the path given to
 // SetRuntimeLibraryPath; $CUTECALL_DSL_RUNTIME. A failed resolution is not
 // cached, so a later call with a corrected path succeeds.

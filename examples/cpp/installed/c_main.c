@@ -128,9 +128,13 @@ int main(int argc, char** argv) {
     return 2;
   }
   list_only = argc > 2 && strcmp(argv[2], "--list") == 0;
-  options.expected_digest = NULL;
-  options.device_arch = NULL;
-  options.load_modules = !list_only;
+  /* Zeroed, then sized: fields this program does not set keep their
+   * defaults, in this cutecall and any later one (cutecall_c.h). */
+  memset(&options, 0, sizeof options);
+  options.struct_size = CUTECALL_OPEN_OPTIONS_STRUCT_SIZE;
+  options.load_modules = list_only ? CUTECALL_LOAD_NONE : CUTECALL_LOAD_LAZY;
+  options.check_device = !list_only; /* GPU 0's arch, SM count... */
+  options.device = 0;
   if ((s = cutecall_bundle_open(argv[1], &options, &b)) != CUTECALL_OK) {
     return fail("open", s);
   }

@@ -127,6 +127,7 @@ int main(int argc, char** argv) {
   const bool list = argc > 2 && std::strcmp(argv[2], "--list") == 0;
   cutecall::BundleOptions options;
   options.load_modules = !list;
+  if (!list) options.device = 0;  // check every kernel against GPU 0
   auto bundle = cutecall::Bundle::Open(argv[1], options);
   if (!bundle.ok()) return Fail(bundle.status().ToString());
   List(**bundle);

@@ -70,6 +70,8 @@ module                    job
                           in a notebook (``tqdm.auto``), as log lines
 *around the pipeline*
 ``call_record``           a kernel as bundles record it (``JaxContract``)
+``lazy_import``           a library's kernel modules imported without running
+                          its package ``__init__`` (it runs when first needed)
 ``packs``                 prebuilt kernels a recipe finds without compiling
                           (a bundle and a table of recipe keys; read here)
 ``recipe``                a warm call keyed by what the caller asked for: the

@@ -100,7 +100,7 @@ def record_of_entry(e) -> CallRecord:
         name=e.kernel, key=e.key, module=e.module, sha256=e.sha256,
         function=e.function, plan=tuple(e.plan), operand_names=e.operand_names,
         symbol_names=e.symbol_names, num_slots=e.num_slots, arch=e.arch,
-        compile_seconds=0.0)
+        compile_seconds=0.0, device_reads=tuple(e.device_reads))
     scalars = tuple((n, t) for n, t in zip(e.scalar_names, e.scalar_types) if t != "?")
     contract = None
     if e.jax:

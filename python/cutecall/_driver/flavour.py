@@ -41,8 +41,25 @@ _IR_GLOB = os.path.join("nvidia_cutlass_dsl", "dsl_packages", "cutlass", "_mlir"
 
 
 class FlavourError(RuntimeError):
-    """The CUDA flavour cannot run here: not installed, newer than the
-    driver, or not the one the DSL already loaded."""
+    """``cutecall.FlavourError``: the CUDA flavour of the CuTe DSL (cu12 or
+    cu13) cannot run here, raised by the first compile or launch (not a
+    compile failure: no static fallback runs). The message says which case
+    and what to do: no flavour is installed, the one pinned by
+    ``CUTECALL_DSL_FLAVOUR`` is not (or the value is not cu12/cu13), it
+    needs a newer driver than this one, or the DSL already loaded another
+    (import cutecall before cutlass so the pin applies).
+
+    Example::
+
+        import cutecall
+        try:
+            y = call(x)
+        except cutecall.FlavourError as e:
+            print(e)      # ... flavour cu13 (...) needs a driver for CUDA 13.0 ...
+            raise
+
+    ``cutecall doctor`` reports the same check as its ``dsl flavour`` line.
+    """
 
 
 @dataclasses.dataclass(frozen=True)

@@ -155,7 +155,7 @@ def header_text(calls: dict[str, CallRecord], header_name: str,
                    for n in sorted(calls))
     return f"""// {os.path.basename(header_name)}: typed C++ calls of the bundle with
 // manifest-sha256 {digest or '?'}; written by cutecall.export. Do not edit.
-// Link cutecall::bundle (find_package(cutecall); docs/cpp.md). Each function
+// Link cutecall::core (find_package(cutecall); docs/cpp.md). Each function
 // returns a cutecall::Status and launches on `stream` without synchronizing.
 #ifndef {guard}
 #define {guard}

@@ -9,7 +9,7 @@ the CMake package config (``lib/cmake/cutecall/``; CMakeLists.txt,
 
     # app/CMakeLists.txt
     find_package(cutecall CONFIG REQUIRED)
-    target_link_libraries(app PRIVATE cutecall::bundle)
+    target_link_libraries(app PRIVATE cutecall::core)
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@ The manifest has one reader, the C++ one (``cpp/src/bundle.cc``,
 ``ReadVerifiedBundle``), exposed as ``_core.read_bundle``: it verifies
 everything before anything is used -- the manifest's own digest (and a
 pinned one, if given), the format and plan versions, every object's size,
-SHA-256, ELF symbols and plan, and each entry's arch against the GPU -- and
+SHA-256, ELF symbols and plan, and each entry against the GPU (its arch,
+and what its kernel read of its device while traced: the SM count, shared
+memory) -- and
 returns the verified fields and object bytes. This module turns them into
 :class:`CompiledKernel` records. Imports no framework and no CuTe DSL: a
 process that only loads bundles needs cutecall's C++ core, and JAX only to
@@ -21,7 +23,7 @@ from .. import _core
 from .._driver.call_record import CallRecord, record_of_entry
 from .._driver.compiled import CompiledKernel
 
-FORMAT_VERSION = 2  # written; the C++ reader reads 1..2
+FORMAT_VERSION = 3  # written; the C++ reader reads 1..3
 MANIFEST = "manifest.txt"
 OBJECTS = "objects"
 DIGEST_FIELD = "manifest-sha256"
@@ -86,19 +88,23 @@ def load_bundle(path, *, digest: str | None = None,
       path: the bundle directory.
       digest: the expected ``manifest-sha256`` (hex): pins the bundle's
         content, so a bundle rewritten with a fresh digest is refused too.
-      check_arch: refuse entries compiled for an arch that CUDA device 0
-        cannot run (skipped when there is no CUDA driver or device).
+      check_arch: check every entry against CUDA device 0 (skipped when
+        there is no CUDA driver or device): refuse one compiled for an arch
+        it cannot run, or whose kernel read another SM count, or more shared
+        memory than the device has, while traced (``device_reads``: a
+        persistent kernel sized for 148 SMs on a 132-SM GPU).
 
     Raises:
       BundleError: naming the bundle, the entry, the file and the field, for
         a missing or tampered file, a wrong format or plan version, a wrong
-        arch, a malformed call contract.
+        arch or device (both values named), a malformed call contract.
     Never imports the CuTe DSL compiler, JAX or torch.
     """
     path = os.path.abspath(os.fspath(path))
     device_arch = (_core.device_arch(0) or "") if check_arch else ""
+    device_props = _core.device_props(0) if check_arch else None
     try:
-        contents = _core.read_bundle(path, digest or "", device_arch)
+        contents = _core.read_bundle(path, digest or "", device_arch, device_props)
     except (ValueError, RuntimeError) as e:
         raise BundleError(str(e)) from None
     records = {}

@@ -1,6 +1,6 @@
 """Bundles: compiled kernels shipped to processes without the CuTe DSL.
 
-A bundle is a directory (format 2, docs/bundles.md)::
+A bundle is a directory (format 3, docs/bundles.md)::
 
     manifest.txt           line-based text; last line: manifest-sha256 <hex>
     objects/<sha256>.o     one ELF object per distinct kernel object
@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -26,6 +27,8 @@ from .._driver.call_record import CallRecord
 from .._driver.compiled import CompiledKernel
 from . import _runtime
 from ._read import DIGEST_FIELD, FORMAT_VERSION, MANIFEST, NAME, OBJECTS, BundleError
+
+READ_NAME = re.compile(r"[A-Za-z0-9_()]{1,64}")
 
 __all__ = ["export", "export_cli"]
 
@@ -52,6 +55,20 @@ def _layouts(call: CallRecord) -> str:
         for op in decode_plan(call.kernel.plan))
 
 
+def _device_reads(name: str, reads) -> str:
+    """``CompiledKernel.device_reads`` as the field's value:
+    ``sm_count=132,max_active_clusters(2)=66``, sorted by name."""
+    items = []
+    for what, value in sorted(reads):
+        if not READ_NAME.fullmatch(str(what)) or isinstance(value, bool) or \
+                not isinstance(value, int) or value < 0:
+            raise BundleError(f"cutecall: export: kernel {name!r}: device_reads holds "
+                              f"({what!r}, {value!r}); each must be (a name of "
+                              "[A-Za-z0-9_()], an int >= 0)")
+        items.append(f"{what}={value}")
+    return ",".join(items)
+
+
 def _entry(name: str, call: CallRecord) -> str:
     k = call.kernel
     scalars = ",".join(f"{t}:{n}" for n, t in call.scalars) if \
@@ -63,6 +80,8 @@ def _entry(name: str, call: CallRecord) -> str:
         ("plan", " ".join(map(str, k.plan))), ("operands", k.operand_names),
         ("symbols", k.symbol_names), ("num-slots", k.num_slots),
         ("scalars", scalars), ("layouts", _layouts(call)))]
+    if k.device_reads:
+        lines.append(_line("device-reads", _device_reads(name, k.device_reads)))
     if call.contract is not None:
         lines.append(_line("jax", json.dumps(call.contract.to_json(),
                                              sort_keys=True,

@@ -3,8 +3,6 @@ teach with: ``kernels``, ``layouts``, ``signatures``, ``pytrees``,
 ``autodiff``, ``torch_kernels`` and others.
 
 The products built on cutecall live elsewhere: FlashAttention-4 in JAX in
-:mod:`cutecall.attention`, QuACK in JAX in :mod:`cutecall.quack`. Their old
-paths here (``flash_attention*``, ``attention_training``, ``quack*``) are
-shims kept for one release (a ``DeprecationWarning`` names the new path).
+:mod:`cutecall.attention`, QuACK in JAX in :mod:`cutecall.quack`.
 The QuACK/FA4 test corpus is in the repository's ``tests/external/corpus``,
 not in the package."""

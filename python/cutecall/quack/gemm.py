@@ -1,95 +1,67 @@
-"""QuACK's Hopper GEMM (``quack.gemm_default_epi.GemmDefaultSm90``) as a
-JAX function run by cutecall, one compiled kernel per tile configuration,
-and an autotuned form that picks the configuration per problem shape.
+"""QuACK's GEMM (``quack.gemm_default_epi.GemmDefaultSm90`` on Hopper,
+``GemmDefaultSm100`` on Blackwell) as a JAX function run by cutecall, one
+compiled kernel per tile configuration, and an autotuned form that picks the
+configuration per problem shape.
 
     import jax.numpy as jnp
     from cutecall.quack import gemm as quack_gemm
 
     a = jnp.ones((4096, 4096), jnp.bfloat16)      # (M, K)
     b = jnp.ones((8192, 4096), jnp.bfloat16)      # (N, K): d = a @ b.T
-    d = quack_gemm.matmul(a, b, quack_gemm.Tile(128, 192, 2, 1, pingpong=True))
-    gemm = quack_gemm.autotuned()                  # cutecall.autotune over SM90_TILES
+    d = quack_gemm.matmul(a, b)                    # the target's default tile
+    d = quack_gemm.matmul(a, b, quack_gemm.Tile(128, 192, 2, 1, pingpong=True))  # sm90
+    d = quack_gemm.matmul(a, b, quack_gemm.Tile(256, 256, 2, 1, clc=True))       # sm100
+    gemm = quack_gemm.autotuned()                  # cutecall.autotune over tiles()
     d = gemm(a, b)                                 # tuned on the first call per shape
 
-The kernel object is built as QuACK's ``_compile_gemm`` builds it for sm90
-(``compile_gemm_kernel``: persistent, static tile scheduler, float32
-accumulator), with no epilogue extras (no C, alpha, beta or bias). A, B and D
-are 2-D and k-/k-/n-major, as QuACK's unbatched torch path passes them; M, N
-and K stay dynamic and are declared equal across operands (``dims``), as
-QuACK's shared symbolic ints do, so one compile per tile serves every shape.
-:data:`SM90_TILES` is QuACK's own sm90 tuning space (``_get_sm90_configs``)
-without ``swap_ab``. Requires ``quack-kernels`` (the ``external`` extra) and
-the CuTe DSL; runs on Hopper.
+Per target (``cutecall.current_target()``: ``$CUTECALL_ARCH``, else the GPU,
+else sm_90a), read on every call: the kernel class and QuACK's device
+capacity (:func:`~cutecall.quack.tiles.capacity`), the tuning space
+(:func:`tiles`: :data:`SM90_TILES` or :data:`SM100_TILES`, QuACK's own
+``_get_sm90_configs`` / ``_get_sm100_configs`` without ``swap_ab``) and the
+persistent grid: the launcher asks ``cutlass.utils.HardwareInfo`` for the max
+active clusters while it is traced, as QuACK's ``get_max_active_clusters``
+does, and cutecall answers with the target device's (H100 SXM 132 SMs, B200
+148; ``$CUTECALL_DEVICE`` names another), which is part of the key. A
+target QuACK has no kernel for is refused with a ValueError naming the arch.
+
+The kernel object is built as QuACK's ``_compile_gemm`` builds it
+(``compile_gemm_kernel``: float32 accumulator, static persistent scheduler
+or, for a ``clc`` tile on sm100, cluster launch control), with no epilogue
+extras (no C, alpha, beta or bias). A, B and D are 2-D and k-/k-/n-major;
+M, N and K stay dynamic and are declared equal across operands (``dims``),
+as QuACK's shared symbolic ints do, so one compile per tile serves every
+shape. Requires ``quack-kernels`` (the ``external`` extra) and the CuTe DSL.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 
-__all__ = ["Tile", "SM90_TILES", "matmul", "autotuned", "HOPPER_SMS"]
+from cutecall.quack.tiles import (  # noqa: F401  (public here too)
+    SM90_TILES, SM100_TILES, Tile, capacity, check, default_tile, resolve, tag, tiles)
 
-HOPPER_SMS = 132  # H100/H200 SXM; the persistent scheduler's CTAs per wave
+__all__ = ["Tile", "SM90_TILES", "SM100_TILES", "tiles", "matmul", "call", "launcher",
+           "autotuned", "HOPPER_SMS"]
 
-
-@dataclasses.dataclass(frozen=True)
-class Tile:
-    """One GEMM configuration: CTA tile (M, N), cluster (M, N), pingpong
-    (two consumer warp groups on alternate tiles) or cooperative, and
-    persistent (QuACK's default: one CTA per SM, each looping over tiles)
-    or not (one CTA per tile: CTAs leave as their tile ends, so a kernel
-    on another stream, NCCL's, finds SMs; pingpong needs persistent)."""
-
-    tile_m: int
-    tile_n: int
-    cluster_m: int = 1
-    cluster_n: int = 1
-    pingpong: bool = False
-    persistent: bool = True
-
-    def __post_init__(self):
-        if self.pingpong and not self.persistent:
-            raise ValueError(f"cutecall.quack.Tile: pingpong=True needs persistent=True "
-                             f"(QuACK's sm90 pingpong GEMM), got {self!r}")
-
-    def __str__(self):
-        kind = "pingpong" if self.pingpong else "coop"
-        return (f"{self.tile_m}x{self.tile_n} cluster {self.cluster_m}x{self.cluster_n} "
-                f"{kind}" + ("" if self.persistent else " non-persistent"))
-
-    @property
-    def suffix(self) -> str:
-        """The kernel-name part of the configuration: ``128x192_c2x1_pp``."""
-        return (f"{self.tile_m}x{self.tile_n}_c{self.cluster_m}x{self.cluster_n}"
-                f"_{'pp' if self.pingpong else 'coop'}" + ("" if self.persistent else "_np"))
+# H100/H200 SXM's SM count. Kept for old imports: a kernel's persistent grid
+# comes from its target's device (``cutecall.current_target().device``).
+HOPPER_SMS = 132
 
 
-def _sm90_tiles() -> tuple:
-    # quack.gemm_config._get_sm90_configs(): cooperative (256, n) and
-    # (128, 224/256); pingpong (128, n) and (192, 128); clusters 1x2 and 2x1.
-    tile_n = (128, 160, 192, 208)
-    coop = [(256, n) for n in tile_n] + [(128, 224), (128, 256)]
-    pingpong = [(128, n) for n in tile_n] + [(192, 128)]
-    mn = [(m, n, False) for m, n in coop] + [(m, n, True) for m, n in pingpong]
-    return tuple(Tile(m, n, cm, cn, pp)
-                 for (m, n, pp), (cm, cn) in itertools.product(mn, [(1, 2), (2, 1)]))
-
-
-SM90_TILES = _sm90_tiles()
-
-
-def matmul(a, b, tile: Tile = Tile(128, 192, 2, 1, pingpong=True)):
+def matmul(a, b, tile: Tile | None = None):
     """``a @ b.T``: a (M, K), b (N, K), both bfloat16 or float16; returns
     (M, N) in a's dtype. N and K must be multiples of 8 (TMA's 16-byte rows;
-    anything else is refused before launch); M is free."""
-    return call(tile, str(a.dtype))(a, b)
+    anything else is refused before launch); M is free. `tile`: None, the
+    target's default (:func:`~cutecall.quack.tiles.default_tile`)."""
+    target = resolve()
+    return call(default_tile(target) if tile is None else tile, str(a.dtype), target)(a, b)
 
 
 # QuACK's GEMMs run outside XLA's command buffers (``allow_cuda_graph=False``:
 # XLA runs each as a plain thunk). A GEMM of hundreds of µs gains nothing
-# from graph capture, and in a 2-GPU data-parallel MLP step
-# (bench/results/scaling.md, 2026-11-27, 2 x H200) the step with them
+# from graph capture, and on 2 x H200 a data-parallel MLP step with them
 # captured took 11969 µs against 11507 with custom calls kept out of the
 # command buffers (XLA_FLAGS --xla_gpu_enable_command_buffer=-CUSTOM_CALL;
 # the step's only custom calls are these) and 11519 with command buffers
@@ -97,15 +69,25 @@ def matmul(a, b, tile: Tile = Tile(128, 192, 2, 1, pingpong=True)):
 GRAPHS = False
 
 
+def call(tile: Tile, dtype: str, target=None):
+    """The ``cutlass_call`` running `tile` for `dtype` operands on `target`
+    (a ``cutecall.Target``; default ``cutecall.current_target()``): one
+    per (tile, dtype, arch). A ValueError naming the arch when the target's
+    QuACK GEMM has no such tile."""
+    target = resolve(target)
+    check(tile, target, "cutecall.quack.gemm")
+    return _call(tile, dtype, target.arch)
+
+
 @functools.lru_cache(maxsize=None)
-def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
-    """The ``cutlass_call`` running `tile` for `dtype` operands."""
+def _call(tile: Tile, dtype: str, arch: str):
     import jax
 
     import cutecall
     from cutecall import TensorSpec
+    target = cutecall.current_target(arch)
     return cutecall.cutlass_call(
-        launcher(tile, dtype, sms),
+        launcher(tile, dtype, target),
         output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(
             (a.shape[0], b.shape[0]), a.dtype),
         # TMA needs 16-byte rows: K and N multiples of 8 (QuACK's own fake
@@ -113,38 +95,52 @@ def call(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
         input_spec=(TensorSpec(dims=("m", "k"), divisibility=(1, 8)),
                     TensorSpec(dims=("n", "k"), divisibility=(8, 8))),
         output_spec=TensorSpec(dims=("m", "n"), divisibility=(1, 8)),
-        allow_cuda_graph=GRAPHS,
-        name=f"quack_gemm_{tile.suffix}_{dtype}")
+        allow_cuda_graph=GRAPHS, compile_options=f"--gpu-arch {arch}",
+        name=f"quack_gemm_{tag(tile, target)}_{dtype}")
 
 
-def launcher(tile: Tile, dtype: str, sms: int = HOPPER_SMS):
-    """``launch(stream, mA, mB, mD)``: builds QuACK's sm90 GEMM object for
-    `tile` and calls it as ``compile_gemm_kernel`` does (no C, default
-    epilogue, static persistent scheduler over ``sms // cluster size``
-    clusters, or one CTA per tile for a non-persistent `tile`; no varlen)."""
+def launcher(tile: Tile, dtype: str, target=None):
+    """``launch(stream, mA, mB, mD)``: QuACK's GEMM object for `tile` and
+    `target` (default ``cutecall.current_target()``), built under
+    ``target.building()`` and called as ``compile_gemm_kernel`` does (no C,
+    default epilogue, no varlen). A persistent tile's grid is the max active
+    clusters of its cluster size, read from ``HardwareInfo`` while traced
+    (the target device's answer); a non-persistent one (sm90) runs a CTA
+    per tile."""
     import cuda.bindings.driver as cuda
     import cutlass
     import cutlass.cute as cute
-    from quack.gemm_default_epi import GemmDefaultSm90
+    from cutlass.utils import HardwareInfo
+    from quack.gemm_default_epi import GemmDefaultSm90, GemmDefaultSm100
     from quack.tile_scheduler import TileSchedulerOptions
 
     from cutecall import jax_to_cutlass_dtype
-    from cutecall._driver.dsl import dsl_arch
 
-    with dsl_arch("sm_90a"):
-        gemm = GemmDefaultSm90(cutlass.Float32, jax_to_cutlass_dtype(dtype),
-                               (tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1),
-                               pingpong=tile.pingpong, is_persistent=tile.persistent)
-    max_clusters = sms // (tile.cluster_m * tile.cluster_n) if tile.persistent else 0
+    target = resolve(target)
+    check(tile, target, "cutecall.quack.gemm")
+    shape = ((tile.tile_m, tile.tile_n), (tile.cluster_m, tile.cluster_n, 1))
+    with target.building():
+        if capacity(target)[0] == 9:
+            gemm = GemmDefaultSm90(cutlass.Float32, jax_to_cutlass_dtype(dtype), *shape,
+                                   pingpong=tile.pingpong, is_persistent=tile.persistent)
+        else:
+            gemm = GemmDefaultSm100(cutlass.Float32, jax_to_cutlass_dtype(dtype), *shape,
+                                    use_clc_persistence=tile.clc)
+    cluster_size = tile.cluster_m * tile.cluster_n
+
+    def grid() -> int:  # while traced: the target device's answer
+        if not tile.persistent:
+            return 0
+        return HardwareInfo().get_max_active_clusters(cluster_size)
 
     @cute.jit
-    def quack_gemm_sm90(stream: cuda.CUstream, mA: cute.Tensor, mB: cute.Tensor,
-                        mD: cute.Tensor):
-        scheduler = TileSchedulerOptions(max_active_clusters=cutlass.Int32(max_clusters),
+    def quack_gemm(stream: cuda.CUstream, mA: cute.Tensor, mB: cute.Tensor,
+                   mD: cute.Tensor):
+        scheduler = TileSchedulerOptions(max_active_clusters=cutlass.Int32(grid()),
                                          max_swizzle_size=cutlass.Int32(8))
         gemm(mA, mB, mD, None, gemm.EpilogueArguments(), scheduler, None, stream)
 
-    return quack_gemm_sm90
+    return quack_gemm
 
 
 def _key(a, b):
@@ -152,19 +148,31 @@ def _key(a, b):
 
 
 def build(tile_m: int, tile_n: int, cluster_m: int, cluster_n: int, pingpong: bool,
-          dtype: str = "bfloat16", persistent: bool = True):
-    """``autotune``'s build: the call for one configuration (module-level,
-    so compile workers can receive it)."""
-    return call(Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent), dtype)
-
-
-def autotuned(tiles=SM90_TILES, dtype: str = "bfloat16", compile_workers: int = 0,
-              warmup: int = 5, rep: int = 30):
-    """``cutecall.autotune`` over `tiles`, keyed by both shapes and the
-    dtype: ``autotuned()(a, b) == a @ b.T`` with the fastest tile."""
+          dtype: str = "bfloat16", persistent: bool = True, clc: bool = False,
+          arch: str | None = None):
+    """``autotune``'s build: the call for one configuration on `arch`
+    (default: the current target's; module-level, so compile workers can
+    receive it)."""
     import cutecall
+    target = cutecall.current_target(arch) if arch else None
+    return call(Tile(tile_m, tile_n, cluster_m, cluster_n, pingpong, persistent, clc), dtype,
+                target)
+
+
+def autotuned(tiles: tuple | None = None, dtype: str = "bfloat16", compile_workers: int = 0,
+              warmup: int = 5, rep: int = 30):
+    """``cutecall.autotune`` over `tiles` (default: the current target's
+    space, :func:`~cutecall.quack.tiles.tiles`), keyed by both shapes and
+    the dtype: ``autotuned()(a, b) == a @ b.T`` with the fastest tile."""
+    import cutecall
+    from cutecall.quack import tiles as qt
+    target = resolve()
+    space = qt.tiles(target) if tiles is None else tuple(tiles)
+    for t in space:
+        check(t, target, "cutecall.quack.gemm.autotuned")
+    major, minor = capacity(target)
     return cutecall.autotune(
-        functools.partial(build, dtype=dtype),
-        configs=[dataclasses.asdict(t) for t in tiles], key=_key,
-        warmup=warmup, rep=rep, name=f"quack_gemm_sm90_{dtype}",
+        functools.partial(build, dtype=dtype, arch=target.arch),
+        configs=[dataclasses.asdict(t) for t in space], key=_key,
+        warmup=warmup, rep=rep, name=f"quack_gemm_sm{major}{minor}_{dtype}",
         compile_workers=compile_workers)

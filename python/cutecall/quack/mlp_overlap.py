@@ -8,19 +8,22 @@ its own stream). A one-layer MLP step computes dW2 and dW1 last: dW2's
 all-reduce can only run beside dW1's GEMM, and dW1's runs after it. With
 *gradient overlap* on (``grad_overlap``, the default inside ``shard_map``):
 
-- the weight-gradient GEMMs (sites ``dw1`` and ``dw2``) run one CTA per
-  tile (``Tile(persistent=False)``): QuACK's persistent GEMMs hold every SM
-  until their last tile, so NCCL's kernel could not start beside them (on
-  4 x H200 its start waited ~820 µs, to the GEMM's tail);
+- on sm90 the weight-gradient GEMMs (sites ``dw1`` and ``dw2``) run one
+  CTA per tile (``Tile(persistent=False)``): QuACK's persistent GEMMs hold
+  every SM until their last tile, so NCCL's kernel could not start beside
+  them (on 4 x H200 its start waited ~820 µs, to the GEMM's tail). QuACK's
+  sm100 GEMM has no such form (always persistent): there the weight
+  gradients keep their tiles (:func:`flat_weight_grads`) and only the
+  blocks below apply;
 - with ``grad_chunks=k`` > 1 (opt-in), each of those GEMMs runs in `k`
   column blocks of the gradient -- dW1 split along d, dW2 along d_out --
   each block a weight leaf of its own, so JAX all-reduces each block apart
   and XLA starts a block's all-reduce while the next block's GEMM computes
   (DDP's gradient buckets, inside one GEMM). Blocks cost GEMM efficiency
-  (a block is fewer waves of tiles) and NCCL's SMs during the GEMMs; on the
-  benchmark's step they gained at most 0.05x at 4 GPUs, with per-tensor
-  all-reduces and the latency-hiding scheduler, and cost 3% at 2 GPUs
-  (``bench/results/scaling.md``), hence opt-in.
+  (a block is fewer waves of tiles) and NCCL's SMs during the GEMMs; on a
+  data-parallel MLP step on H200s they gained at most 0.05x at 4 GPUs, with
+  per-tensor all-reduces and the latency-hiding scheduler, and cost 3% at
+  2 GPUs, hence opt-in.
 
     import jax, jax.numpy as jnp
     from jax.sharding import PartitionSpec as P
@@ -42,6 +45,8 @@ gradients are concatenated where the optimizer reads them.
 from __future__ import annotations
 
 import dataclasses
+
+from cutecall.quack import tiles as qt
 
 WGRAD_SITES = ("dw1", "dw2")
 # The operand of a weight gradient ``a.T @ b`` its blocks slice by columns:
@@ -117,6 +122,13 @@ def one_block(a, b, k: int, sliced: str):
     return (cut(a), b) if sliced == "a" else (a, cut(b))
 
 
+def flat_weight_grads(on: bool, target=None) -> bool:
+    """Whether the weight-gradient GEMMs run one CTA per tile: overlap `on`
+    and the target's QuACK GEMM has that form (sm90; QuACK's sm100 GEMM is
+    always persistent, so there overlap is the blocks of ``grad_chunks``)."""
+    return bool(on) and qt.one_cta_per_tile(target)
+
+
 def flat_tile(tile):
     """`tile` one CTA per tile (pingpong, which needs persistent, becomes
     cooperative); None stays None (tuned)."""
@@ -132,8 +144,8 @@ def flat_candidates(candidates: tuple) -> tuple:
 
 def site_tiles(site: str, tile, candidates: tuple, on: bool) -> tuple:
     """(tile, candidates) as :func:`~cutecall.quack.mlp.mlp` runs `site`
-    with overlap `on`: a weight gradient's one CTA per tile, the others
-    as given."""
+    with flat weight gradients `on` (:func:`flat_weight_grads`): a weight
+    gradient's one CTA per tile, the others as given."""
     if on and site in WGRAD_SITES:
         return flat_tile(tile), flat_candidates(candidates)
     return tile, tuple(candidates)

@@ -1,15 +1,6 @@
 """``cutecall warmup``: compile task lists into the store from the command
 line, e.g. in a CI job that fills the remote tier every training job then
-loads from::
-
-    cutecall warmup mymodel.kernels:TASKS --workers 8 \\
-        --remote redis://cache.internal:6379/0
-
-Each ``module:attr`` names a list of tasks, or a function returning one
-(see ``cutecall.warmup``). ``--remote URL`` sets ``CUTECALL_CACHE_REMOTE``
-for this run (the workers publish what they compile there); without it the
-environment's setting, if any, is used. Exit status 1 when a task failed.
-"""
+loads from. ``cutecall warmup --help`` is its manual (``_EPILOG``)."""
 
 from __future__ import annotations
 
@@ -20,6 +11,17 @@ from typing import Any
 
 from . import workers as _warmup_start
 from .warmup import warmup
+
+
+_EPILOG = """\
+Each module:attr names a list of tasks, or a function returning one (see
+cutecall.warmup). --remote URL sets CUTECALL_CACHE_REMOTE for this run (the
+workers publish what they compile there); without it the environment's
+setting, if any, is used. Exit status 1 when a task failed.
+
+example, a CI job that fills the remote tier every training job then loads from:
+  cutecall warmup mymodel.kernels:TASKS --workers 8 \\
+      --remote redis://cache.internal:6379/0"""
 
 
 def _tasks(ap, spec: str) -> tuple[list, str]:
@@ -50,10 +52,16 @@ def _remote_line() -> str | None:
 def main(argv: list[str]) -> int:
     """``cutecall warmup module:attr [module:attr ...] [--workers N]
     [--preload MODULE] [--start METHOD] [--remote URL]``."""
-    ap = argparse.ArgumentParser(prog="cutecall warmup", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="cutecall warmup", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Compile task lists into the store (and the remote tier, when "
+                    "set) in worker processes.",
+        epilog=_EPILOG)
     ap.add_argument("tasks", nargs="+",
                     help="module:attr, a list of tasks or a function returning one")
-    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--workers", type=int, default=None,
+                    help="worker processes (default: the CPU count, at most the "
+                    "number of tasks)")
     ap.add_argument("--preload", action="append", default=[], metavar="MODULE",
                     help="a module for the workers to have imported (repeatable)")
     ap.add_argument("--start", choices=_warmup_start.START_METHODS, default="auto",

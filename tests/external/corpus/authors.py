@@ -17,6 +17,9 @@ same dtypes and ranks, same compile-time values).
     captured.kernel      # the GemmDefaultSm90 object, configured as QuACK does
     captured.args        # (mA, mB, mD, mC, epi_args, scheduler_args, ...)
 
+:func:`compile_calls` keeps every ``cute.compile`` call a function makes
+instead of stopping at the first.
+
 Imports CuTe DSL when called, never at import.
 """
 
@@ -75,3 +78,27 @@ def _structure(x, annotation) -> Any:
             isinstance(x, (int, float)) and not isinstance(x, bool):
         return ("scalar", annotated)
     return x
+
+
+def compile_calls(fn, *args, **kwargs) -> list:
+    """Every ``cute.compile`` call ``fn(*args, **kwargs)`` makes, in order,
+    as ``Captured(kernel, args, kwargs)``; each returns a no-op in place of
+    a compiled kernel, so `fn` runs on past its first compile (FA4's
+    backward compiles its preprocess, main kernel and postprocess in
+    turn). For host code that does not launch what it compiled (FA4 in
+    torch's fake mode); library caches that would keep the no-ops must be
+    set aside by the caller. Compiles nothing."""
+    import cutlass.cute as cute
+    got = []
+
+    def record(kernel, *a, **kw):
+        got.append(Captured(kernel, a, kw))
+        return lambda *_, **__: None
+
+    original = cute.compile
+    cute.compile = record
+    try:
+        fn(*args, **kwargs)
+    finally:
+        cute.compile = original
+    return got

@@ -1,9 +1,9 @@
 """Where compiled kernels are kept, tier by tier, each module one job.
 
 A kernel is looked up in the process (``memory``), then on this machine's
-disk (``local``), then in a store the cluster shares (``remote``, when
-``CUTECALL_CACHE_REMOTE`` is set), and compiled only when no tier has it.
-Every tier holds the same verified bytes (``entry``).
+disk (``local``), then in a store the cluster shares (``remote``, when the
+environment sets ``CUTECALL_CACHE_REMOTE``), and compiled only when no tier
+has it. Every tier holds the same verified bytes (``entry``).
 
 ========================  =====================================================
 module                    job
@@ -39,9 +39,9 @@ module                    job
                           remote tier (``share_jax_cache``)
 ========================  =====================================================
 
-``compiled`` (beside this package) defines what is stored: a
-``CompiledKernel`` is an entry's object plus its ``meta``; ``call_record``
-is how a bundle records one kernel, outside any store.
+What is stored is defined beside this package, in ``compiled``: a kernel
+(``CompiledKernel``) is an entry's object plus its ``meta``; how a bundle
+records one kernel, outside any store, is ``call_record``.
 """
 
 from .entry import CorruptEntry, Entry

@@ -23,6 +23,7 @@ import warnings
 
 from .entry import DEFAULT_MAX_BYTES
 from .local import ArtifactStore
+from .remote import check_url
 
 __all__ = ["default_store", "parse_size", "remote_tier", "remote_settings", "signing_key"]
 
@@ -91,11 +92,13 @@ def signing_key() -> bytes | None:
 
 def remote_settings() -> tuple | None:
     """(url, signing key, read only, lease ttl, wait bound, timeout) from the
-    environment, or None when no remote tier is set. A bad value raises
-    ValueError naming the variable."""
+    environment, or None when no remote tier is set. A bad value (a URL no
+    backend can use: ``remote.check_url``) raises ValueError naming the
+    variable and the value."""
     url = os.environ.get("CUTECALL_CACHE_REMOTE", "").strip()
     if not url:
         return None
+    check_url(url)
     mode = os.environ.get("CUTECALL_CACHE_REMOTE_MODE", "readwrite").strip().lower()
     if mode not in ("read", "readwrite", "rw", ""):
         raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE_MODE={mode!r}: use read or "

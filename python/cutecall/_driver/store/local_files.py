@@ -12,7 +12,23 @@ import stat
 
 
 class CacheError(RuntimeError):
-    """The artifact store cannot be used (message names the path and why)."""
+    """``cutecall.CacheError``: the artifact store's directory
+    (``CUTECALL_CACHE_DIR``, default ``~/.cache/cutecall``) is unsafe to load
+    machine code from: not a directory, owned by another user, or writable
+    by group or others. The message names the path, what is wrong and the
+    fix (``chmod 700``, another ``CUTECALL_CACHE_DIR``, or
+    ``CUTECALL_CACHE=0``). Raised by the first compile that uses the store;
+    a store that merely cannot be written (read-only, full) only warns.
+
+    Example::
+
+        import cutecall
+        try:
+            y = call(x)
+        except cutecall.CacheError as e:
+            print(e)      # cache directory /shared/c is writable by group ...
+            raise
+    """
 
 
 class StoreUnavailable(CacheError, OSError):

@@ -1,7 +1,7 @@
 """Kernels through the tiers: :func:`load_or_compile` (the local tier, then
 the remote one, else a compile stored in both), :func:`load_kernel` (the
-same reads, never a compile) and :func:`prefetch` (a remote entry copied to
-the local tier). Every entry read is verified (``entry``, ``signing``) and
+same reads, never a compile; :func:`find_kernel` also says which tier) and
+:func:`prefetch` (a remote entry copied to the local tier). Every entry read is verified (``entry``, ``signing``) and
 stamped with the running versions (``stamps``)."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from .config import default_store, remote_tier
 from .entry import Entry
 from .stamps import kernel_fields, kernel_stamp
 
-__all__ = ["load_kernel", "load_or_compile", "prefetch"]
+__all__ = ["find_kernel", "load_kernel", "load_or_compile", "prefetch"]
 
 
 def _tuples(value):
@@ -102,10 +102,11 @@ class _NotPublished(Exception):
     pass
 
 
-def _fetched(key: str, name: str, arch: str) -> Entry | None:
-    """Kernel `key` from the local tier, else copied there from the remote
-    tier (verified, no fsync: the remote copy is the durable one); None
-    when neither has it, or the store is off or fails."""
+def _fetched(key: str, name: str, arch: str) -> tuple[Entry, str] | None:
+    """(entry, how) of kernel `key`: from the local tier (how "local"),
+    else copied there from the remote tier (how "remote"; verified, no
+    fsync: the remote copy is the durable one); None when neither has it,
+    or the store is off or fails."""
     store, remote = default_store(), remote_tier()
     if store is None:
         return None
@@ -118,12 +119,19 @@ def _fetched(key: str, name: str, arch: str) -> Entry | None:
         return got
 
     try:
-        entry, _ = store.get_or_build(key, stamp, fetch, durable=lambda: False,
-                                      rebuilt=f"kernel '{name}' is fetched again")
+        entry, fetched = store.get_or_build(key, stamp, fetch, durable=lambda: False,
+                                            rebuilt=f"kernel '{name}' is fetched again")
     except (_NotPublished, OSError):
         return None
     _settle(store, remote, key, answered, False)
-    return entry
+    return entry, "remote" if fetched else "local"
+
+
+def find_kernel(key: str, name: str, arch: str) -> tuple[CompiledKernel, str] | None:
+    """(kernel, how) as :func:`load_kernel` finds it, how being "local" or
+    "remote"; None when no tier has it."""
+    found = _fetched(key, name, arch)
+    return None if found is None else (_kernel(found[0], key, name), found[1])
 
 
 def load_kernel(key: str, name: str, arch: str) -> CompiledKernel | None:
@@ -140,8 +148,8 @@ def load_kernel(key: str, name: str, arch: str) -> CompiledKernel | None:
         if kernel is None:
             ...  # a miss in every tier: compile (load_or_compile)
     """
-    entry = _fetched(key, name, arch)
-    return None if entry is None else _kernel(entry, key, name)
+    found = find_kernel(key, name, arch)
+    return None if found is None else found[0]
 
 
 def prefetch(key: str, name: str, arch: str) -> bool:

@@ -133,11 +133,14 @@ def load(key: str, name: str, arch: str) -> CompiledKernel | None:
             _counters.hits += 1
             return kernel
 
-        kernel = lookup.load_kernel(key, name, arch)
-        if kernel is None:
+        found = lookup.find_kernel(key, name, arch)
+        if found is None:
             return None
-        how = "local"
-        _counters.disk_hits += 1
+        kernel, how = found
+        if how == "remote":
+            _counters.remote_hits += 1
+        else:
+            _counters.disk_hits += 1
         _journal.append((key, name, arch, how))
         _counters.got += 1
         _entries[key] = kernel

@@ -20,12 +20,13 @@ anything else      ``fsspec_backend`` (``gs://``, ``s3://``, ...:
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
 from typing import Protocol
 from urllib.parse import urlsplit
 
-__all__ = ["Backend", "open_backend", "owner_id"]
+__all__ = ["Backend", "check_url", "open_backend", "owner_id"]
 
 
 class Backend(Protocol):
@@ -79,10 +80,57 @@ def file_url_path(url: str, parts, name: str) -> str:
     return parts.path
 
 
+_FORMS = "redis://host:6379/0, unix:///run/redis.sock, file:///shared/path, gs://bucket/path"
+
+
+@functools.lru_cache(maxsize=16)
+def check_url(url: str, name: str = "CUTECALL_CACHE_REMOTE") -> str:
+    """`url` when a backend can use it, else a ValueError naming `name`
+    (the setting or argument), the value and the form expected: a
+    ``redis://`` URL needs a host (a numeric database, if any), ``unix://``
+    and ``file://`` an absolute path, and any other scheme must be a
+    protocol fsspec knows (checked when fsspec is installed; without it,
+    the first use warns what to install)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"cutecall: {name}={url!r} {why}")
+
+    if not scheme or not url[len(parts.scheme):].startswith("://"):
+        raise bad(f"is not a URL ({_FORMS})")
+    if scheme in ("redis", "rediss"):
+        try:
+            parts.port
+        except ValueError as e:
+            raise bad(f"has a bad port ({e})") from None
+        if not parts.hostname:
+            raise bad(f"names no host ({scheme}://host:6379/0)")
+        if not parts.path.strip("/").isdigit() and parts.path.strip("/"):
+            raise bad(f"names database {parts.path.strip('/')!r}, not a number "
+                      f"({scheme}://host:6379/0)")
+    elif scheme == "file":
+        if not file_url_path(url, parts, name).startswith("/"):
+            raise bad("names no absolute path (file:///absolute/path)")
+    elif scheme == "unix":
+        if parts.netloc not in ("", "localhost") or not parts.path.startswith("/"):
+            raise bad("names no absolute path (unix:///absolute/path.sock)")
+    else:
+        try:
+            import fsspec
+        except ImportError:
+            return url
+        if scheme not in fsspec.available_protocols():
+            raise bad(f"has an unknown scheme {scheme!r}: use redis, rediss, unix, file "
+                      f"or a protocol fsspec knows (gs, s3, az, ...)")
+    return url
+
+
 def open_backend(url: str, timeout_s: float) -> Backend:
     """The backend for `url` (module docstring's table). Raises ValueError
-    for a URL it cannot use and ImportError naming the extra to install."""
-    parts = urlsplit(url)
+    for a URL it cannot use (``check_url``) and ImportError naming the
+    extra to install."""
+    parts = urlsplit(check_url(url))
     scheme = parts.scheme.lower()
     if scheme in REDIS_SCHEMES:
         try:
@@ -94,9 +142,6 @@ def open_backend(url: str, timeout_s: float) -> Backend:
     if scheme == "file":
         from .file_backend import FileBackend
         return FileBackend(url, file_url_path(url, parts, "CUTECALL_CACHE_REMOTE"))
-    if not scheme:
-        raise ValueError(f"cutecall: CUTECALL_CACHE_REMOTE={url!r} is not a URL "
-                         f"(redis://host:6379/0, file:///shared/path, gs://bucket/path)")
     try:
         from .fsspec_backend import FsspecBackend
     except ImportError as e:

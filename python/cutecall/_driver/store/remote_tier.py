@@ -174,8 +174,8 @@ class RemoteTier:
         return True
 
     def publish(self, key: str, stamp: dict, meta: dict, data: bytes, label: str) -> bool:
-        """Publishes an entry compiled earlier (``backlog``); False when
-        read-only, resting after a failure, or failing now."""
+        """Publishes an entry made earlier (``backlog``, shared records);
+        False when read-only, resting after a failure, or failing now."""
         if self.read_only or time.monotonic() < self._down_until:
             return False
         return self._publish(self.name_for(key, stamp), key, stamp, meta, data, label)
