@@ -1,6 +1,6 @@
 """A failed compile's first line says which kernel, where in the user's
 source and why: ``cutecall: kernel 'K' failed to compile for sm_90a at
-failing_kernels.py:31 (in typo_launcher): NameError: ...`` -- not the
+failing_kernels.py:30 (in typo_launcher): NameError: ...`` -- not the
 generated entry point (``cutecall_entry``) nor the DSL's own files. An MLIR
 verifier's error, whose ops carry no location, is traced once more with the
 DSL's traceback locations to find the line (once per failed call)."""
