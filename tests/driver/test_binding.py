@@ -101,7 +101,9 @@ def test_a_scalar_never_fills_a_tensor_parameter(compiles):
 
 def test_an_array_never_fills_a_scalar_parameter():
     call = cutecall.cutlass_call(signatures.affine, output_shape_dtype=s(8))
-    with pytest.raises(TypeError, match=r"an array one annotated as a scalar"):
+    with pytest.raises(TypeError, match=r"launcher 'affine' takes 2 tensor parameter\(s\) "
+                                        r"\(x, out\), but the call passes 2 array\(s\) and 1 "
+                                        r"output\(s\)"):
         call.lower(s(8), s(8), 1, 2, False)
 
 

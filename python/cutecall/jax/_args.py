@@ -322,11 +322,11 @@ _off_gpu = contextvars.ContextVar("cutecall_off_gpu", default=None)
 
 @contextlib.contextmanager
 def eager_platform(call, binding, arrays):
-    """While an eager call (no argument traced) is traced: why it cannot
-    run, when its arrays are on a CPU (it could only fail after compiling;
-    :func:`refuse_off_gpu` raises it before), naming the array that puts it
-    there or the default device."""
-    token = _off_gpu.set(_off_gpu_reason(call, binding, arrays))
+    """While a call is traced: what :func:`refuse_off_gpu` checks -- an
+    eager call (no argument traced) whose arrays are on a CPU could only
+    fail after compiling. Read only when the call is traced (a miss of its
+    trace cache), so an eager call pays a context variable."""
+    token = _off_gpu.set((call, binding, arrays))
     try:
         yield
     finally:
@@ -334,8 +334,10 @@ def eager_platform(call, binding, arrays):
 
 
 def refuse_off_gpu() -> None:
-    """Raises, before a compile, for an eager call that cannot run."""
-    reason = _off_gpu.get()
+    """Raises, before a compile, for an eager call that cannot run, naming
+    the array that puts it on a CPU, or the default device."""
+    found = _off_gpu.get()
+    reason = _off_gpu_reason(*found) if found is not None else None
     if reason is not None:
         raise NotImplementedError(reason)
 
