@@ -34,8 +34,7 @@ def show(v) -> str:
         return f"{str(dtype).removeprefix('torch.')}{list(shape)}"
     if isinstance(v, (tuple, list, dict)):
         items = list(v.values() if isinstance(v, dict) else v)
-        inner = ", ".join(show(x).removeprefix("the ").split(" ", 1)[-1]
-                          if is_scalar_value(x) else show(x) for x in items[:4])
+        inner = ", ".join(repr(x) if is_scalar_value(x) else show(x) for x in items[:4])
         more = ", ..." if len(items) > 4 else ""
         return f"a {type(v).__name__} of {len(items)} ({inner}{more})"
     return f"{type(v).__name__} {v!r}"
