@@ -34,6 +34,7 @@ difference between cutecall's outputs and the authors'.
 
   python -m bench.external.run --out results.json [--cases softmax,fa4_fwd]
   python -m bench.external.run families --out families.json   (bench/external/families.py)
+  python -m bench.external.run losses --out losses.json [--quick]   (bench/external/losses.py)
 """
 
 from __future__ import annotations
@@ -48,20 +49,20 @@ import sys
 import time
 import traceback
 
-from bench.external import families
+from bench.external import families, losses
 from bench.harness import use_corpus
 from bench.report import versions
 from bench.timing import jax_trace_us, jax_wall_us, split_arrays, torch_device_us, torch_host_us
 
-PARTS = {"families": families.main}
+PARTS = {"families": families.main, "losses": losses.main}
 
 
 def describe_jax(call, args) -> dict:
     import jax
-    from cutecall.jax import _contract
+    from cutecall.jax import _compile
     from cutecall._driver.plan import decode_plan
     arrays, rebuild = split_arrays(args)
-    eqn = _contract._find_call(
+    eqn = _compile._find_call(
         jax.make_jaxpr(lambda *a: call(*rebuild(a)))(*arrays).jaxpr)
     kernel = eqn.params["kernel"]
     ops = decode_plan(kernel.plan)
@@ -210,8 +211,8 @@ def main(argv=None):
         return PARTS[argv[0]](argv[1:])
     ap = argparse.ArgumentParser(prog="python -m bench.external.run",
                                  description=__doc__.splitlines()[0],
-                                 epilog="part: families (python -m bench.external.run "
-                                        "families --help)")
+                                 epilog="parts: families, losses (python -m "
+                                        "bench.external.run PART --help)")
     ap.add_argument("--out", default="external.json")
     ap.add_argument("--size", default="bench", choices=["bench", "test"])
     ap.add_argument("--cases", default="", help="comma-separated substrings")

@@ -1,8 +1,10 @@
 // launch_floor.cu — what one kernel launch costs the host on this machine,
 // with no Python and no CuTe DSL: an empty kernel launched 20,000 times in a
-// loop with cuLaunchKernel (driver API), cudaLaunchKernel (runtime API) and
+// loop with cuLaunchKernel (driver API), cudaLaunchKernel (runtime API),
 // cudaLaunchKernelEx with the two launch attributes the CuTe DSL's generated
-// host code passes. Best of 5 trials, microseconds per launch (host time of
+// host code passes, and cuLaunchKernelEx of the kernel's library handle
+// (cudaGetKernel: a CUkernel) with the same attributes -- what cutecall's
+// driver launch shim calls (launch_record.h). Best of 5 trials, microseconds per launch (host time of
 // the enqueue loop; the stream is synchronized between trials).
 //   nvcc -O2 -arch=sm_90 -o launch_floor launch_floor.cu -lcuda && ./launch_floor
 #include <cuda.h>
@@ -49,9 +51,22 @@ int main() {
   cfg.attrs = attrs;
   cfg.numAttrs = 2;
   auto ex = [&] { cudaLaunchKernelEx(&cfg, empty_kernel); };
+  cudaKernel_t kernel;
+  cudaGetKernel(&kernel, empty_kernel);
+  CUlaunchConfig dcfg = {};
+  dcfg.gridDimX = dcfg.gridDimY = dcfg.gridDimZ = 1;
+  dcfg.blockDimX = 32;
+  dcfg.blockDimY = dcfg.blockDimZ = 1;
+  dcfg.hStream = stream;
+  dcfg.attrs = reinterpret_cast<CUlaunchAttribute*>(attrs);  // same layout and ids
+  dcfg.numAttrs = 2;
+  auto dex = [&] {
+    cuLaunchKernelEx(&dcfg, reinterpret_cast<CUfunction>(kernel), nullptr, nullptr);
+  };
   std::printf("cuLaunchKernel       %.2f us/launch\n", best_us(cu, stream));
   std::printf("cudaLaunchKernel     %.2f us/launch\n", best_us(rt, stream));
   std::printf("cudaLaunchKernelEx   %.2f us/launch\n", best_us(ex, stream));
+  std::printf("cuLaunchKernelEx     %.2f us/launch\n", best_us(dex, stream));
   cudaError_t e = cudaGetLastError();
   std::printf("status %s\n", cudaGetErrorString(e));
   return e == cudaSuccess ? 0 : 1;

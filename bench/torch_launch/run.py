@@ -12,6 +12,12 @@ Paths:
   cutecall          ``k(a, b, c)``, k = ``cutecall.torch.kernel(add3)``
   cutecall_direct   ``k.launch(a, b, c)``: the C++ launcher without the
                     torch.compile check
+  cutecall_runtime_launch
+                    ``k(a1, b1, c1)`` on n - 1 elements (another
+                    specialization, so another module) loaded with
+                    ``CUTECALL_LAUNCH_DRIVER=0``: its launches go through
+                    the CUDA runtime's ``cudaLaunchKernelEx``, as before the
+                    driver route (launch_record.h)
   cutecall_helion   ``cutecall.torch.default_cute_launcher(helion_add_kernel,
                     grid, a, b, c, n, 1.0)``: Helion's API on cutecall
   helion_style      Helion's own recipe: a ``@cute.jit`` wrapper taking
@@ -29,7 +35,7 @@ Paths:
   cutecall_cpp_loop cutecall's launch repeated from one C++ loop (no Python,
                     lookup once): what the DSL's generated launch code and
                     the driver cost on this host
-  c_cuLaunchKernel, c_cudaLaunchKernel, c_cudaLaunchKernelEx
+  c_cuLaunchKernel, c_cudaLaunchKernel, c_cudaLaunchKernelEx, c_cuLaunchKernelEx
                     an empty kernel launched from a C loop
                     (launch_floor.cu, built with nvcc here): the machine's
                     own floor, no Python at all
@@ -76,6 +82,17 @@ def build_paths(n: int):
     paths["cutecall"] = lambda: k(a, b, c)
     launch = k.launch
     paths["cutecall_direct"] = lambda: launch(a, b, c)
+    a1, b1, c1 = a[:n - 1], b[:n - 1], c[:n - 1]
+    saved = os.environ.get("CUTECALL_LAUNCH_DRIVER")
+    os.environ["CUTECALL_LAUNCH_DRIVER"] = "0"
+    try:
+        k(a1, b1, c1)  # compiles and loads this specialization's module now
+    finally:
+        if saved is None:
+            del os.environ["CUTECALL_LAUNCH_DRIVER"]
+        else:
+            os.environ["CUTECALL_LAUNCH_DRIVER"] = saved
+    paths["cutecall_runtime_launch"] = lambda: k(a1, b1, c1)
     grid = ((n + 127) // 128,)
     hk = tk.helion_add_kernel
     dcl = ct.default_cute_launcher

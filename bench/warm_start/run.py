@@ -1,7 +1,9 @@
 """Warm-start benchmark: what the artifact store saves a new process; its
 parts ``parallel`` (``cutecall.warmup``'s workers), ``cluster`` (one compile
-per kernel across N processes) and ``first-step`` (a 4-GPU job's first
-step) are in ``parallel.py``, ``cluster.py`` and ``first_step.py``.
+per kernel across N processes), ``first-step`` (a 4-GPU job's first step)
+and ``first-lowering`` (a fresh process's first lowering of FA4 and a QuACK
+GEMM, recipes on against off) are in ``parallel.py``, ``cluster.py``,
+``first_step.py`` and ``first_lowering.py``.
 
 The same program runs in fresh processes, one after the other, sharing one
 cache directory (``CUTECALL_CACHE_DIR``), which starts empty:
@@ -58,10 +60,10 @@ import time
 
 from bench.harness import ROOT, module_command
 from bench.report import nvidia_smi, versions
-from bench.warm_start import cluster, first_step, parallel
+from bench.warm_start import cluster, first_lowering, first_step, parallel
 
 PARTS = {"parallel": parallel.main, "cluster": cluster.main,
-         "first-step": first_step.main}
+         "first-step": first_step.main, "first-lowering": first_lowering.main}
 
 KERNELS = 10
 

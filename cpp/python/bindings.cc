@@ -20,6 +20,7 @@
 #include "xla_ffi.h"
 #include "kernel_entry.h"
 #include "bundle_binding.h"
+#include "eager_call.h"
 #include "raise.h"
 #include "tensor_launcher.h"
 
@@ -210,6 +211,7 @@ NB_MODULE(_core, m) {
   py::BindKernelEntry(m);
   py::BindBundle(m);
   py::BindTensorLauncher(m);
+  py::BindEagerCall(m);
   // Launchers live as long as the Python objects that own them, which may
   // be alive at interpreter exit (e.g. referenced from torch's op registry).
   nb::set_leak_warnings(false);

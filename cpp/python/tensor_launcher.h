@@ -62,6 +62,10 @@ class TensorLauncher {
   void RegisterType(nanobind::handle type, const std::string& kind,
                     std::vector<std::string> fields);
 
+  // tp_call of the Python type: the hot path, for `self` a TensorLauncher
+  // instance (also called by eager_call.cc with one).
+  static PyObject* TpCall(PyObject* self, PyObject* args, PyObject* kwargs);
+
   size_t size() const { return table_.size(); }
   void clear() { table_.Clear(); }
   const std::string& name() const { return name_; }
@@ -106,7 +110,6 @@ class TensorLauncher {
   // The Python type's slots.
   static int Traverse(PyObject* self, visitproc visit, void* arg);
   static int Clear(PyObject* self);
-  static PyObject* TpCall(PyObject* self, PyObject* args, PyObject* kwargs);
   friend void BindTensorLauncher(nanobind::module_& m);
 
   std::string name_;

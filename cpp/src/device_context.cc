@@ -57,6 +57,9 @@ ErrorOr<const DriverTable*> Driver() {
   Resolve(handle, "cuDeviceGet", &t.device_get, &missing);
   Resolve(handle, "cuDeviceGetAttribute", &t.device_get_attribute, &missing);
   Resolve(handle, "cuDriverGetVersion", &t.driver_get_version, &missing);
+  // Optional (CUDA 12.0 on): where it is missing, launches stay the runtime's.
+  t.launch_kernel_ex = reinterpret_cast<DriverLaunchKernelExFn>(
+      dlsym(handle, "cuLaunchKernelEx"));
   if (!missing.empty()) {
     dlclose(handle);
     return FailedPrecondition("cutecall: libcuda.so.1 lacks " + missing);

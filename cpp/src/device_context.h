@@ -13,11 +13,40 @@
 #ifndef CUTECALL_SRC_DEVICE_CONTEXT_H_
 #define CUTECALL_SRC_DEVICE_CONTEXT_H_
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "cutecall/status.h"
 
 namespace cutecall {
+
+// Mirrors the driver's CUlaunchConfig (cuda.h), which cuLaunchKernelEx
+// takes. Laid out as cudaLaunchConfig_t (runtime_table.h's CudaLaunchConfig)
+// but for the shared memory size, 32 bits here; the attributes
+// (CUlaunchAttribute, cudaLaunchAttribute) are the same structs with the same
+// ids, so a runtime launch's attribute array passes to the driver as it is.
+struct DriverLaunchConfig {
+  uint32_t grid[3];            // gridDimX, Y, Z
+  uint32_t block[3];           // blockDimX, Y, Z
+  uint32_t shared_mem_bytes;   // sharedMemBytes
+  void* stream;                // hStream
+  void* attrs;                 // CUlaunchAttribute*
+  uint32_t num_attrs;          // numAttrs
+};
+static_assert(offsetof(DriverLaunchConfig, block) == 12 &&
+                  offsetof(DriverLaunchConfig, shared_mem_bytes) == 24 &&
+                  offsetof(DriverLaunchConfig, stream) == 32 &&
+                  offsetof(DriverLaunchConfig, attrs) == 40 &&
+                  offsetof(DriverLaunchConfig, num_attrs) == 48 &&
+                  sizeof(DriverLaunchConfig) == 56,
+              "DriverLaunchConfig must match CUlaunchConfig");
+
+// CUresult cuLaunchKernelEx(config, f, kernelParams, extra): `f` a CUfunction
+// or a CUkernel (a cudaKernel_t is one).
+using DriverLaunchKernelExFn = int (*)(const DriverLaunchConfig* config,
+                                       const void* f, void** params,
+                                       void** extra);
 
 // CUresult-returning driver functions; CUdevice is int, CUcontext a pointer.
 struct DriverTable {
@@ -34,6 +63,9 @@ struct DriverTable {
   int (*device_get)(int* device, int ordinal) = nullptr;
   int (*device_get_attribute)(int* value, int attribute, int device) = nullptr;
   int (*driver_get_version)(int* version) = nullptr;
+  // Optional: launches of modules routed to the driver
+  // (launch_record.h); null where the driver lacks it.
+  DriverLaunchKernelExFn launch_kernel_ex = nullptr;
 };
 
 // The active driver table, loading libcuda.so.1 on first use.

@@ -122,4 +122,15 @@ Status CheckElfDefines(std::string_view b, std::string_view symbol) {
   return NotFound("module defines no symbol '" + std::string(symbol) + "'");
 }
 
+Status CheckElfImports(std::string_view b, std::string_view symbol) {
+  bool found = false;
+  Status s = elf::ForEachSymbol(b, [&](const elf::Symbol& sym) {
+    found = sym.shndx == 0 && sym.text == symbol;  // 0: undefined
+    return !found;
+  });
+  if (!s.ok()) return s;
+  if (found) return Status::Ok();
+  return NotFound("module imports no symbol '" + std::string(symbol) + "'");
+}
+
 }  // namespace cutecall

@@ -19,6 +19,10 @@ namespace cutecall {
 // defines `symbol` (InvalidArgument if not ELF, NotFound if undefined).
 Status CheckElfDefines(std::string_view object, std::string_view symbol);
 
+// Checks that `object` imports `symbol` (an undefined symbol: st_shndx 0):
+// InvalidArgument if not ELF, NotFound if it does not.
+Status CheckElfImports(std::string_view object, std::string_view symbol);
+
 // Renames the undefined symbol `from` (an import, st_shndx 0) of `object`
 // to `to` by rewriting its name in place in the string table, so nothing
 // else in the object moves. `to` must be as long as `from`; neither may be

@@ -12,8 +12,16 @@
 //
 // Owns: the shim, the per-thread record, its text, and the route
 // (RouteLaunches: the renamed bytes and the library path, or why not).
-// Contract: the shim costs a few thread-local writes per launch and never
-// fails on its own; with no forward target it returns cudaErrorUnknown
+// A module whose launcher gets its kernel from a CUDA library
+// (_cudaLibraryGetKernel: a cudaKernel_t, which is a CUkernel) is renamed to
+// cutecall_launch_drv instead, by default: the same record, then the
+// driver's cuLaunchKernelEx with the same grid, block, shared memory, stream
+// and attributes -- the CUDA runtime's own launch path, about a quarter of a
+// microsecond of host time per launch, skipped. Where the driver refuses a
+// launch, the runtime's _cudaLaunchKernelEx launches it (or returns its
+// error as a cudaError_t, the code the module reports).
+// Contract: the shims cost a few thread-local writes per launch and never
+// fail on their own; with no forward target they return cudaErrorUnknown
 // (999). Routing never fails a load: where it is impossible (the runtime
 // exports no _cudaLaunchKernelEx, the module imports none, cutecall is
 // linked statically into the executable, the name cannot be rewritten) the
@@ -28,6 +36,7 @@
 #include <string>
 #include <string_view>
 
+#include "device_context.h"
 #include "cutecall/runtime_table.h"
 #include "cutecall/status.h"
 
@@ -38,13 +47,25 @@ extern "C" __attribute__((visibility("default"))) int cutecall_launch_kex(
     const cutecall::CudaLaunchConfig* config, const void* kernel,
     void** args);
 
+// The same record, then the driver's cuLaunchKernelEx (SetLaunchDriver) for
+// `kernel`, a CUkernel; the forward target when the driver refuses it or
+// none is set.
+extern "C" __attribute__((visibility("default"))) int cutecall_launch_drv(
+    const cutecall::CudaLaunchConfig* config, const void* kernel,
+    void** args);
+
 namespace cutecall {
 
 // The import a compiled module launches through, and the shim it is
 // renamed to (the rename rewrites the name in place: equal lengths).
 inline constexpr std::string_view kLaunchImport = "_cudaLaunchKernelEx";
 inline constexpr std::string_view kLaunchShim = "cutecall_launch_kex";
-static_assert(kLaunchImport.size() == kLaunchShim.size());
+inline constexpr std::string_view kLaunchDriverShim = "cutecall_launch_drv";
+static_assert(kLaunchImport.size() == kLaunchShim.size() &&
+              kLaunchImport.size() == kLaunchDriverShim.size());
+// A module importing this gets its kernels from a CUDA library: CUkernels,
+// which the driver launches (cutecall_launch_drv).
+inline constexpr std::string_view kLibraryKernelImport = "_cudaLibraryGetKernel";
 
 // What the shim saw on this thread since the last ResetLaunchRecord.
 struct LaunchRecord {
@@ -70,18 +91,32 @@ std::string DescribeLaunch(const LaunchRecord& record);
 // sets it before loading a routed module. Returns the previous target.
 LaunchKernelExFn SetLaunchForward(LaunchKernelExFn target);
 
-// A module's route through the shim: on success `bytes` is the module with
-// kLaunchImport renamed to kLaunchShim and `library` the shared object the
+// What cutecall_launch_drv launches with: the driver's cuLaunchKernelEx.
+// Module loading sets it before loading a module routed to it. Returns the
+// previous one.
+DriverLaunchKernelExFn SetLaunchDriver(DriverLaunchKernelExFn target);
+
+// A module's route through a shim: on success `bytes` is the module with
+// kLaunchImport renamed to `shim` and `library` the shared object the
 // runtime must link it against; otherwise `why_not` says why its grid and
 // block stay unknown, e.g. "the CuTe DSL runtime exports no
 // _cudaLaunchKernelEx".
+//
+// Which: CUTECALL_LAUNCH_RECORD=0 routes nothing (the runtime's own path).
+// Otherwise a module that imports kLibraryKernelImport goes to
+// kLaunchDriverShim when `driver` (the driver's cuLaunchKernelEx is at hand)
+// and CUTECALL_LAUNCH_DRIVER is not 0; other modules go to kLaunchShim when
+// CUTECALL_LAUNCH_RECORD=1 or launch blocking is on, and are not routed
+// otherwise.
 struct LaunchRoute {
   std::string bytes;
   std::string library;
+  std::string_view shim;
   std::string why_not;
   bool routed() const { return why_not.empty(); }
 };
-LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt);
+LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt,
+                          bool driver = false);
 
 // The path of the shared object that defines cutecall_launch_kex in this
 // process, checked to resolve to it when opened by that path; NotFound,

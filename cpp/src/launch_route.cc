@@ -1,6 +1,7 @@
 // launch_route.cc — routing a module's launches through cutecall_launch_kex
-// (launch_record.h): where the shim lives, and the module bytes
-// with their launch import renamed to it.
+// or cutecall_launch_drv (launch_record.h): where the shims live,
+// which one a module takes, and the module bytes with their launch import
+// renamed to it.
 #include <dlfcn.h>
 #include <link.h>
 
@@ -52,13 +53,20 @@ ErrorOr<std::string> FindShimLibrary() {
                     " cannot be reopened by its path: " +
                     (err != nullptr ? err : "unknown error"));
   }
-  void* found = dlsym(handle, kShimName.c_str());
-  dlclose(handle);
-  if (found != self) {
-    return NotFound("'" + path + "' does not export this process's " +
-                    kShimName + " (dlsym finds " +
-                    (found == nullptr ? "none" : "another definition") + ")");
+  // Both shims: the JIT resolves whichever a module was renamed to.
+  const std::pair<std::string, void*> shims[] = {
+      {kShimName, self},
+      {std::string(kLaunchDriverShim), reinterpret_cast<void*>(&cutecall_launch_drv)}};
+  for (const auto& [name, mine] : shims) {
+    void* found = dlsym(handle, name.c_str());
+    if (found != mine) {
+      dlclose(handle);
+      return NotFound("'" + path + "' does not export this process's " + name +
+                      " (dlsym finds " +
+                      (found == nullptr ? "none" : "another definition") + ")");
+    }
   }
+  dlclose(handle);
   return path;
 }
 
@@ -88,19 +96,34 @@ ScopedLaunchShimLibraryOverride::~ScopedLaunchShimLibraryOverride() {
   g_override = previous_;
 }
 
-LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt) {
+namespace {
+
+// Whether `module`'s launches go to the driver (launch_record.h): it gets
+// its kernels from a CUDA library, the driver's launch is at hand, and
+// CUTECALL_LAUNCH_DRIVER is not 0.
+bool ToDriver(std::string_view module, bool driver) {
+  const char* v = std::getenv("CUTECALL_LAUNCH_DRIVER");
+  return driver && !(v != nullptr && std::string_view(v) == "0") &&
+         CheckElfImports(module, kLibraryKernelImport).ok();
+}
+
+}  // namespace
+
+LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt,
+                          bool driver) {
   LaunchRoute route;
-  // Routed only where asked: CUTECALL_LAUNCH_RECORD=1 always, =0 never,
-  // unset while launch blocking is on (the only time the record is
-  // reported). Modules load as compiled otherwise, so the default path is
-  // the runtime's own, untouched.
+  // CUTECALL_LAUNCH_RECORD=0: never routed, the runtime's own path. Else a
+  // module of library kernels goes to the driver; the others are routed
+  // only where the record is asked for (=1) or reported (launch blocking).
   const char* v = std::getenv("CUTECALL_LAUNCH_RECORD");
   const std::string_view setting = v != nullptr ? v : "";
   if (setting == "0") {
     route.why_not = "CUTECALL_LAUNCH_RECORD=0";
     return route;
   }
-  if (setting != "1" && !LaunchBlocking()) {
+  const bool to_driver = ToDriver(module, driver);
+  route.shim = to_driver ? kLaunchDriverShim : kLaunchShim;
+  if (!to_driver && setting != "1" && !LaunchBlocking()) {
     route.why_not =
         "the module was loaded while CUTECALL_LAUNCH_BLOCKING was off "
         "(set it, or CUTECALL_LAUNCH_RECORD=1, before the first launch)";
@@ -117,7 +140,7 @@ LaunchRoute RouteLaunches(std::string_view module, const RuntimeTable& rt) {
     return route;
   }
   std::string bytes(module);
-  if (Status s = RenameUndefinedSymbol(&bytes, kLaunchImport, kLaunchShim);
+  if (Status s = RenameUndefinedSymbol(&bytes, kLaunchImport, route.shim);
       !s.ok()) {
     route.why_not = s.code() == Code::kNotFound
                         ? "the module imports no " + std::string(kLaunchImport)

@@ -2,6 +2,7 @@
 
 #include <exception>
 
+#include "device_context.h"
 #include "launch_blocking.h"
 #include "launch_record.h"
 #include "load_stats.h"
@@ -139,16 +140,21 @@ ErrorOr<std::shared_ptr<LoadedModule>> ModuleRegistry::Acquire(
   // Routed where possible; as compiled otherwise, or if the routed load
   // fails. (An import the runtime cannot resolve would not fail here but
   // abort the process in module_get_function: RouteLaunches names only a
-  // library checked to resolve cutecall_launch_kex.)
+  // library checked to resolve both shims.)
   const load_stats::Stopwatch watch;  // the create, for BundleLoadStats
-  LaunchRoute route = RouteLaunches(bytes, *rt);
+  DriverLaunchKernelExFn driver_launch = nullptr;
+  if (ErrorOr<const DriverTable*> d = Driver(); d.ok()) {
+    driver_launch = d.value()->launch_kernel_ex;
+  }
+  LaunchRoute route = RouteLaunches(bytes, *rt, driver_launch != nullptr);
   Created created;
   if (route.routed()) {
     SetLaunchForward(rt->launch_kernel_ex);
+    if (route.shim == kLaunchDriverShim) SetLaunchDriver(driver_launch);
     created = CreateModule(*rt, route.bytes, route.library.c_str());
     if (!created.ok()) {
       route.why_not = "loading the module with its launches routed through " +
-                      std::string(kLaunchShim) + " in '" + route.library +
+                      std::string(route.shim) + " in '" + route.library +
                       "' failed: " +
                       (created.raised ? std::string("the runtime raised")
                                       : RuntimeErrorText(*rt, created.rc));

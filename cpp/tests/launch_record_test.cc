@@ -148,10 +148,103 @@ TEST_F(LaunchRecordTest, SetLaunchForwardReturnsThePreviousTarget) {
   EXPECT_EQ(SetLaunchForward(&FakeForward::Launch), nullptr);
 }
 
-TEST(LaunchShimTest, TheShimNameIsAsLongAsTheImport) {
+// ---------------------------------------------------------------------------
+// cutecall_launch_drv: the driver's cuLaunchKernelEx, the runtime behind it
+
+// A driver launch that keeps a copy of what it was given and returns `result`.
+struct FakeDriver {
+  static inline std::vector<DriverLaunchConfig> configs;
+  static inline std::vector<const void*> kernels;
+  static inline std::vector<void**> params;
+  static inline int result = 0;
+  static int Launch(const DriverLaunchConfig* c, const void* f, void** p,
+                    void** extra) {
+    configs.push_back(*c);
+    kernels.push_back(f);
+    params.push_back(p);
+    return extra == nullptr ? result : -1;
+  }
+};
+
+class DriverShimTest : public LaunchRecordTest {
+ protected:
+  void SetUp() override {
+    LaunchRecordTest::SetUp();
+    FakeDriver::configs.clear();
+    FakeDriver::kernels.clear();
+    FakeDriver::params.clear();
+    FakeDriver::result = 0;
+    previous_driver_ = SetLaunchDriver(&FakeDriver::Launch);
+  }
+  void TearDown() override {
+    SetLaunchDriver(previous_driver_);
+    LaunchRecordTest::TearDown();
+  }
+  DriverLaunchKernelExFn previous_driver_ = nullptr;
+};
+
+TEST_F(DriverShimTest, TheDriverLaunchesWhatTheModuleAskedAndTheRuntimeNothing) {
+  CudaLaunchConfig config = Config(132, 384, 197632);
+  config.grid[2] = 4;
+  config.stream = reinterpret_cast<void*>(0x5700);
+  int attrs[4] = {};
+  config.attrs = attrs;
+  config.num_attrs = 2;
+  EXPECT_EQ(cutecall_launch_drv(&config, kernel_, args_), 0);
+
+  EXPECT_TRUE(FakeForward::calls.empty());
+  ASSERT_EQ(FakeDriver::configs.size(), 1u);
+  const DriverLaunchConfig& c = FakeDriver::configs[0];
+  EXPECT_EQ(c.grid[0], 132u);
+  EXPECT_EQ(c.grid[1], 1u);
+  EXPECT_EQ(c.grid[2], 4u);
+  EXPECT_EQ(c.block[0], 384u);
+  EXPECT_EQ(c.shared_mem_bytes, 197632u);
+  EXPECT_EQ(c.stream, config.stream);
+  EXPECT_EQ(c.attrs, static_cast<void*>(attrs));  // passed as they are
+  EXPECT_EQ(c.num_attrs, 2u);
+  EXPECT_EQ(FakeDriver::kernels[0], kernel_);
+  EXPECT_EQ(FakeDriver::params[0], args_);
+  LaunchRecord r = CurrentLaunchRecord();
+  EXPECT_EQ(r.launches, 1u);
+  EXPECT_EQ(r.grid[0], 132u);
+  EXPECT_EQ(r.last_result, 0);
+}
+
+TEST_F(DriverShimTest, ALaunchTheDriverRefusesGoesToTheRuntime) {
+  FakeDriver::result = 1;        // CUDA_ERROR_INVALID_VALUE
+  FakeForward::result = 701;     // the runtime's own code for it
+  CudaLaunchConfig config = Config(1, 2048, 0);
+  EXPECT_EQ(cutecall_launch_drv(&config, kernel_, args_), 701);
+  EXPECT_EQ(FakeDriver::configs.size(), 1u);
+  ASSERT_EQ(FakeForward::calls.size(), 1u);
+  EXPECT_EQ(FakeForward::calls[0].config, &config);
+  EXPECT_EQ(CurrentLaunchRecord().launches, 1u);  // one launch, recorded once
+  EXPECT_EQ(CurrentLaunchRecord().last_result, 701);
+}
+
+TEST_F(DriverShimTest, WithoutADriverOrAConfigTheRuntimeLaunches) {
+  CudaLaunchConfig config = Config(3, 64, 0);
+  EXPECT_EQ(cutecall_launch_drv(nullptr, kernel_, args_), 0);
+  SetLaunchDriver(nullptr);
+  EXPECT_EQ(cutecall_launch_drv(&config, kernel_, args_), 0);
+  EXPECT_TRUE(FakeDriver::configs.empty());
+  EXPECT_EQ(FakeForward::calls.size(), 2u);
+}
+
+TEST_F(DriverShimTest, SharedMemoryPast32BitsGoesToTheRuntime) {
+  CudaLaunchConfig config = Config(1, 32, size_t(1) << 33);
+  EXPECT_EQ(cutecall_launch_drv(&config, kernel_, args_), 0);
+  EXPECT_TRUE(FakeDriver::configs.empty());
+  EXPECT_EQ(FakeForward::calls.size(), 1u);
+}
+
+TEST(LaunchShimTest, TheShimNamesAreAsLongAsTheImport) {
   EXPECT_EQ(kLaunchImport, "_cudaLaunchKernelEx");
   EXPECT_EQ(kLaunchShim, "cutecall_launch_kex");
+  EXPECT_EQ(kLaunchDriverShim, "cutecall_launch_drv");
   EXPECT_EQ(kLaunchShim.size(), kLaunchImport.size());
+  EXPECT_EQ(kLaunchDriverShim.size(), kLaunchImport.size());
 }
 
 // ---------------------------------------------------------------------------
@@ -189,6 +282,7 @@ TEST(LaunchShimLibraryTest, InASharedLibraryIsThatLibrary) {
   EXPECT_STREQ(answer(), CUTECALL_TEST_SHIM_LIBRARY);
   // The library exports the shim by its C name, for the runtime's JIT.
   EXPECT_NE(dlsym(lib, "cutecall_launch_kex"), nullptr);
+  EXPECT_NE(dlsym(lib, "cutecall_launch_drv"), nullptr);
   // Left loaded: its static state lives to exit, as in a real process.
 }
 
@@ -253,6 +347,62 @@ TEST(RouteLaunchesTest, TheSwitchRoutesAlwaysNeverOrWhileBlockingIsOn) {
   EXPECT_NE(unset_off.why_not.find("loaded while CUTECALL_LAUNCH_BLOCKING was off"),
             std::string::npos) << unset_off.why_not;
   EXPECT_TRUE(route(nullptr, true).routed());
+}
+
+// A module that launches library kernels: it imports _cudaLaunchKernelEx
+// and _cudaLibraryGetKernel, as the CuTe DSL's host code does.
+std::string LibraryKernelModule() {
+  cutecall_test::ElfObjectSpec spec;
+  spec.symbols = {{spec.strings.Add("_cudaLaunchKernelEx"), 0},
+                  {spec.strings.Add("_cudaLibraryGetKernel"), 0},
+                  {spec.strings.Add("cc_test_version"), cutecall_test::kTextSection}};
+  return cutecall_test::BuildElfObject(spec);
+}
+
+// RouteLaunches under CUTECALL_LAUNCH_RECORD / _DRIVER settings (null:
+// unset), launch blocking off; the settings restored as the suite runs them.
+LaunchRoute RouteWith(const std::string& module, bool driver, const char* record,
+                      const char* to_driver) {
+  auto set = [](const char* name, const char* v) {
+    if (v != nullptr) {
+      setenv(name, v, 1);
+    } else {
+      unsetenv(name);
+    }
+  };
+  set("CUTECALL_LAUNCH_RECORD", record);
+  set("CUTECALL_LAUNCH_DRIVER", to_driver);
+  LaunchRoute r = RouteLaunches(module, WithLaunch(), driver);
+  setenv("CUTECALL_LAUNCH_RECORD", "1", 1);  // as route_launches_always.cc
+  unsetenv("CUTECALL_LAUNCH_DRIVER");
+  return r;
+}
+
+TEST(RouteLaunchesTest, LibraryKernelsGoToTheDriverByDefault) {
+  ScopedLaunchShimLibraryOverride shim("/opt/libshim.so");
+  LaunchRoute route = RouteWith(LibraryKernelModule(), true, nullptr, nullptr);
+  ASSERT_TRUE(route.routed()) << route.why_not;
+  EXPECT_EQ(route.shim, kLaunchDriverShim);
+  std::string expected = LibraryKernelModule();
+  ASSERT_TRUE(IsOk(RenameUndefinedSymbol(&expected, kLaunchImport, kLaunchDriverShim)));
+  EXPECT_EQ(route.bytes, expected);
+  // With the record asked for, too: the driver shim records as well.
+  EXPECT_EQ(RouteWith(LibraryKernelModule(), true, "1", nullptr).shim, kLaunchDriverShim);
+}
+
+TEST(RouteLaunchesTest, TheDriverRouteIsTakenOnlyWhereItApplies) {
+  ScopedLaunchShimLibraryOverride shim("/opt/libshim.so");
+  // No driver launch at hand, or CUTECALL_LAUNCH_DRIVER=0: the record's route.
+  EXPECT_FALSE(RouteWith(LibraryKernelModule(), false, nullptr, nullptr).routed());
+  EXPECT_FALSE(RouteWith(LibraryKernelModule(), true, nullptr, "0").routed());
+  EXPECT_EQ(RouteWith(LibraryKernelModule(), true, "1", "0").shim, kLaunchShim);
+  // CUTECALL_LAUNCH_RECORD=0: the runtime's own path, whatever else.
+  LaunchRoute off = RouteWith(LibraryKernelModule(), true, "0", nullptr);
+  EXPECT_FALSE(off.routed());
+  EXPECT_EQ(off.why_not, "CUTECALL_LAUNCH_RECORD=0");
+  // A module whose kernels are not library kernels (no _cudaLibraryGetKernel).
+  EXPECT_FALSE(RouteWith(TestObjectBytes(), true, nullptr, nullptr).routed());
+  EXPECT_EQ(RouteWith(TestObjectBytes(), true, "1", nullptr).shim, kLaunchShim);
 }
 
 TEST(RouteLaunchesTest, AModuleWithoutTheImportIsNotRouted) {

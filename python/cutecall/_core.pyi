@@ -321,3 +321,8 @@ class TensorLauncher:
 MAX_LAUNCHER_ARGS: int = 64
 
 MAX_LAUNCHER_ENTRIES: int = 64
+
+def set_eager_call(cls: object, attr: str, flags: object, flag: str) -> None:
+    """
+    Calls of instances of `cls` run `getattr(self, attr)(*args)` in C (straight into a TensorLauncher) while `flags.<flag>` is false and no keywords are passed, else cls's own Python __call__, which stays in the class for torch.compile to read.
+    """

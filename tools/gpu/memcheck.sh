@@ -45,7 +45,7 @@
 # CUTECALL_TEST_CHILD_WRAPPER (tests/shared.py::run_python): the sanitizer
 # does not leave a summary for a child started by subprocess (the probe in
 # every test part shows it). "attn-cases" runs attention cases of
-# tests/external/test_gpu_flash_attention.py one process per case and path
+# tests/attention/test_gpu_flash_attention.py one process per case and path
 # (tools/gpu/probes.py attn-case; ATTN_CASES "4 5", ATTN_PATHS "xla32 all",
 # MEMCHECK_TIMEOUT 150 s per run), to tell which computation a sanitizer
 # crash comes with.
@@ -65,7 +65,7 @@ declare -A MEMCHECK_PARTS=(
   [quack]="tests/quack/test_gpu_quack_gemm.py tests/external/test_gpu_quack.py"
   [quackjax]="tests/quack/test_gpu_quack_jax.py"
   [fa4]="tests/external/test_gpu_fa4.py"
-  [attn]="tests/external/test_gpu_flash_attention.py"
+  [attn]="tests/attention/test_gpu_flash_attention.py"
   [threads]="tests/test_gpu_threads.py::test_a_torch_launch_object_from_16_threads_on_their_own_streams tests/test_gpu_threads.py::test_a_jitted_cutecall_kernel_from_16_threads"
   [firstcalls]="tests/test_gpu_threads.py::test_first_calls_from_many_threads_at_once_trace_compile_and_run"
   [warmup]="tests/test_warmup.py"

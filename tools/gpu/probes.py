@@ -19,7 +19,7 @@ of cutecall compute the same results.
       when one is not, or when a case fails in one build only.
 
   attn-case --case N --path P[,P...]
-      One case of tests/external/test_gpu_flash_attention.py, forward and
+      One case of tests/attention/test_gpu_flash_attention.py, forward and
       backward, through: `ours` (cutecall.attention under
       jax.jit); `xla` and `xla32` (jax.nn.dot_product_attention under jax.jit
       in the inputs' dtype and in float32: the test's two references); `tiny`

@@ -1,10 +1,13 @@
 """The argument checks of :func:`cutecall.attention.attention`:
 every error names the argument and the value, and is raised before any
 kernel is traced or compiled. :func:`check` returns the :class:`Config` the
-arguments select and the values the kernels receive.
+arguments select on the target (:mod:`~cutecall.attention.selection`) and
+the values the kernels receive; what FA4 lacks on the target's arch is in
+:mod:`~cutecall.attention.limits`.
 
 Pure shape/dtype logic on JAX arrays or ShapeDtypeStructs; FA4 is imported
-only to read its tile config (paged KV: whether pages load by TMA).
+only for its window resolution and tile configs (paged KV: whether pages
+load by TMA).
 """
 
 from __future__ import annotations
@@ -13,13 +16,10 @@ import dataclasses
 import numbers
 from typing import Optional
 
-from .config import DTYPES, HEAD_DIMS, SINK_DTYPES, Config
-
-NAME = "cutecall.attention.attention"
-
-
-def fail(message: str):
-    raise ValueError(f"{NAME}: {message}")
+from . import facts, limits, selection
+from .archs import NAME, family, head_dims
+from .config import DTYPES, SINK_DTYPES, Config
+from .limits import fail
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +32,7 @@ class Checked:
     window: tuple
     aux_scalars: Optional[tuple]
     lead: tuple
+    max_seqlen: tuple = (None, None)  # the hints as given (sm100 reads them)
 
 
 def _shape(x, arg):
@@ -68,8 +69,7 @@ def _window(causal, window_size, mask_mod):
     if causal and right not in (None, 0):
         fail(f"causal=True with window_size right={right}: causal means a right "
              "window of 0 (pass window_size=(left, 0) or (left, None))")
-    from flash_attn.cute.interface import _resolve_causal_local_window
-    return _resolve_causal_local_window(bool(causal), left, right, mask_mod)
+    return facts.resolve_window(bool(causal), left, right, mask_mod is not None)
 
 
 def _scalars(aux_scalars):
@@ -134,8 +134,12 @@ def _layout(qs, ks, vs, cu_seqlens_q, cu_seqlens_k, page_table):
 def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
           mask_mod, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
           max_seqlen_q, max_seqlen_k, page_table, learnable_sink, aux_tensors,
-          aux_scalars, scale) -> Checked:
-    """Validates every argument of ``attention`` (see its docstring)."""
+          aux_scalars, scale, num_splits=1, target=None) -> Checked:
+    """Validates every argument of ``attention`` (see its docstring) for
+    `target` (a ``cutecall.Target``; default ``cutecall.current_target()``)."""
+    if target is None:
+        import cutecall
+        target = cutecall.current_target()
     qs, ks, vs = _shape(q, "q"), _shape(k, "k"), _shape(v, "v")
     dtype = str(q.dtype)
     if dtype not in DTYPES or str(k.dtype) != dtype or str(v.dtype) != dtype:
@@ -143,12 +147,56 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
              f"{k.dtype}, {v.dtype}")
     batch, lead = _layout(qs, ks, vs, cu_seqlens_q, cu_seqlens_k, page_table)
     d, dv = qs[-1], vs[-1]
-    if ks[-1] != d or (d, dv) not in HEAD_DIMS:
-        fail(f"head dims (q {d}, k {ks[-1]}, v {dv}) must be one of FA4's sm90 "
-             f"(head_dim, head_dim_v) pairs {HEAD_DIMS}")
+    fam = family(target.arch)
+    if ks[-1] != d or (d, dv) not in head_dims(fam):
+        fail(f"head dims (q {d}, k {ks[-1]}, v {dv}) must be one of FA4's {fam} "
+             f"(head_dim, head_dim_v) pairs {head_dims(fam)} (target arch {target.arch})")
     h, hkv = qs[-2], ks[-2]
     if hkv < 1 or h % hkv:
         fail(f"q's heads ({h}) must be a multiple of k's ({hkv})")
+    _lengths(batch, lead, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+             max_seqlen_q, max_seqlen_k, page_table)
+    if isinstance(num_splits, bool) or not isinstance(num_splits, numbers.Integral) \
+            or not 0 <= num_splits <= 256:
+        fail(f"num_splits must be an int in [0, 256] (1: no split, 0: FA4's heuristic), "
+             f"got {num_splits!r}")
+    softcap = _mods(softcap, score_mod, score_mod_bwd, mask_mod, aux_tensors, aux_scalars)
+    if learnable_sink is not None:
+        ss = _shape(learnable_sink, "learnable_sink")
+        if ss != (h,) or str(learnable_sink.dtype) not in SINK_DTYPES:
+            fail(f"learnable_sink must be ({h},) (one per query head) of "
+                 f"{SINK_DTYPES}, got {learnable_sink.dtype} {ss}")
+    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
+        fail(f"scale must be a Python float (a runtime value), got {scale!r}")
+    causal, local, left, right = _window(causal, window_size, mask_mod)
+    config = Config(
+        dtype, d, h // hkv, causal, hdim_v=dv if dv != d else 0, local=local,
+        window_left=left is not None, window_right=right is not None,
+        softcap=float(softcap), score_mod=score_mod, score_mod_bwd=score_mod_bwd,
+        mask_mod=mask_mod, aux_tensors=-1 if aux_tensors is None else len(aux_tensors),
+        cu_seqlens_q=cu_seqlens_q is not None, cu_seqlens_k=cu_seqlens_k is not None,
+        seqused_q=seqused_q is not None, seqused_k=seqused_k is not None,
+        paged_kv=page_table is not None,
+        sink_dtype=str(learnable_sink.dtype) if learnable_sink is not None else "")
+    paged = page_table is not None
+    x = selection.Extents(
+        batch=batch, seqlen_q=None if cu_seqlens_q is not None else qs[-3],
+        total_q=qs[0] if cu_seqlens_q is not None else batch * qs[-3], heads=h,
+        heads_kv=hkv, seqlen_k=ks[0] * ks[1] if paged else vs[-3],
+        page_size=ks[1] if paged else None,
+        pages_per_seq=_shape(page_table, "page_table")[1] if paged else 0,
+        max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=(left, right),
+        num_splits=int(num_splits))
+    config = selection.select(config, target, x)
+    if paged:  # FA4: pages load by TMA when a page is a tile
+        config = dataclasses.replace(config, paged_kv_tma=ks[1] == config.fwd.n_block_size)
+    limits.check_forward(config, int(num_splits))
+    return Checked(config, (left, right), _scalars(aux_scalars), lead,
+                   (max_seqlen_q, max_seqlen_k))
+
+
+def _lengths(batch, lead, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
+             max_seqlen_q, max_seqlen_k, page_table) -> None:
     for arg, x in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
         _int_vector(x, arg, batch + 1, "B + 1")
     for arg, x in (("seqused_q", seqused_q), ("seqused_k", seqused_k)):
@@ -166,6 +214,10 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
         if str(page_table.dtype) != "int32" or len(ps) != 2 or ps[0] != batch:
             fail(f"page_table must be int32 (B, max_pages) with B = {batch}, got "
                  f"{page_table.dtype} {ps}")
+
+
+def _mods(softcap, score_mod, score_mod_bwd, mask_mod, aux_tensors, aux_scalars) -> float:
+    """Checks softcap, the mods and what they read; returns softcap (0: none)."""
     softcap = 0.0 if softcap is None else softcap
     if isinstance(softcap, bool) or not isinstance(softcap, numbers.Real) or softcap < 0:
         fail(f"softcap must be a float >= 0 (0: none), got {softcap!r}")
@@ -178,11 +230,6 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
             fail(f"{arg} must be a CuTe DSL callable (@cute.jit), got {f!r}")
     if score_mod_bwd is not None and score_mod is None:
         fail(f"score_mod_bwd={score_mod_bwd!r} without a score_mod")
-    if learnable_sink is not None:
-        ss = _shape(learnable_sink, "learnable_sink")
-        if ss != (h,) or str(learnable_sink.dtype) not in SINK_DTYPES:
-            fail(f"learnable_sink must be ({h},) (one per query head) of "
-                 f"{SINK_DTYPES}, got {learnable_sink.dtype} {ss}")
     if aux_tensors is not None:
         if not isinstance(aux_tensors, (list, tuple)):
             fail(f"aux_tensors must be a list of arrays, got "
@@ -191,18 +238,4 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
             _shape(t, f"aux_tensors[{i}]")
     if (aux_tensors or aux_scalars) and score_mod is None and mask_mod is None:
         fail("aux_tensors/aux_scalars given without a score_mod or mask_mod to read them")
-    if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
-        fail(f"scale must be a Python float (a runtime value), got {scale!r}")
-    causal, local, left, right = _window(causal, window_size, mask_mod)
-    config = Config(
-        dtype, d, h // hkv, causal, hdim_v=dv if dv != d else 0, local=local,
-        window_left=left is not None, window_right=right is not None,
-        softcap=float(softcap), score_mod=score_mod, score_mod_bwd=score_mod_bwd,
-        mask_mod=mask_mod, aux_tensors=-1 if aux_tensors is None else len(aux_tensors),
-        cu_seqlens_q=cu_seqlens_q is not None, cu_seqlens_k=cu_seqlens_k is not None,
-        seqused_q=seqused_q is not None, seqused_k=seqused_k is not None,
-        paged_kv=page_table is not None,
-        sink_dtype=str(learnable_sink.dtype) if learnable_sink is not None else "")
-    if page_table is not None:  # FA4: pages load by TMA when a page is a tile
-        config = dataclasses.replace(config, paged_kv_tma=ks[1] == config.fwd.n_block_size)
-    return Checked(config, (left, right), _scalars(aux_scalars), lead)
+    return float(softcap)

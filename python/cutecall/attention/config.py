@@ -1,35 +1,40 @@
-"""What FlashAttention-4's Hopper (sm90) kernel objects are built from: one
+"""What FlashAttention-4's kernel objects are built from: one
 :class:`Config` per compile, and the buffer shapes FA4's interface
 allocates around the kernels.
 
 A Config holds only what changes FA4's kernel objects or the structure of
-their arguments (dtype, head dims, GQA ratio, causal/local, which optional
-tensors are present, the score/mask callables, softcap); never extents, so
-one compile serves every batch, sequence length, head count and window
-size. Tile shapes come from FA4's own ``_tile_size_fwd_sm90`` /
-``_tile_size_bwd_sm90``; softcap becomes FA4's own
-``create_softcap_scoremod`` pair, as ``_flash_attn_fwd`` / ``_flash_attn_bwd``
-build it.
+their arguments (the target arch, dtype, head dims, GQA ratio,
+causal/local, which optional tensors are present, the score/mask
+callables, softcap, and on sm100 the choices FA4's interface makes per call:
+:mod:`~cutecall.attention.selection`); never extents, so one compile serves
+every batch, sequence length, head count and window size of a config. On
+sm90 tile shapes come from FA4's own ``_tile_size_fwd_sm90`` /
+``_tile_size_bwd_sm90``, elsewhere from :mod:`~cutecall.attention.archs`;
+softcap becomes FA4's own ``create_softcap_scoremod`` pair, as
+``_flash_attn_fwd`` / ``_flash_attn_bwd`` build it.
 
-FA4 is imported when a property or function runs, never at import.
+A plain frozen dataclass of hashable values. FA4 is imported when a
+property or function runs, never at import.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
 from typing import Any, Callable, Optional
 
-ARCH = "sm_90a"
+from . import facts
+from .archs import HEAD_DIMS, bwd_config, fa4_arch, family  # noqa: F401
+
+ARCH = "sm_90a"  # FA4's Hopper classes: a Config's default target
 DTYPES = ("bfloat16", "float16")
-# (head_dim, head_dim_v) FA4 tunes sm90 tiles for, forward and backward.
-HEAD_DIMS = ((64, 64), (96, 96), (128, 128), (192, 192), (256, 256), (192, 128))
 SINK_DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclasses.dataclass(frozen=True)
 class Config:
     """One set of FA4 kernel objects (the first four fields are the
-    original MHA/GQA config; the rest default to "absent")."""
+    original MHA/GQA config; the rest default to "absent", on sm90)."""
 
     dtype: str                 # "bfloat16" or "float16"
     hdim: int                  # q and k head dim
@@ -51,10 +56,39 @@ class Config:
     paged_kv: bool = False
     paged_kv_tma: bool = False  # page_size == the forward's tile_n
     sink_dtype: str = ""       # learnable_sink's dtype; "": none
+    # The target, and what FA4's interface picks for it (selection.py).
+    arch: str = ARCH           # the target arch: which kernel family runs
+    sms: int = 0               # the target's SM count (sm100's heuristics read it)
+    tile: tuple = ()           # forward (tile_m, tile_n) off sm90
+    pack_gqa: Optional[bool] = None  # None: FA4's default, qhead_per_kvhead > 1
+    q_stage: int = 1           # sm100: Q tiles per CTA (2: prefill bucket)
+    two_cta: bool = False      # sm100 forward: 2-CTA MMA, cluster (2, 1)
+    persistent: bool = False   # sm100 forward: static persistent scheduler
+    clc: bool = False          # sm100 forward: CLC scheduler
+    s_ping_pong: bool = False  # sm100 forward: S ping-pong (q_stage 1)
+    num_splits: int = 1        # sm100 forward: > 1 splits KV (+ FA4's combine)
+    bwd_tile_n: int = 128      # sm100 backward: KV tile rows per CTA
+    bwd_cluster: int = 1       # sm100 backward: cluster size (2 with 2-CTA)
+    bwd_2cta: bool = False     # sm100 backward: 2-CTA MMA
+    bwd_hd256: bool = False    # sm100 backward: FA4's dedicated hd256 kernel
 
     @property
     def dv(self) -> int:
         return self.hdim_v or self.hdim
+
+    @property
+    def family(self) -> str:
+        """"sm80", "sm90", "sm100" or "sm120" (:mod:`~cutecall.attention.archs`)."""
+        return family(self.arch)
+
+    @property
+    def fa4_arch(self) -> int:
+        return fa4_arch(self.arch)
+
+    @property
+    def packs_gqa(self) -> bool:
+        """FA4's forward pack_gqa: query heads of a KV head in one tile."""
+        return self.qhead_per_kvhead > 1 if self.pack_gqa is None else self.pack_gqa
 
     @property
     def varlen_q(self) -> bool:
@@ -70,13 +104,22 @@ class Config:
 
     @property
     def fwd(self):
-        from flash_attn.cute import interface
-        return interface._tile_size_fwd_sm90(self.hdim, self.dv, self.causal, self.local)
+        """FA4's ``FwdConfig`` of the forward (tiles; q_stage and splits), as
+        a namespace of its fields (on sm90 FA4's answer, remembered by
+        :mod:`~cutecall.attention.facts`)."""
+        if self.family == "sm90":
+            return facts.sm90_tiles("fwd", self.hdim, self.dv, self.causal, self.local)
+        tile_m, tile_n = self.tile
+        return types.SimpleNamespace(m_block_size=tile_m, n_block_size=tile_n,
+                                     mma_pv_is_rs=True, intra_wg_overlap=True,
+                                     q_stage=self.q_stage, num_splits=self.num_splits)
 
     @property
     def bwd(self):
-        from flash_attn.cute import interface
-        return interface._tile_size_bwd_sm90(self.hdim, self.dv, self.causal, self.local)
+        """FA4's ``BwdConfig`` of the backward, as a namespace of its fields."""
+        if self.family == "sm90":
+            return facts.sm90_tiles("bwd", self.hdim, self.dv, self.causal, self.local)
+        return bwd_config(self.family, self.hdim, self.bwd_tile_n)
 
     def fwd_score_mod(self):
         """The forward's score_mod: softcap as FA4 builds it, else the user's."""
@@ -95,7 +138,8 @@ class Config:
 
     @property
     def hdim_multiple_of(self) -> int:
-        return 64 if self.bwd.dKV_swapAB else 32  # _flash_attn_bwd, arch 9x
+        """``_flash_attn_bwd``: 64 on arch 9x with dKV_swapAB, else 32."""
+        return 64 if self.family == "sm90" and self.bwd.dKV_swapAB else 32
 
     @property
     def hdim_rounded(self) -> int:
@@ -108,8 +152,15 @@ class Config:
     @property
     def dq_post_threads(self) -> int:
         """The dQ postprocess's threads (``num_threads_post_dQ``)."""
+        if self.family != "sm90":
+            return 128
         cfg = self.bwd
         return 128 if cfg.dQ_single_wg else cfg.num_wg * 128
+
+    @property
+    def dkv_post_threads(self) -> int:
+        """The dK/dV postprocess's threads (``num_threads_post_dKV``)."""
+        return self.bwd.num_wg * 128 if self.family == "sm90" else 128
 
     def accum_shapes(self, batch: int, seqlen: int, heads: int) -> tuple:
         """The backward's statistics (dPsum, LSE_log2) and dQ accumulator
@@ -126,12 +177,17 @@ class Config:
 
     def dkv_accum_shapes(self, batch: int, seqlen_k: int, heads_kv: int) -> tuple:
         """GQA's float32 dK and dV accumulators, zeroed by the caller: (B,
-        Hkv, Skr * Dr) each, or (Hkv, Tkp * Dr) with cu_seqlens_k."""
+        Hkv, Skr * Dr) each, or (Hkv, Tkp * Dr) with cu_seqlens_k; with a
+        cluster of 2 (sm100's 2-CTA backward) Skr is an even number of tiles
+        and Tkp pads by cluster tiles."""
         tile = self.bwd.n_block_size
         if self.cu_seqlens_k:
+            tile *= self.bwd_cluster
             rows = (seqlen_k + (batch + 1) * tile - 1) // tile * tile
             return (heads_kv, rows * self.hdim_rounded), (heads_kv, rows * self.hdim_v_rounded)
         rows = _rounded(seqlen_k, tile)
+        if self.bwd_cluster == 2 and (rows // tile) % 2:
+            rows += tile
         return ((batch, heads_kv, rows * self.hdim_rounded),
                 (batch, heads_kv, rows * self.hdim_v_rounded))
 
@@ -146,6 +202,9 @@ class Config:
         flags = (("causal", self.causal), ("local", self.local), ("softcap", self.softcap),
                  ("score", self.score_mod is not None), ("mask", self.mask_mod is not None),
                  ("varlen", self.varlen), ("paged", self.paged_kv), ("sink", self.sink_dtype))
+        if self.family != "sm90":
+            flags += ((self.arch, True), (f"q{self.q_stage}", self.family == "sm100"),
+                      ("2cta", self.two_cta), (f"split{self.num_splits}", self.num_splits > 1))
         return "_".join(parts + [n for n, on in flags if on])
 
 
@@ -153,25 +212,10 @@ def _rounded(n: int, tile: int) -> int:
     return -(-n // tile) * tile
 
 
-def backward_unsupported(c: Config) -> Optional[str]:
-    """Why FA4's sm90 backward cannot differentiate `c` (naming the
-    option), or None."""
-    if c.paged_kv:
-        return ("page_table: FA4's backward has no paged KV (its torch "
-                "flash_attn_varlen_func is forward-only with page_table)")
-    if c.score_mod is not None and c.score_mod_bwd is None:
-        return ("score_mod without score_mod_bwd: FA4's backward needs the "
-                "score_mod's derivative (score_mod_bwd=...)")
-    if c.qhead_per_kvhead > 1 and c.dv != c.hdim:
-        return (f"head dims ({c.hdim}, {c.dv}) with GQA/MQA (qhead_per_kvhead="
-                f"{c.qhead_per_kvhead}): FA4's sm90 backward requires head_dim "
-                "== head_dim_v for GQA")
-    return None
-
-
 def aux_data(aux_tensors, aux_scalars) -> Any:
-    """FA4's ``AuxData(tensors, scalars)`` NamedTuple, as its interface
-    passes it to every kernel (``AuxData(None, None)`` when absent)."""
-    from flash_attn.cute.utils import AuxData
-    return AuxData(list(aux_tensors) if aux_tensors is not None else None,
-                   tuple(aux_scalars) if aux_scalars else None)
+    """FA4's ``AuxData(tensors, scalars)``, as its interface passes it to
+    every kernel (``(None, None)`` when absent), as the plain tuple the
+    launchers' ``aux_data: AuxData`` annotation turns into FA4's NamedTuple
+    (so building the call needs no FA4 import)."""
+    return (list(aux_tensors) if aux_tensors is not None else None,
+            tuple(aux_scalars) if aux_scalars else None)

@@ -1,6 +1,6 @@
 """Forward mode for FlashAttention-4 in JAX: ``jax.jvp``, ``jax.linearize``
 and ``jax.jacfwd`` of FA4's differentiable attention, keeping FA4's
-backward kernels for ``jax.grad`` (on sm90). Wiring, in
+backward kernels for ``jax.grad`` (on every arch). Wiring, in
 ``cutecall.attention._differentiable`` (``forward``: its FA4 forward)::
 
     d = cutecall.differentiable(primal).defvjp(fwd, bwd)

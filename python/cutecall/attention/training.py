@@ -1,5 +1,5 @@
 """A data-parallel training step around FlashAttention-4 in JAX: the model
-``tests/external/test_gpu_flash_attention.py`` checks on 2 GPUs and
+``tests/attention/test_gpu_flash_attention.py`` checks on 2 GPUs and
 ``bench/attention/shard_step.py`` times.
 
 The model is one attention layer: projections of x (B, S, E) to q, k and v

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import threading
 from typing import Any
 
@@ -30,6 +31,9 @@ from .._driver.pipeline import Launcher
 from . import _args
 from ._call import CutlassCall, TracedCall
 from ._contract import CompiledCall, batch_tuple
+
+
+RECIPES_ENV = "CUTECALL_RECIPES"  # "0": no recipe lookups (the full path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,7 +113,10 @@ class RecipeCalls:
 
     def find(self, args, kwargs, out_structs) -> Found | None:
         """The recorded kernel this call (with outputs `out_structs`) fits,
-        from a store's record or a pack, or None."""
+        from a store's record or a pack, or None (also with
+        ``CUTECALL_RECIPES=0``: every call takes the full path)."""
+        if os.environ.get(RECIPES_ENV) == "0":
+            return None
         desc, arrays, scalars = describe_call(args, kwargs)
         key = self.key_of(desc + _outputs(out_structs))
         shapes = ([tuple(x.shape) for x in arrays], [tuple(o.shape) for o in out_structs])
@@ -269,6 +276,7 @@ class RecipeCall(CutlassCall):
         super().__init__(build, **options)
         self._build, self.fn = build, None
         o = self._launcher_options
+        self._served = jax.jit(self._serve, static_argnums=(1, 2, 3, 4))
         self.recipe = RecipeCalls(
             recipe, name=self.name, packages=tuple(packages),
             compile_options=o["compile_options"], arch=self.arch,
@@ -289,20 +297,25 @@ class RecipeCall(CutlassCall):
 
     def __call__(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
-        if found is not None:
-            return _call_found(found, ret_tree, structs)
+        if found is not None:  # as the full path does: one jitted call per site
+            return self._served(found.arrays, found.call, found.scalars, ret_tree,
+                                tuple(structs))
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.__call__(self, *args, **kwargs))
 
     def trace(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
         if found is not None:
-            traced = jax.jit(lambda *arrays: _call_found(
-                dataclasses.replace(found, arrays=arrays), ret_tree, structs)).trace(
-                    *found.arrays)
+            traced = self._served.trace(found.arrays, found.call, found.scalars, ret_tree,
+                                        tuple(structs))
             return TracedCall(traced, found.call.scalars)
         return self.recipe.recording(
             args, kwargs, structs, lambda: CutlassCall.trace(self, *args, **kwargs))
+
+    @staticmethod
+    def _serve(arrays, call, scalars, ret_tree, structs):
+        return jax.tree.unflatten(ret_tree, call(*arrays, *scalars,
+                                                 output_shape_dtype=list(structs)))
 
     def _lookup(self, args, kwargs):
         """(the call's Found, or None: a miss; (output tree, output structs))."""
@@ -314,8 +327,3 @@ class RecipeCall(CutlassCall):
             _args.raise_if_unfit(self, args, kwargs, e)
             raise
         return self.recipe.find(args, kwargs, structs), (ret_tree, structs)
-
-
-def _call_found(found: Found, ret_tree, structs):
-    results = found.call(*found.arrays, *found.scalars, output_shape_dtype=list(structs))
-    return jax.tree.unflatten(ret_tree, results)

@@ -36,6 +36,7 @@ from cutecall import jax_to_cutlass_dtype
 __all__ = ["softmax", "rmsnorm", "cross_entropy"]
 
 IGNORE_INDEX = -100  # QuACK's (and PyTorch's) default
+PACKAGES = ("quack-kernels",)  # the distribution QuACK's kernels are made of
 # H100/H200 SXM's SM count. Kept for old imports: the RMSNorm backward's
 # CTA count comes from the target's device.
 HOPPER_SMS = 132
@@ -99,18 +100,30 @@ def _rows(*static):
                  for s in static)
 
 
+def _recipe_call(role: tuple, arch: str, module: str, make, **options):
+    """The ``cutlass_call`` of the kernel object ``make(module, dtype)``
+    builds (``module`` imported, the CuTe DSL dtype of ``role[1]``), under
+    the recipe `role` for `arch`: built only when no store holds it, so a
+    warm process imports neither QuACK nor the CuTe DSL."""
+    import cutecall
+
+    def build():
+        return _built(arch, lambda: make(_mod(module), jax_to_cutlass_dtype(role[1])))
+    return cutecall.cutlass_call(build, recipe=(role, arch), recipe_packages=PACKAGES,
+                                 compile_options=f"--gpu-arch {arch}", **options)
+
+
 @functools.lru_cache(maxsize=None)
 def _softmax(dtype: str, n: int, arch: str):
     import cutecall
-    sm = _mod("quack.softmax")
-    cdt, options = jax_to_cutlass_dtype(dtype), f"--gpu-arch {arch}"
-    fwd = cutecall.cutlass_call(_built(arch, lambda: sm.Softmax(cdt, n)),
-                                output_shape_dtype=lambda x: _like(x), batch_modes=0,
-                                compile_options=options, name=f"quack_softmax_{dtype}_{n}")
-    bwd = cutecall.cutlass_call(_built(arch, lambda: sm.SoftmaxBackward(cdt, n)),
-                                output_shape_dtype=lambda dy, y: _like(dy),
-                                batch_modes=0, compile_options=options,
-                                name=f"quack_softmax_bwd_{dtype}_{n}")
+    fwd = _recipe_call(("softmax", dtype, n), arch, "quack.softmax",
+                       lambda sm, cdt: sm.Softmax(cdt, n),
+                       output_shape_dtype=lambda x: _like(x), batch_modes=0,
+                       name=f"quack_softmax_{dtype}_{n}")
+    bwd = _recipe_call(("softmax_bwd", dtype, n), arch, "quack.softmax",
+                       lambda sm, cdt: sm.SoftmaxBackward(cdt, n),
+                       output_shape_dtype=lambda dy, y: _like(dy), batch_modes=0,
+                       name=f"quack_softmax_bwd_{dtype}_{n}")
 
     def forward(x):
         y = fwd(x)
@@ -176,21 +189,20 @@ def _cross_entropy(dtype: str, n: int, ignore_index: int, arch: str):
     import jax.numpy as jnp
     import numpy as np
     import cutecall
-    ce = _mod("quack.cross_entropy")
-    cdt, options = jax_to_cutlass_dtype(dtype), f"--gpu-arch {arch}"
     stat = lambda x: _like(x, jnp.float32, x.shape[:1])  # noqa: E731
-    fwd = cutecall.cutlass_call(
-        _built(arch, lambda: ce.CrossEntropy(cdt, n, online_softmax=True)),
+    fwd = _recipe_call(
+        ("cross_entropy", dtype, n), arch, "quack.cross_entropy",
+        lambda ce, cdt: ce.CrossEntropy(cdt, n, online_softmax=True),
         input_spec=_rows("rows", None), output_spec=_rows(None, None),
         output_shape_dtype=lambda x, t, tl, dx, wt, ii: (stat(x), stat(x)),
-        output_params=("mLoss", "mLSE"), batch_modes=0, compile_options=options,
+        output_params=("mLoss", "mLSE"), batch_modes=0,
         name=f"quack_cross_entropy_{dtype}_{n}")
-    bwd = cutecall.cutlass_call(
-        _built(arch, lambda: ce.CrossEntropyBackward(cdt, n)),
+    bwd = _recipe_call(
+        ("cross_entropy_bwd", dtype, n), arch, "quack.cross_entropy",
+        lambda ce, cdt: ce.CrossEntropyBackward(cdt, n),
         input_spec=_rows("rows", None, None, None), output_spec=_rows("rows"),
         output_shape_dtype=lambda x, t, dloss, lse, wt, ii: _like(x),
-        output_params=("mdX",), batch_modes=0, compile_options=options,
-        name=f"quack_cross_entropy_bwd_{dtype}_{n}")
+        output_params=("mdX",), batch_modes=0, name=f"quack_cross_entropy_bwd_{dtype}_{n}")
 
     def primal(x, target):
         return fwd(x, target, None, None, None, ignore_index)[0]

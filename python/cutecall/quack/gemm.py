@@ -87,7 +87,10 @@ def _call(tile: Tile, dtype: str, arch: str):
     from cutecall import TensorSpec
     target = cutecall.current_target(arch)
     return cutecall.cutlass_call(
-        launcher(tile, dtype, target),
+        # Built only when no store holds the kernel: a warm process imports
+        # neither QuACK nor the CuTe DSL (the recipe names the kernel).
+        lambda: launcher(tile, dtype, target),
+        recipe=("quack-gemm", tile, dtype, arch), recipe_packages=("quack-kernels",),
         output_shape_dtype=lambda a, b: jax.ShapeDtypeStruct(
             (a.shape[0], b.shape[0]), a.dtype),
         # TMA needs 16-byte rows: K and N multiples of 8 (QuACK's own fake

@@ -293,6 +293,12 @@ class Kernel:
         return self.first_call.compile(args, arch=arch)
 
 
+# Eager calls skip __call__'s Python frame: C++ runs the same
+# ``self._eager(*args)`` while torch is not compiling (``_core.set_eager_call``);
+# torch.compile still reads and inlines ``__call__``.
+_core.set_eager_call(Kernel, "_eager", torch.compiler, "_is_compiling_flag")
+
+
 def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
            allocate: Callable | None = None, name: str | None = None,
            compile_options: str | None = None,

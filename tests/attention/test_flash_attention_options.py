@@ -125,59 +125,54 @@ def test_vmap_folds_dense_with_sink_and_loops_packed():
     assert loop == FWD * 3   # one launch per example: offsets are per example
 
 
-def _fa4_objects(monkeypatch, fwd_kwargs, bwd_kwargs, q, k, v):
-    """FA4's own forward and backward kernel objects, captured at their
-    cute.compile on fake torch tensors (nothing compiled)."""
+def _fa4_objects(fwd_kwargs, bwd_kwargs, q, k, v):
+    """FA4's own forward and backward kernel objects for sm90, captured at
+    their cute.compile on fake torch tensors (nothing compiled)."""
+    import cutecall
     import torch
-    from corpus import fa4_flex_corpus
+    from fa4_capture import capture
     from flash_attn.cute import interface
-    monkeypatch.setenv("FLASH_ATTENTION_ARCH", "sm_90")
-    interface._get_device_arch.cache_clear()
-    monkeypatch.setattr(interface, "_bwd_preprocess", lambda *a, **kw: None)
-    t = lambda shape, dtype=torch.bfloat16: torch.empty(shape, dtype=dtype)  # noqa: E731
+    target = cutecall.current_target("sm_90a")
 
-    def fwd_args():
-        return (t(q), t(k), t(v)), dict(fwd_kwargs(t), _arch=90)
+    def fwd(t):
+        interface._flash_attn_fwd(t(*q), t(*k), t(*v), _arch=90, **fwd_kwargs(t))
 
-    def bwd_args():
+    def bwd(t):
         n = q[-2]
-        lse = t((n, q[0]) if len(q) == 3 else (q[0], n, q[1]), torch.float32)
-        return (t(q), t(k), t(v), t(q[:-1] + v[-1:]), t(q[:-1] + v[-1:]), lse), \
-            bwd_kwargs(t)
-    try:
-        fwd = fa4_flex_corpus.fa4_compile_args(interface._flash_attn_fwd, fwd_args).kernel
-        bwd = fa4_flex_corpus.fa4_compile_args(interface._flash_attn_bwd, bwd_args).kernel
-    finally:
-        interface._get_device_arch.cache_clear()
-    return fwd, bwd
+        lse = t(*((n, q[0]) if len(q) == 3 else (q[0], n, q[1])), dtype=torch.float32)
+        o = q[:-1] + v[-1:]
+        interface._flash_attn_bwd(t(*q), t(*k), t(*v), t(*o), t(*o), lse, **bwd_kwargs(t))
+    return capture(target, fwd)[0], capture(target, bwd)[1]
 
 
-def test_kernel_objects_equal_fa4s_own(monkeypatch):
+def test_kernel_objects_equal_fa4s_own():
     """The forward and backward objects for packed GQA with a causal
     sliding window and softcap equal (cutecall's content fingerprint) the
     ones FA4's interface builds for the same options."""
     import torch
+    import cutecall
     from cutecall._driver.fingerprint import fingerprint
     from cutecall.attention import kernels as fk
     from cutecall.attention.checks import check
     opts = dict(causal=True, window_size=(64, None), softcap=20.0)
 
     def fwd_kw(t):
-        cu = t((4,), torch.int32)
+        cu = t(4, dtype=torch.int32)
         return dict(cu_seqlens_q=cu, cu_seqlens_k=cu, causal=True, window_size_left=64,
                     softcap=20.0, return_lse=True)
 
     def bwd_kw(t):
-        cu = t((4,), torch.int32)
+        cu = t(4, dtype=torch.int32)
         return dict(softmax_scale=0.1, causal=True, softcap=20.0, window_size_left=64,
                     cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=100, max_seqlen_k=100)
-    fa4_fwd, fa4_bwd = _fa4_objects(monkeypatch, fwd_kw, bwd_kw, (300, 8, 128),
-                                    (300, 2, 128), (300, 2, 128))
+    fa4_fwd, fa4_bwd = _fa4_objects(fwd_kw, bwd_kw, (300, 8, 128), (300, 2, 128),
+                                    (300, 2, 128))
     cu = S((4,), i32)
     c = check(S((300, 8, 128), bf16), S((300, 2, 128), bf16), S((300, 2, 128), bf16),
               score_mod=None, score_mod_bwd=None, mask_mod=None, cu_seqlens_q=cu,
               cu_seqlens_k=cu, seqused_q=None, seqused_k=None, max_seqlen_q=None,
               max_seqlen_k=None, page_table=None, learnable_sink=None, aux_tensors=None,
-              aux_scalars=None, scale=None, **opts).config
+              aux_scalars=None, scale=None, target=cutecall.current_target("sm_90a"),
+              **opts).config
     assert fingerprint(fk.forward_kernel(c), "ours") == fingerprint(fa4_fwd, "ours")
     assert fingerprint(fk.backward_kernel(c), "ours") == fingerprint(fa4_bwd, "ours")
