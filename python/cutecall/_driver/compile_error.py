@@ -221,21 +221,46 @@ def root_cause(exc: BaseException) -> str:
 def failing_source(exc: BaseException) -> str:
     """The source line (of the kernel's or the user's code, not the DSL's or
     cutecall's) where a compile failed, or ""."""
-    chain = _chain(exc)
+    chain = list(reversed(_chain(exc)))  # innermost first
     library = _library()
-    for e in reversed(chain):  # a location chain or a DSL pointer names it
+    places = []
+    for e in chain:  # a location chain or a DSL pointer names it
         text = plain(str(e))
-        for path, line in [(m.group(2), m.group(3)) for m in _MLIR_FRAME.finditer(text)] + \
-                [(m.group(1), m.group(2)) for m in _POINTER.finditer(text + " ")]:
-            found = linecache.getline(path, int(line)).strip() if not library(path) else ""
-            if found:
-                return found
-    for e in reversed(chain):
-        frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
-        for f in reversed(frames):
-            if not library(f.filename):
-                return (f.line or linecache.getline(f.filename, f.lineno)).strip()
+        places += [(m.group(2), int(m.group(3))) for m in _MLIR_FRAME.finditer(text)]
+        places += [(m.group(1), int(m.group(2))) for m in _POINTER.finditer(text + " ")]
+    places = [(p, n) for p, n in places
+              if not library(p) and linecache.getline(p, n).strip()]
+    if places:
+        path, line = _own_first(places)
+        return linecache.getline(path, line).strip()
+    frames = [f for e in chain for f in reversed(
+        traceback.extract_tb(e.__traceback__) if e.__traceback__ else [])
+        if not library(f.filename)]
+    if frames:
+        f = _own_first([(f.filename, f) for f in frames])[1]
+        return (f.line or linecache.getline(f.filename, f.lineno)).strip()
     return ""
+
+
+def _own_first(places: list) -> tuple:
+    """The first of `places` ((path, ...), innermost first) outside the
+    installed packages (site-packages): the user's own code before a
+    library that wraps the DSL's operations (QuACK patches
+    ``cute.Tensor.__setitem__``); else the first."""
+    dirs = _installed_dirs()
+    return next((p for p in places if not is_internal(p[0], dirs)), places[0])
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_dirs() -> tuple[str, ...]:
+    import site
+    import sysconfig
+    found = set(getattr(site, "getsitepackages", lambda: [])())
+    found.add(getattr(site, "getusersitepackages", lambda: "")() or "")
+    found |= {sysconfig.get_paths().get(k, "") for k in ("purelib", "platlib")}
+    found |= {p for p in sys.path  # another environment's, through a .pth file
+              if os.path.basename(p.rstrip(os.sep)) in ("site-packages", "dist-packages")}
+    return tuple(_real(d).rstrip(os.sep) + os.sep for d in found if d)
 
 
 # An MLIR location naming a function and its file position, as a location
@@ -255,24 +280,23 @@ def user_location(exc: BaseException) -> str:
     traceback, else the DSL's ``--> file:line`` pointer."""
     library = _library()
     chain = list(reversed(_chain(exc)))  # innermost first
+    places = []
     for e in chain:
         text = plain(str(e))
-        for m in _MLIR_FRAME.finditer(text):
-            if not library(m.group(2)):
-                return f"{_shown_path(m.group(2))}:{m.group(3)} (in {_function(m.group(1))})"
-        for m in _MLIR_FILE.finditer(text):
-            if not library(m.group(1)):
-                return f"{_shown_path(m.group(1))}:{m.group(2)}"
-    for e in chain:
-        frames = traceback.extract_tb(e.__traceback__) if e.__traceback__ else []
-        for f in reversed(frames):
-            if not library(f.filename) and not f.filename.startswith("<"):
-                return f"{_shown_path(f.filename)}:{f.lineno} (in {_function(f.name)})"
-    for e in chain:
-        for m in _POINTER.finditer(plain(str(e)) + " "):
-            if not library(m.group(1)):
-                return f"{_shown_path(m.group(1))}:{m.group(2)}"
-    return ""
+        places += [(m.group(2), m.group(3), m.group(1)) for m in _MLIR_FRAME.finditer(text)]
+        places += [(m.group(1), m.group(2), "") for m in _MLIR_FILE.finditer(text)]
+    if not any(not library(p[0]) for p in places):
+        places = [(f.filename, f.lineno, f.name) for e in chain for f in reversed(
+            traceback.extract_tb(e.__traceback__) if e.__traceback__ else [])
+            if not f.filename.startswith("<")]
+    if not any(not library(p[0]) for p in places):
+        places = [(m.group(1), m.group(2), "") for e in chain
+                  for m in _POINTER.finditer(plain(str(e)) + " ")]
+    places = [p for p in places if not library(p[0])]
+    if not places:
+        return ""
+    path, line, function = _own_first(places)
+    return f"{_shown_path(path)}:{line}" + (f" (in {_function(function)})" if function else "")
 
 
 def _function(name: str) -> str:
