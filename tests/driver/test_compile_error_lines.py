@@ -3,7 +3,7 @@ source and why: ``cutecall: kernel 'K' failed to compile for sm_90a at
 failing_kernels.py:30 (in typo_launcher): NameError: ...`` -- not the
 generated entry point (``cutecall_entry``) nor the DSL's own files. An MLIR
 verifier's error, whose ops carry no location, is traced once more with the
-DSL's traceback locations to find the line (once per failed call)."""
+DSL's traceback locations to find the line (once per failed form)."""
 
 import re
 
@@ -45,10 +45,11 @@ def test_a_name_error_in_the_launcher_names_its_line(fresh_key_space):
 
 
 @pytest.mark.parametrize("library_wraps_indexing", [False, True])
-def test_an_mlir_verifier_error_is_traced_to_the_users_line(fresh_key_space, monkeypatch,
+def test_an_mlir_verifier_error_is_traced_to_the_users_line(compiles, monkeypatch,
                                                             library_wraps_indexing):
     if library_wraps_indexing:  # QuACK patches cute.Tensor.__setitem__ when imported:
         pytest.importorskip("quack.dsl.cute_tensor_indexing")  # its frame is not the user's
+    monkeypatch.setattr(compile_locate, "_found", type(compile_locate._found)())
     traces = []
     retrace = compile_locate.retrace
     monkeypatch.setattr(compile_locate, "retrace",
@@ -61,7 +62,7 @@ def test_an_mlir_verifier_error_is_traced_to_the_users_line(fresh_key_space, mon
                         r"sm_\w+" + where("_rank3_store_kernel")
                         + r"Verification failed: 'cute.memref.store' op expects coordinate "
                         r"to be weakly congruent to the layout", head), head
-    assert len(traces) == 1
+    assert len(traces) == 1  # the place is kept by the form's key
     assert "error: unknown:" in e.value.dsl_message  # the DSL's own message follows
 
 

@@ -9,13 +9,14 @@ kernel once more with the DSL's traceback locations on
 reads the innermost frame of the user's (or the kernel author's) code from
 the verifier's error (``compile_error.user_location``) and puts it on the
 error's first line. The second trace stops where the first did -- at
-verification, before the costly passes -- and runs once per failed call:
-the place is remembered with the error the store keeps for that call.
+verification, before the costly passes -- and runs once per failed form:
+the place is remembered by the form's key.
 No framework; the CuTe DSL only inside the trace.
 """
 
 from __future__ import annotations
 
+import collections
 from typing import Callable
 
 from . import devices, dsl, hardware
@@ -25,11 +26,17 @@ from .compiled import KernelSpec
 DEPTH = 24  # frames each op records: the user's line sits a few below the op
 
 
-def attach(error: CompileError, retrace: Callable[[], BaseException | None],
-           remembered: CompileError | None = None) -> None:
+# Places found, by the failed form's key (bounded: a failure path).
+_found: collections.OrderedDict[str, tuple] = collections.OrderedDict()
+_CAPACITY = 256
+
+
+def attach(error: CompileError, spec: Callable[[], KernelSpec],
+           retrace: Callable[[KernelSpec], BaseException | None]) -> None:
     """Lets :func:`located` find `error`'s place later, when it is the
-    error a user sees (a placement probe's error is passed over)."""
-    error.locate = lambda: locate(error, retrace, remembered)
+    error a user sees (a placement probe's error is passed over): `spec`
+    gives the failed form, `retrace(spec)` traces it again."""
+    error.locate = lambda: locate(error, spec, retrace)
 
 
 def located(error: BaseException) -> BaseException:
@@ -38,24 +45,26 @@ def located(error: BaseException) -> BaseException:
     return find() if callable(find) else error
 
 
-def locate(error: CompileError, retrace: Callable[[], BaseException | None],
-           remembered: CompileError | None = None) -> CompileError:
+def locate(error: CompileError, spec: Callable[[], KernelSpec],
+           retrace: Callable[[KernelSpec], BaseException | None]) -> CompileError:
     """`error` with the place its invalid IR was made on its first line,
     when the DSL's message has none (``compile_error.unlocated``) and a
     second trace (`retrace`: the failure's exception, or None) finds it.
-    `remembered`: the error the store keeps for this call; the place found
-    is kept on it, so a repeated call does not trace again."""
-    keeper = remembered if remembered is not None else error
-    if not unlocated(error) and not unlocated(keeper):
+    The place is kept by the form's key: the same call failing again (or
+    compiled again) is not traced again."""
+    if not unlocated(error):
         return error
-    found = getattr(keeper, "found_location", None)
+    form = spec()
+    found = _found.get(form.key)
     if found is None:
         try:
-            exc = retrace()
+            exc = retrace(form)
         except Exception:  # noqa: BLE001 -- a failed second look changes nothing
             exc = None
         found = (user_location(exc), failing_source(exc)) if exc is not None else ("", "")
-        keeper.found_location = found
+        _found[form.key] = found
+        while len(_found) > _CAPACITY:
+            _found.popitem(last=False)
     return error.relocated(*found) if found[0] else error
 
 

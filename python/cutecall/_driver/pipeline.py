@@ -203,10 +203,10 @@ class Launcher:
                         operands), searched)
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
-            def retrace():
+            def retrace(spec):
                 with memory.lock:
-                    return compile_locate.retrace(build(start), options, arch)
-            compile_locate.attach(error, retrace, e)  # its line, found when shown
+                    return compile_locate.retrace(spec, options, arch)
+            compile_locate.attach(error, lambda: build(start), retrace)  # its line, when shown
             probes.did_not_compile(self.name, binding, error, e, searched)
             raise compile_locate.located(error) from e
         except written_params.NothingWritten:  # the front tries the next placement
