@@ -3,10 +3,10 @@ past the notice threshold shows one line on a terminal, ended by "done
 (N s)" or "failed", whole lines in a log (CI), nothing when it is short;
 under a bar the notice is the bar's text; a notebook gets tqdm.auto's bar,
 a log a line at the start, at most every 30 s and at the end;
-CUTECALL_PROGRESS=0 turns the display off; warm-up and autotune draw a tqdm bar of their tasks and candidates
-(never in warm-up's workers; none without tqdm); CUTECALL_LOG lines carry
-timestamps; a corrupt store entry logs a WARNING naming its path, key and
-fault."""
+CUTECALL_PROGRESS=0 turns the display off; warm-up and autotune draw a tqdm
+bar of their tasks and candidates (never in warm-up's workers; none without
+tqdm); CUTECALL_LOG lines carry timestamps; a corrupt store entry logs a
+WARNING naming its path, key and fault."""
 
 import io
 import logging

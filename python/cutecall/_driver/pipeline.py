@@ -22,7 +22,8 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, call_checks, fallback, fingerprint as _fingerprint
-from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target, written_params
+from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target
+from . import written_params
 from .binding import Binding, SlotKind
 from .placement_probes import PlacementProbes, outputs_at
 from .compile_error import CompileError
