@@ -101,11 +101,16 @@ class RecipeCalls:
         fingerprint(values, "recipe")  # fail early on values without content
         self.values, self.name, self.site = values, name, site
         self.packages = tuple(packages)
-        self.target = _target.resolve(compile_options, arch)
+        self._target_args = (compile_options, arch)
         self._lock = threading.Lock()
         self._variants: dict[str, list] = {}  # recipe key -> variants (memory)
         self._kernels: dict[str, Any] = {}    # store key -> CompiledKernel
         self._bound = None
+
+    @property
+    def target(self):
+        """The call's target, read per call (``$CUTECALL_DEVICE`` may change)."""
+        return _target.resolve(*self._target_args)
 
     def key_of(self, desc) -> str:
         return _recipe.recipe_key(self.values, name=self.name, call=[self.site, desc],
@@ -201,7 +206,10 @@ class RecipeCalls:
 def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
     """Whether the call's extents meet what `kernel` was compiled for: each
     static extent and stride, each dynamic extent's and stride's
-    divisibility class (symbolic extents are checked by C++ at launch)."""
+    divisibility class, tied dims equal (symbolic extents are checked by C++
+    at launch). A call that does not fit takes the full path, whose checks
+    name what is wrong."""
+    tied: dict = {}
     for op in decode_plan(kernel.plan):
         shapes, layouts = (in_shapes, in_layouts) if op["source"] == 0 else \
             (out_shapes, out_layouts)
@@ -217,6 +225,10 @@ def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
             for d, div, *_ in dynamic:
                 if d >= len(values) or (isinstance(values[d], int) and values[d] % div):
                     return False
+        for d, _div, *symbol in op["dynamic"]:  # tied dims (TensorSpec.dims) agree
+            if symbol and symbol[0] >= 0 and isinstance(shape[d], int) and \
+                    tied.setdefault(symbol[0], shape[d]) != shape[d]:
+                return False
     return True
 
 
