@@ -127,8 +127,8 @@ test-fuzz: fuzz-build
 # (tests/without.py blocks the import).
 test-python: $(VENV)/.installed
 	$(PY) -m pytest tests -q -rs
-	$(PY) tests/without.py jax,jaxlib -- tests/torch -q -rs
-	$(PY) tests/without.py torch -- tests/jax tests/bundle -q -rs
+	$(PY) tests/without.py jax,jaxlib -- tests/torch tests/test_bad_inputs.py -q -rs
+	$(PY) tests/without.py torch -- tests/jax tests/bundle tests/test_bad_inputs.py -q -rs
 
 clean:
 	rm -rf build $(VENV)

@@ -92,8 +92,8 @@ def test_vectorized_kernel_needs_the_classes():
     with pytest.raises(cutecall.CompileError) as e:
         call.lower(s(100, 64))
     first = str(e.value).splitlines()[0]
-    assert first.startswith("cutecall: kernel 'row_copy_vec' failed to compile "
-                            "for sm_90a: ")
+    assert re.match(r"cutecall: kernel 'row_copy_vec' failed to compile for sm_90a "
+                    r"at \S*specialization.py:\d+ \(in \w+\): ", first), first
     assert "alignment (16 bits) does not meet requirement (128 bits)" in first
     assert e.value.root_cause in first and e.value.kernel == "row_copy_vec"
     assert "launcher parameters: stream=stream, x=input 0, out=output 0" \

@@ -1,11 +1,12 @@
 """Long waits made visible (cutecall._driver.progress): a compile that runs
 past the notice threshold shows one line on a terminal, ended by "done
-(N s)" or "failed", and nothing elsewhere or when it is short; under a bar
-the notice is the bar's text; CUTECALL_PROGRESS=1/0 forces the display on
-or off; warm-up and autotune draw a tqdm bar of their tasks and candidates
-(never in warm-up's workers; none without tqdm); CUTECALL_LOG lines carry
-timestamps; a corrupt store entry logs a WARNING naming its path, key and
-fault."""
+(N s)" or "failed", whole lines in a log (CI), nothing when it is short;
+under a bar the notice is the bar's text; a notebook gets tqdm.auto's bar,
+a log a line at the start, at most every 30 s and at the end;
+CUTECALL_PROGRESS=0 turns the display off; warm-up and autotune draw a tqdm
+bar of their tasks and candidates (never in warm-up's workers; none without
+tqdm); CUTECALL_LOG lines carry timestamps; a corrupt store entry logs a
+WARNING naming its path, key and fault."""
 
 import io
 import logging
@@ -13,6 +14,7 @@ import re
 import sys
 import threading
 import time
+import types
 
 import jax.numpy as jnp
 import pytest
@@ -72,16 +74,19 @@ def test_a_short_compile_prints_nothing(compiles, monkeypatch):
     assert compiles() == 1 and stderr.getvalue() == "" and not timers()
 
 
-def test_off_a_terminal_nothing_unless_asked(monkeypatch, slow, compiles):
-    plain = io.StringIO()
+LOG_LINES = re.compile(r"cutecall: compiling (\w+) for (sm_\w+)… \(running for \d+ s\)\n"
+                       r"cutecall: compiled \1 for \2 in \d+\.\d s\n")
+
+
+def test_off_a_terminal_a_slow_compile_is_two_log_lines(monkeypatch, slow, compiles):
+    plain = io.StringIO()                      # a CI log: not a terminal
     monkeypatch.setattr("sys.stderr", plain)
     monkeypatch.delenv(progress.ENV, raising=False)
     lower_add(1000, "progress_plain")
-    assert plain.getvalue() == ""
-    monkeypatch.setenv(progress.ENV, "1")      # always
-    lower_add(1001, "progress_forced")
-    assert LINE.fullmatch(plain.getvalue())
-    assert compiles() == 2
+    assert LOG_LINES.fullmatch(plain.getvalue()), plain.getvalue()
+    monkeypatch.setenv(progress.ENV, "0")      # never
+    lower_add(1001, "progress_silenced")
+    assert LOG_LINES.fullmatch(plain.getvalue()) and compiles() == 2
 
 
 def test_progress_0_silences_a_terminal(slow, monkeypatch, compiles):
@@ -91,13 +96,13 @@ def test_progress_0_silences_a_terminal(slow, monkeypatch, compiles):
     assert compiles() == 1 and stderr.getvalue() == ""
 
 
-def test_a_bad_progress_value_warns_and_means_terminal_only(monkeypatch):
+def test_a_bad_progress_value_warns_and_shows(monkeypatch):
     on_terminal(monkeypatch)
     monkeypatch.setenv(progress.ENV, "loud")
     with pytest.warns(RuntimeWarning, match="CUTECALL_PROGRESS='loud'"):
-        assert progress.enabled() is True      # stderr is a terminal
+        assert progress.style() == progress.TERMINAL  # stderr is a terminal
     with pytest.warns(RuntimeWarning):
-        assert progress.enabled(io.StringIO()) is False
+        assert progress.style(io.StringIO()) == progress.LOG
 
 
 def test_a_failing_compile_ends_the_line_with_failed(slow, fresh_key_space, monkeypatch):
@@ -260,3 +265,93 @@ def test_a_corrupt_kernel_entry_says_the_kernel_is_recompiled(caplog, compiles, 
     (warning,) = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert str(path) in warning and "manifest digest mismatch" in warning
     assert warning.endswith("removed, and kernel 'progress_corrupt' is recompiled")
+
+
+# -- where people look: a fake clock, no compile, no waiting -----------------
+
+def fake_clock(monkeypatch, *times):
+    """progress reads these times, in order (seconds)."""
+    ticks = iter(times)
+    monkeypatch.setattr(progress, "clock", lambda: next(ticks))
+
+
+def in_a_log(monkeypatch) -> io.StringIO:
+    monkeypatch.delenv(progress.ENV, raising=False)
+    stream = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stream)
+    return stream
+
+
+def test_in_a_log_a_long_compile_is_a_line_when_slow_and_one_when_done(monkeypatch):
+    stream = in_a_log(monkeypatch)
+    fake_clock(monkeypatch, 100.0, 112.3)      # the compile takes 12.3 s
+    with progress.compiling("FlashFwd", "sm_90a"):
+        pass
+    assert stream.getvalue() == ("cutecall: compiling FlashFwd for sm_90a… (running for 2 s)\n"
+                                 "cutecall: compiled FlashFwd for sm_90a in 12.3 s\n")
+    assert not timers()
+
+
+def test_in_a_log_a_failed_long_compile_says_after_how_long(monkeypatch):
+    stream = in_a_log(monkeypatch)
+    fake_clock(monkeypatch, 0.0, 5.0)
+    with pytest.raises(ValueError), progress.compiling("Broken", "sm_100a"):
+        raise ValueError("the DSL refused")
+    assert stream.getvalue().splitlines()[-1] == \
+        "cutecall: compiling Broken for sm_100a failed after 5.0 s"
+
+
+def test_a_short_compile_is_silent_everywhere(monkeypatch):
+    stream = in_a_log(monkeypatch)
+    fake_clock(monkeypatch, 0.0, 1.9)
+    with progress.compiling("Quick", "sm_90a"):
+        pass
+    assert stream.getvalue() == "" and not timers()
+
+
+def test_on_a_terminal_the_line_is_ended_in_place(monkeypatch):
+    stderr = on_terminal(monkeypatch)
+    fake_clock(monkeypatch, 0.0, 12.3)
+    with progress.compiling("FlashFwd", "sm_90a"):
+        pass
+    assert stderr.getvalue() == "cutecall: compiling FlashFwd for sm_90a… done (12.3 s)\n"
+
+
+def test_in_a_log_a_bar_is_a_line_at_start_at_most_every_30_s_and_at_the_end(monkeypatch):
+    stream = in_a_log(monkeypatch)
+    fake_clock(monkeypatch, 0.0, 10.0, 40.0, 45.0, 80.5)
+    with progress.bar(3, "cutecall warm-up", "task") as bar:
+        bar.update()                           # 10 s: too soon for a line
+        bar.update()                           # 40 s: a line
+        bar.set_postfix_str("compiling FlashFwd for sm_90a…")
+        bar.update()                           # 45 s: the last; the end says it
+    assert stream.getvalue() == ("cutecall warm-up: 0/3 tasks\n"
+                                 "cutecall warm-up: 2/3 tasks, 40 s\n"
+                                 "cutecall warm-up: 3/3 tasks in 80.5 s\n")
+
+
+def test_in_a_notebook_the_bar_is_tqdm_auto(monkeypatch):
+    monkeypatch.delenv(progress.ENV, raising=False)
+    monkeypatch.setattr(sys, "stderr", io.StringIO())   # a kernel's stream: no tty
+    monkeypatch.setitem(sys.modules, "ipykernel.zmqshell", types.ModuleType("zmqshell"))
+    made = []
+
+    class NotebookBar:                         # what tqdm.auto gives in Jupyter
+        def __init__(self, **kwargs):
+            made.append(kwargs)
+            self.n = 0
+
+        def update(self, n=1):
+            self.n += n
+
+        def close(self):
+            made.append(("closed", self.n))
+
+    auto = types.ModuleType("tqdm.auto")
+    auto.tqdm = NotebookBar
+    monkeypatch.setitem(sys.modules, "tqdm.auto", auto)
+    assert progress.style() == progress.NOTEBOOK
+    with progress.bar(2, "cutecall warm-up", "task") as bar:
+        bar.update(2)
+    assert made == [dict(total=2, desc="cutecall warm-up", unit="task", leave=True),
+                    ("closed", 2)]

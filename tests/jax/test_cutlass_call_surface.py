@@ -247,7 +247,9 @@ def test_signature_errors():
         cutecall.cutlass_call(signatures.scale_outputs_first,
                               output_shape_dtype=like_first, factr=2.0)
     call = cutecall.cutlass_call(kernels.vector_add, output_shape_dtype=like_first)
-    with pytest.raises(TypeError, match=r"3 parameters .*a, b, c.* passes 3 positional"):
+    with pytest.raises(TypeError, match=r"called with 3 positional argument\(s\) and "
+                                        r"output_shape_dtype gives 1 output\(s\): 4 values "
+                                        r"for the launcher's 3 .* \(a, b, c\); 1 too many"):
         call.lower(f32(8), f32(8), f32(8))
     with pytest.raises(TypeError, match="has no parameter 'alpha' to pass"):
         call.lower(f32(8), f32(8), alpha=1.0)

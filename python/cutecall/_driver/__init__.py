@@ -30,12 +30,16 @@ module                    job
 ``signature``             reads a launcher's signature; runtime scalars
 ``fingerprint``           content fingerprints of launchers and constexprs
 ``binding``               binds one call's arguments to typed ``Slot`` values
+``call_checks``           a call that fits no binding, said about the argument
+                          (a scalar or tuple for a tensor, too many values,
+                          ``None`` for a tensor that is not ``Optional``)
 ``pytree``                argument trees: containers, leaves, key paths
 *what is compiled in*
 ``operand``               ``OperandDesc`` -> ``OperandSpec`` (the one
                           ``make_operand``), static masks, tied dims
 ``tensor_spec``           ``TensorSpec``: what a user asks of an array
 ``dtypes``                dtype names -> CuTe DSL types
+``dtype_contract``        ``dtypes=``: the element types a call site declares
 ``layout``                divisibility classes of extents, strides, pointers
 ``fallback``              the static fallback: the forms, the hint, ``climb``
 ``key``                   the specialization key (one schema)
@@ -56,10 +60,13 @@ module                    job
 ``outputs``               (a package) the output placement stage: where a
                           call's outputs sit when it names none, asked with
                           traces before any compile; its own map
-``compile_error``         ``CompileError``: the DSL's failure, root cause first;
-                          which frames are the user's (``user_stacklevel``)
+``compile_error``         ``CompileError``: the DSL's failure, the user's line
+                          and the root cause first; which frames are the
+                          user's (``user_stacklevel``, ``user_location``)
+``compile_locate``        invalid IR traced again with op locations: its line
 ``diagnosis``             a failed compile explained by the call's arguments
-``progress``              a bar and a line on a terminal while work is long
+``progress``              a bar and a line while work is long: on a terminal,
+                          in a notebook (``tqdm.auto``), as log lines
 *around the pipeline*
 ``call_record``           a kernel as bundles record it (``JaxContract``)
 ``lazy_import``           a library's kernel modules imported without running

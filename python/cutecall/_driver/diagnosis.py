@@ -188,14 +188,11 @@ def annotate(error: CompileError, operands: Sequence,
     text = str(error)
     head, _, rest = text.partition("\n")
     why = explain(operands, history, error.root_cause, error.source_line or "")
-    prefix = f"cutecall: kernel '{error.kernel}' failed to compile for {error.arch}: "
+    prefix = error.head()
     if why and head.startswith(prefix):
         head = f"{prefix}{why}; the DSL says: {head[len(prefix):]}"
     arrays = "  arrays: " + ", ".join(
         f"{op.name} {shown(op)}" + (" (output)" if op.source else "") for op in operands)
-    out = CompileError("\n".join([head, arrays] + ([rest] if rest else [])),
-                       kernel=error.kernel, arch=error.arch,
-                       root_cause=error.root_cause, dsl_message=error.dsl_message,
-                       source_line=error.source_line)
+    out = error.with_message("\n".join([head, arrays] + ([rest] if rest else [])))
     out.explanation = why
     return out

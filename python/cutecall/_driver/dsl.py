@@ -68,6 +68,28 @@ def dsl_compile_settings(arch: str):
 
 
 @contextlib.contextmanager
+def loc_tracebacks(depth: int):
+    """While a kernel is traced, every MLIR op records the Python frames
+    that made it (the innermost `depth`) as its location: the DSL's own
+    switch (``CUTE_DSL_LOC_TRACEBACKS``), set on its settings object and
+    restored afterwards. Off when the DSL compiles with line info (the DSL
+    says the two together can crash). Callers hold the compile lock.
+    nvidia-cutlass-dsl 4.8."""
+    from cutlass.cutlass_dsl.cutlass import CuTeDSL
+
+    envar = CuTeDSL._get_dsl().envar
+    previous = getattr(envar, "loc_tracebacks", None)
+    if previous is None or getattr(envar, "lineinfo", False):
+        yield False
+        return
+    envar.loc_tracebacks = max(int(previous or 0), depth)
+    try:
+        yield True
+    finally:
+        envar.loc_tracebacks = previous
+
+
+@contextlib.contextmanager
 def dsl_arch(arch: str):
     """The CuTe DSL's target arch set to `arch` while a library builds its
     kernel objects, restored afterwards.

@@ -56,6 +56,20 @@ def supported() -> str:
     return ", ".join(sorted(_DTYPES))
 
 
+def is_known(name: str) -> bool:
+    """Whether `name` is a dtype name cutecall passes to kernels."""
+    return name in _DTYPES
+
+
+def from_dsl_type(dsl_name: str) -> str | None:
+    """The dtype name of a CuTe DSL type name (``"Float32"`` -> ``"float32"``;
+    ``"Boolean"`` -> ``"bool"``), or None."""
+    if dsl_name == "Boolean":
+        return "bool"
+    return next((n for n, (d, _) in _DTYPES.items() if d == dsl_name and n != "bool"),
+                None)
+
+
 def cutlass_dtype(dtype, what: str) -> tuple[str, int]:
     """Like :func:`lookup`; raises naming `what` for an unsupported dtype."""
     entry = lookup(dtype)

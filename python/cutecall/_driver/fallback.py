@@ -348,11 +348,9 @@ class _Climb:
         (when the fallback may climb)."""
         if not self.allowed:
             return first
-        noted = CompileError(
+        noted = first.with_message(
             f"{first}\n(no static form compiled either; the fully static one "
-            "is tried last)", kernel=self.name, arch=self.arch,
-            root_cause=first.root_cause, dsl_message=first.dsl_message,
-            source_line=first.source_line)
+            "is tried last)", kernel=self.name, arch=self.arch)
         noted.__cause__ = first
         return noted
 

@@ -26,11 +26,12 @@ import dataclasses
 import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
-from . import binding as _binding, fallback, fingerprint as _fingerprint
-from . import diagnosis, launcher_kind, signature as _signature, target
+from . import binding as _binding, call_checks, fallback, fingerprint as _fingerprint
+from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target
 from .binding import Binding, Call, SlotKind
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
+from .dtype_contract import DtypeContract
 from .key import specialization_key
 from .operand import SOURCE_ARG, Description, OperandDesc, make_operand, tie_dims
 from .outputs import stage
@@ -71,14 +72,16 @@ class Launcher:
     :func:`plain_hint`). `keeps_static_masks`: the front's C++ launcher keys
     its calls by static masks (torch), so after a fallback climb the front
     keeps the masks (:attr:`Specialization.masks`) and describes them;
-    otherwise the launcher remembers the rung (JAX)."""
+    otherwise the launcher remembers the rung (JAX). `dtypes`: the element
+    types the call site declares per parameter (``dtype_contract``), checked
+    before any form compiles."""
 
     def __init__(self, fn: Callable, *, name: str | None = None,
                  constexprs: Mapping[str, Any] | None = None,
                  compile_options: str | None = None, compile_key: Any = None,
                  static_fallback: bool | None = None,
                  hint: Callable[[Sequence[int], Sequence], str] = plain_hint,
-                 keeps_static_masks: bool = False):
+                 keeps_static_masks: bool = False, dtypes: Mapping | None = None):
         if not callable(fn):
             raise TypeError(f"cutecall: launcher must be callable (a @cute.jit "
                             f"function or kernel object), got "
@@ -102,6 +105,7 @@ class Launcher:
         # What the launcher is, as a digest: launchers of one kernel share it.
         self.content = hashlib.sha256(repr((self.fingerprint, prints)).encode()).hexdigest()
         self.sig.check_constexprs(dict(self.constexprs))
+        self.dtypes = DtypeContract(dtypes, self.sig, self.name)  # dtypes= checked
         self.options = compile_options
         if compile_key is not None:
             try:
@@ -146,15 +150,35 @@ class Launcher:
         if output_names is None and num_outputs and describe is not None and \
                 self.sig.inspected:
             self._check_kind()  # before any trace
-            return stage.place(self, call, describe)
-        return self.bind_as(call, output_names=output_names)
+            binding, leaves = stage.place(self, call, describe)
+        else:
+            binding, leaves = self.bind_as(call, output_names=output_names)
+        if self.sig.inspected:  # None where the launcher declares a tensor
+            call_checks.check_nones(self.sig, binding.slots, call.args, call.kwargs,
+                                    self._constexpr_names, num_outputs, order,
+                                    fixed=output_names is not None or not num_outputs)
+        return binding, leaves
+
+    @property
+    def _constexpr_names(self) -> set:
+        return {k for k, _ in self.constexprs}
 
     def bind_as(self, call: Call, *, output_names: Sequence[str] | None = None,
                 evidence: Evidence = NO_EVIDENCE) -> tuple[Binding, list]:
         """`call` bound with its outputs at `output_names`, or placed by the
-        rule and the `evidence` of a placement question (``binding.bind``)."""
-        return _binding.bind(self.sig, call, {k for k, _ in self.constexprs},
-                             output_names=output_names, evidence=evidence)
+        rule and the `evidence` of a placement question (``binding.bind``);
+        a call that fits no binding is a TypeError naming the argument
+        (``call_checks``)."""
+        try:
+            return _binding.bind(self.sig, call, self._constexpr_names,
+                                 output_names=output_names, evidence=evidence)
+        except TypeError:
+            better = call_checks.explain(self.sig, call.args, call.kwargs,
+                                         self._constexpr_names, call.num_outputs,
+                                         call.order)
+            if better is None:
+                raise
+            raise TypeError(better) from None
 
     def _remember_compiled(self, binding: Binding) -> None:
         """After a compile: the objects it took (the launcher, constexprs,
@@ -209,7 +233,12 @@ class Launcher:
                     [op.static | m for op, m in zip(operands, masks)], operands))
         except CompileError as e:  # name the argument that likely caused it
             error = diagnosis.annotate(e, operands, self.history)
-            raise error from e
+
+            def retrace(spec):
+                with memory.lock:
+                    return compile_locate.retrace(spec, options, arch)
+            compile_locate.attach(error, lambda: build(start), retrace)  # its line
+            raise compile_locate.located(error) from e
         if memory.compile_stats()["compiles"] != compiles:  # a trace may have filled
             self._remember_compiled(binding)                   # attributes in
         self.history.record(operands)
@@ -228,6 +257,7 @@ class Launcher:
         front's static masks, plus `extra` per operand (a fallback rung).
         The one place a KernelSpec is built, with its key; `device`: the
         CUDA device the front launches on (``target.resolve``)."""
+        self.dtypes.check(operands)  # a declared dtype, before anything compiles
         tgt = target.resolve(self.options, device_arch, device)
         n_in = sum(op.source == SOURCE_ARG for op in operands)
         trees = (Node("tuple", None, tuple(range(len(binding.trees))), binding.trees),

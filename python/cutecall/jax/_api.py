@@ -30,6 +30,7 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
                  output_params: Sequence[str] | None = None,
                  recipe: Hashable | None = None,
                  recipe_packages: Sequence[str] = (),
+                 dtypes: Mapping | None = None,
                  **constexprs) -> CutlassCall:
     """Wraps a CuTe DSL launcher as a JAX-callable kernel.
 
@@ -108,6 +109,13 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         (:class:`cutecall.StaticFallbackWarning`). ``False`` raises the
         ``CompileError`` instead. Default: ``$CUTECALL_STATIC_FALLBACK``
         (on unless ``0``).
+      dtypes: the element types the arrays must have, per launcher
+        parameter (or array leaf: ``"epilogue_args.mC"``), outputs included:
+        ``{"a": "float32", "b": jnp.float32, "c": cutlass.Float32}``, or a
+        tuple of allowed dtypes. A ``cute.Tensor`` carries no element type,
+        so without it a float32 kernel given int32 arrays compiles for them
+        and runs; with it that call raises a ``TypeError`` naming the
+        argument, its dtype and the declared one, before anything compiles.
       recipe, recipe_packages: a warm path without ``fn``'s library or the
         CuTe DSL: ``fn`` then *builds* the launcher, only when no store holds
         a kernel for the recipe (see :class:`cutecall.jax.RecipeCall`).
@@ -137,4 +145,4 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
         compile_key=compile_key, use_static_tensors=use_static_tensors,
         operand_order=operand_order, name=name, constexprs=constexprs,
         batch_modes=batch_modes, static_fallback=static_fallback,
-        output_params=output_params)
+        output_params=output_params, dtypes=dtypes)

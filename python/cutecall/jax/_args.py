@@ -193,15 +193,13 @@ def describe_operands(call, flat_in, binding, out_structs, out_paths, aliased,
     path (``epilogue_args.mC``); `unpassed`: the top-level outputs the
     launcher does not receive."""
     param_of = call.launcher.parameter_names(binding)
-    arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
-                 for a, k in enumerate(binding.arrays)]
+    names = leaf_names(call, binding)
     trees = dict(zip(binding.arrays, binding.trees))
     present = []
     for k in sorted(binding.arrays + binding.absent):
         present += [False] if k not in trees else [
             leaf.kind == pytree.ARRAY for leaf in _leaves(trees[k])
             if leaf.kind in (pytree.ARRAY, pytree.NONE)]
-    names = [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
     in_specs = flat_specs(call.input_spec, present, "input_spec", names)
     kept = [j for j in range(top) if j not in unpassed]
     out_names = []
@@ -277,6 +275,15 @@ def explicit_static(masks, operands) -> str:
              for side in ("input_spec", "output_spec")}
     parts = [f"{side}=({', '.join(s)},)" for side, s in sides.items() if s]
     return f"cutlass_call(..., {', '.join(parts)})"
+
+
+def leaf_names(call, binding) -> list[str]:
+    """Per input array leaf of a bound call, its name: the launcher
+    parameter it reaches plus its key path (``epilogue_args.mC``)."""
+    param_of = call.launcher.parameter_names(binding)
+    arg_names = [param_of.get(Slot(SlotKind.INPUT, a), f"input{k}")
+                 for a, k in enumerate(binding.arrays)]
+    return [arg_names[a] + pytree.keystr(path) for a, path in binding.leaves]
 
 
 def _leaves(tree):

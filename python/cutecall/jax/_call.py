@@ -14,7 +14,7 @@ from .._driver import pytree, signature as _signature, target as _target
 from .._driver.binding import check_arguments
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
-from . import _args as _jax_args, _batching, _targets
+from . import _args as _jax_args, _batching, _call_checks, _targets
 from ._primitive import cutecall_p
 from ._varying import match_varying
 
@@ -56,7 +56,7 @@ class CutlassCall:
                  allow_cuda_graph=True, compile_options=None, compile_key=None,
                  use_static_tensors=False, operand_order="inputs_first",
                  name=None, constexprs=None, batch_modes=None,
-                 static_fallback=None, output_params=None):
+                 static_fallback=None, output_params=None, dtypes=None):
         """Options as :func:`cutlass_call` takes them (keyword-only), with
         the launcher's constexprs as one mapping, `constexprs`."""
         if not callable(fn):
@@ -71,7 +71,7 @@ class CutlassCall:
         self._launcher_options = dict(
             constexprs=dict(constexprs or {}), compile_options=compile_options,
             compile_key=compile_key, static_fallback=static_fallback,
-            hint=_jax_args.explicit_static)
+            hint=_jax_args.explicit_static, dtypes=dtypes)
         self.fn, self.name = fn, name or getattr(fn, "__name__", type(fn).__name__)
         if type(self).launcher_now:
             self.name = self.launcher.name
@@ -143,10 +143,16 @@ class CutlassCall:
         return self.whole_outputs
 
     def _bind(self, args, kwargs):
+        for i, x in enumerate(args):  # a torch tensor says how to make a JAX array
+            _call_checks.refuse_torch_tensor(x, f"argument {i} of '{self.name}'")
         check_arguments(self.launcher.sig, args,  # before output_shape_dtype reads them
                         {k for k, _ in self.launcher.constexprs}, self.name,
                         _jax_args.is_array)
-        outs = self._outputs(args)
+        try:
+            outs = self._outputs(args)
+        except Exception as e:  # the arguments may be what is wrong
+            _call_checks.raise_if_unfit(self, args, kwargs, e)
+            raise
         for i, o in self.aliases:
             if isinstance(i, int) and (i >= len(args) or args[i] is None or
                                        _signature.is_scalar_value(args[i])):
@@ -157,6 +163,8 @@ class CutlassCall:
                 raise ValueError(f"cutecall: input_output_aliases output {o} of "
                                  f"'{self.name}' is out of range for "
                                  f"{outs[2]} outputs")
+        if not outs[3]:  # as many values as the launcher has parameters for
+            _call_checks.check_counts(self, args, kwargs, outs[2])
         try:
             return self._bind_with(args, kwargs, outs)
         except TypeError:
@@ -184,7 +192,8 @@ class CutlassCall:
 
     def __call__(self, *args, **kwargs):
         binding, flat_in, outs = self._bind(args, kwargs)
-        return self._jitted(flat_in, binding, outs)
+        with _call_checks.eager_platform(self, binding, flat_in):  # CPU: refused
+            return self._jitted(flat_in, binding, outs)
 
     def trace(self, *args, **kwargs) -> "TracedCall":
         """Traces one call (no GPU needed; the kernel is compiled or loaded,
@@ -210,6 +219,7 @@ class CutlassCall:
         flat_in = list(flat_in)
         described, pairs, in_paths, out_paths = _jax_args.describe_call(
             self, flat_in, binding, outs)
+        _call_checks.refuse_off_gpu()  # an eager call on a CPU, before compiling
         result = self.launcher.specialize(
             described.operands, binding, device_arch=described.device_arch,
             output_tree=described.output_tree, num_args=described.num_args,

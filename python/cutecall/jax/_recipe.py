@@ -26,10 +26,9 @@ from .._driver import target as _target
 from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
 from .._driver.plan import decode_plan
-from .._driver.binding import check_argument
 from .._driver.call_record import JaxContract
 from .._driver.pipeline import Launcher
-from . import _args
+from . import _args, _call_checks
 from ._call import CutlassCall, TracedCall
 from ._contract import CompiledCall, batch_tuple
 
@@ -341,7 +340,11 @@ class RecipeCall(CutlassCall):
 
     def _lookup(self, args, kwargs):
         """(the call's Found, or None: a miss; (output tree, output structs))."""
-        for i, x in enumerate(args):
-            check_argument(x, f"argument {i} of '{self.name}'", _args.is_array)
-        ret_tree, structs, _, _ = self._outputs(args)
+        for i, x in enumerate(args):  # the rest is checked where no record serves
+            _call_checks.refuse_torch_tensor(x, f"argument {i} of '{self.name}'")
+        try:
+            ret_tree, structs, _, _ = self._outputs(args)
+        except Exception as e:  # the arguments may be what is wrong
+            _call_checks.raise_if_unfit(self, args, kwargs, e)
+            raise
         return self.recipe.find(args, kwargs, structs), (ret_tree, structs)

@@ -144,11 +144,32 @@ def check_kinds(k, args, tensor_types) -> list[str]:
             continue
         if kind == SCALAR and isinstance(a, tensor_types):
             raise TypeError(f"cutecall: {what[i]} of '{k.name}' is a runtime "
-                            f"scalar ({params[i].scalar_type}); pass a "
-                            f"Python value, got a tensor")
+                            f"scalar ({params[i].scalar_type}); pass a Python "
+                            f"value, got a tensor {_shown(a)}")
+        check_foreign(a, f"{what[i]} of '{k.name}'")
         check_argument(a, f"{what[i]} of '{k.name}'",
                        lambda x: isinstance(x, tensor_types))
     return what
+
+
+def _shown(a) -> str:
+    """``float32[8, 4]``: an array's dtype and shape."""
+    return f"{dtypes.dtype_name(a.dtype)}{list(a.shape)}"
+
+
+def check_foreign(a, what: str) -> None:
+    """A NumPy or JAX array where a torch tensor goes: says how to make
+    one (the C++ launcher reads torch tensors only)."""
+    framework = type(a).__module__.split(".")[0]
+    if framework not in ("numpy", "jax", "jaxlib") or not hasattr(a, "shape") \
+            or getattr(a, "shape", None) == ():
+        return
+    shown = _shown(a)
+    fix = "torch.from_numpy(x).cuda()" if framework == "numpy" else \
+        "torch.from_dlpack(x) (the same GPU memory)"
+    raise TypeError(f"cutecall: {what} is a {'NumPy' if framework == 'numpy' else 'JAX'} "
+                    f"array {shown}; cutecall.torch launches torch tensors on a CUDA "
+                    f"device: pass {fix}")
 
 
 def check_tensor(t, what: str, device, on_device: bool = True):

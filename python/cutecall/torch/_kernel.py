@@ -61,14 +61,14 @@ class Kernel:
                  compile_options: str | None = None,
                  static: bool | dict | None = None,
                  static_fallback: bool | None = None, dims: dict | None = None,
-                 **constexprs):
+                 dtypes: dict | None = None, **constexprs):
         if allocate is not None and not callable(allocate):
             raise TypeError(f"cutecall: allocate must be a callable returning the "
                             f"output tensors, got {allocate!r}")
         self.launcher = Launcher(launcher, name=name, constexprs=constexprs,
                                  compile_options=compile_options,
                                  static_fallback=static_fallback, hint=explicit_static,
-                                 keeps_static_masks=True)
+                                 keeps_static_masks=True, dtypes=dtypes)
         self.fn, self.sig, self.name = launcher, self.launcher.sig, self.launcher.name
         self.allocate = allocate
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
@@ -248,7 +248,7 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
            compile_options: str | None = None,
            static: bool | dict | None = None,
            static_fallback: bool | None = None, dims: dict | None = None,
-           **constexprs: Any) -> Kernel:
+           dtypes: dict | None = None, **constexprs: Any) -> Kernel:
     """Makes a ``@cute.jit`` launcher callable with torch tensors.
 
     Example::
@@ -300,6 +300,13 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
         name must be equal, checked in C++ before every launch (an error
         names both tensors, their dims and values). Without it the launcher
         knows only each tensor's own layout, not how they must agree.
+      dtypes: ``{parameter: dtype or tuple of dtypes}``: the element types
+        the tensors must have (``torch.float32``, ``"bfloat16"``,
+        ``cutlass.Float32``; a key may name a leaf, ``"epilogue.mC"``). A
+        ``cute.Tensor`` carries no element type: without it a float32
+        kernel given an int32 tensor compiles for it and runs; with it the
+        call raises a ``TypeError`` naming the argument, its dtype and the
+        declared one, before anything compiles.
       **constexprs: compile-time values for the launcher's parameters.
 
     One compile serves every shape and stride (views included) of a
@@ -316,4 +323,5 @@ def kernel(launcher: Callable, *, outputs: int | Sequence[str] = 1,
     """
     return Kernel(launcher, outputs=outputs, allocate=allocate, name=name,
                   compile_options=compile_options, static=static,
-                  static_fallback=static_fallback, dims=dims, **constexprs)
+                  static_fallback=static_fallback, dims=dims, dtypes=dtypes,
+                  **constexprs)
