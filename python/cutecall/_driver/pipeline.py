@@ -147,17 +147,16 @@ class Launcher:
         arrays, and traces; without `describe` the rule places them."""
         call = Call(tuple(args), dict(kwargs or {}), num_outputs, outputs_in_call, order,
                     scalar_value, is_array)
+        bound = self.bind_as(call, output_names=output_names)  # the rule's, or named
+        if self.sig.inspected:  # None where the launcher declares a tensor
+            call_checks.check_nones(self.sig, bound[0].slots, call.args, call.kwargs,
+                                    self._constexpr_names, num_outputs, order,
+                                    fixed=output_names is not None or not num_outputs)
         if output_names is None and num_outputs and describe is not None and \
                 self.sig.inspected:
             self._check_kind()  # before any trace
-            binding, leaves = stage.place(self, call, describe)
-        else:
-            binding, leaves = self.bind_as(call, output_names=output_names)
-        if self.sig.inspected:  # None where the launcher declares a tensor
-            call_checks.check_nones(self.sig, binding.slots, call.args, call.kwargs,
-                                    self._constexpr_names, num_outputs, order,
-                                    fixed=output_names is not None or not num_outputs)
-        return binding, leaves
+            return stage.place(self, call, describe)
+        return bound
 
     @property
     def _constexpr_names(self) -> set:
