@@ -209,9 +209,16 @@ def climb_traces(build: Callable, operands: Sequence, start: Sequence[int], *,
         if traced is not None:
             return Traced(traced[0], spec, masks)
         c.tried = c.last or c.tried
-    first = c.first or c.tried or CompileError(c.cause, kernel=name, arch=arch,
-                                               root_cause=c.cause)
+    first = c.first or c.tried or rejected_error(name, arch, c.cause)
     return Traced(error=c.noted(first) if searched else first, last=c.tried or first)
+
+
+def rejected_error(name: str, arch: str, cause: str, source: str = "") -> CompileError:
+    """The error of a form the DSL rejected before (in this process, or as
+    another recorded): its cause on a first line like a compile's."""
+    error = CompileError("", kernel=name, arch=arch, root_cause=cause, source_line=source)
+    error.args = (error.head() + cause,)
+    return error
 
 
 class _Climb:
@@ -274,7 +281,7 @@ class _Climb:
                 if stored is None and cache.rejected_cause(key):  # the climb stops
                     self.cause = f"{cache.rejected_cause(key)} (rejected earlier in the process)"
                 cache.remember_rejection(key, self.name, source, stored[0] if stored else "")
-                self.last = CompileError(self.cause, root_cause=self.cause, source_line=source)
+                self.last = rejected_error(self.name, self.arch, self.cause, source)
                 return None
             if masks == self.start:
                 self.start_compiled = True
@@ -296,8 +303,7 @@ class _Climb:
             if memory.is_rejected(key) or stored is not None:
                 self.cause = memory.rejected_cause(key) or (stored[0] if stored else self.cause)
                 source = stored[1] if stored else memory.rejected_source(key)
-                self.last = CompileError(self.cause, kernel=self.name, arch=self.arch,
-                                         root_cause=self.cause, source_line=source)
+                self.last = rejected_error(self.name, self.arch, self.cause, source)
                 return None
             try:
                 return (trace(spec),)

@@ -172,9 +172,9 @@ class Launcher:
             return _binding.bind(self.sig, call, self._constexpr_names,
                                  output_names=output_names, evidence=evidence)
         except TypeError:
-            better = call_checks.explain(self.sig, call.args, call.kwargs,
-                                         self._constexpr_names, call.num_outputs,
-                                         call.order)
+            better = call_checks.explain(  # outputs among the arguments: counted there
+                self.sig, call.args, call.kwargs, self._constexpr_names,
+                0 if call.outputs_in_call else call.num_outputs, call.order)
             if better is None:
                 raise
             raise TypeError(better) from None
