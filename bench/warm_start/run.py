@@ -188,8 +188,9 @@ def main(argv=None) -> int:
         return PARTS[argv[0]](argv[1:])
     p = argparse.ArgumentParser(prog="python -m bench.warm_start.run",
                                 description=__doc__.split("\n")[0],
-                                epilog="parts: parallel, cluster, first-step "
-                                       "(python -m bench.warm_start.run PART --help)")
+                                epilog="parts: parallel, cluster, first-step, "
+                                       "first-lowering (python -m bench.warm_start.run "
+                                       "PART --help)")
     p.add_argument("--no-run", action="store_true",
                    help="lower for CUDA instead of running (no GPU needed)")
     p.add_argument("--warm-runs", type=int, default=3, help="warm processes (default 3)")

@@ -134,6 +134,8 @@ class RecipeCalls:
             kernel = kernel or self._kernel(variant)
             if kernel is None or not fits(kernel, *shapes, c.in_layouts, c.out_layouts):
                 continue
+            if kernel.name != self.name:  # a kernel shared with another site
+                kernel = dataclasses.replace(kernel, name=self.name)
             _recipe.used(key, self.target.arch, variant)
             return Found(CompiledCall(variant.name, kernel, variant.scalars, c),
                          tuple(arrays), tuple(scalars))
