@@ -2,7 +2,6 @@
 kernels compiles nothing, and its outputs are bitwise equal to the compiled
 path's (the same kernels, from the pack's bytes)."""
 
-import os
 import textwrap
 
 import pytest
@@ -44,13 +43,11 @@ RUN = textwrap.dedent('''
 def test_a_pack_serves_bitwise_equal_outputs_with_no_compile(tmp_path, monkeypatch):
     import numpy as np
     (tmp_path / "pack_source.py").write_text(SOURCE)
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path) + os.pathsep + os.environ.get(
-        "PYTHONPATH", ""))
+    monkeypatch.syspath_prepend(str(tmp_path))  # children's PYTHONPATH is sys.path
     monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "build-store"))
     compiled = tmp_path / "compiled.npy"
     assert int(run_python(RUN, str(compiled)).split()[-1]) > 0  # the compiled path
     from cutecall.bundle import _pack_cli
-    monkeypatch.syspath_prepend(str(tmp_path))
     arch = cutecall_arch()
     assert _pack_cli.main(["build", "pack_source:configs", "--arch", arch, "--out",
                            str(tmp_path / "attention.pack")]) == 0

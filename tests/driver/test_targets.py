@@ -145,8 +145,9 @@ def test_kernel_objects_built_for_a_target_read_its_device():
     # Outside, the class and the driver are the DSL's own again.
     assert "get_device_multiprocessor_count" in HardwareInfo.__dict__
     assert cuda.cuDeviceGetAttribute is not None
-    with pytest.raises(Exception):
-        HardwareInfo().get_device_multiprocessor_count()  # no GPU: the real query
+    if cutecall._core.device_arch(0) is None:
+        with pytest.raises(Exception):
+            HardwareInfo().get_device_multiprocessor_count()  # no GPU: the real query
 
 
 class NeedsVariable:

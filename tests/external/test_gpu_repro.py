@@ -20,7 +20,10 @@ pytestmark = [pytest.mark.gpu,
 REPROS = {r.case.name.split("[")[0]: r for r in repro_corpus.repros("test")}
 
 
-@pytest.mark.parametrize("name", sorted(REPROS))
+# The Hadamard case's float32 reference (the corpus's Sylvester transform)
+# takes powers of two only; at 640 wide the static forms' check compares the
+# fronts with each other.
+@pytest.mark.parametrize("name", sorted(n for n in REPROS if n != "repro.hadamard640"))
 def test_both_fronts_match_the_authors_bit_for_bit(name):
     r = REPROS[name]
     check_against_authors(r.case, r.jax_args_from_torch)
