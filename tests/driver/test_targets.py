@@ -79,10 +79,14 @@ def test_a_device_of_another_arch_is_an_error_naming_the_variable(monkeypatch):
 
 
 def test_a_driver_device_is_its_table_row_when_it_matches():
-    h200 = devices.from_driver({"capability": (9, 0), "sm_count": 132,
+    h100 = devices.from_driver({"capability": (9, 0), "sm_count": 132,
                                 "smem_per_block_optin": 232448, "smem_per_sm": 233472,
                                 "l2_bytes": 52428800})
-    assert h200.key() == devices.TABLE["h100-sxm"].key()
+    assert h100.key() == devices.TABLE["h100-sxm"].key()
+    h200 = devices.from_driver({"capability": (9, 0), "sm_count": 132,  # as measured
+                                "smem_per_block_optin": 232448, "smem_per_sm": 233472,
+                                "l2_bytes": 62914560})
+    assert h200.name == "h200" and h200.max_active_clusters(4) == 30
     odd = devices.from_driver({"capability": (10, 0), "sm_count": 140,
                                "smem_per_block_optin": 232448, "smem_per_sm": 233472,
                                "l2_bytes": 1 << 27})
@@ -104,8 +108,8 @@ def test_two_sm_counts_give_two_keys_and_two_entries(compiles, monkeypatch):
         assert (arch, how) == ("sm_90a", "compiled")
         assert dict(memory._entries[key].device_reads) == {"sm_count": sms}
     assert compiles() == 2 and keys[0] != keys[1]
-    # An H200 answers as an H100 SXM: the same key, nothing compiled.
-    monkeypatch.setenv("CUTECALL_DEVICE", "h200")
+    # The same device again: the same key, nothing compiled.
+    monkeypatch.setenv("CUTECALL_DEVICE", "h100-sxm")
     lower(copy_call(), sds((8192,)))
     assert compiles() == 2
 

@@ -5,8 +5,8 @@ these into its launch code, so they are part of every key (``target``).
 
 With a GPU, a device's properties come from its driver
 (``_core.device_props``) and are matched to a row of :data:`TABLE` by
-compute capability and SM count (the row's numbers are then the device's:
-one key for a CPU-built entry and the GPU that runs it). Without one, the
+compute capability, SM count and L2 (the row's numbers are then the
+device's: one key for a CPU-built entry and the GPU that runs it). Without one, the
 row named by ``$CUTECALL_DEVICE`` or the arch's default row answers.
 
 Sources, per row (``DeviceProps.source``):
@@ -16,8 +16,9 @@ Sources, per row (``DeviceProps.source``):
   per-capability table, the same numbers the CuTe DSL keeps
   (``cutlass.cutlass_dsl.SMEM_CAPACITY_MAP``: 227 KiB on sm_90/100/103, 163
   KiB on sm_80, 99 KiB on sm_86/89/120/121); per SM 1 KiB more.
-* Max active clusters: ``sm_count // size`` unless a row says it measured
-  them (clusters need their SMs in one GPC, so a real device may fit fewer).
+* Max active clusters: measured where a row says so (an H200: 132, 66, 30,
+  15, 7 for sizes 1 to 16), else ``sm_count // size`` (clusters need their
+  SMs in one GPC, so a real device may fit fewer).
 No framework, no CuTe DSL.
 """
 
@@ -69,12 +70,19 @@ def _row(name, capability, sms, smem_kib, l2_mib, source, clusters=()):
 
 
 _HOPPER = "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022)"
+# cuOccupancyMaxActiveClusters (HardwareInfo.get_max_active_clusters) on an
+# H200 for cluster sizes 1, 2, 4, 8, 16: clusters stay inside a GPC.
+_GH100_CLUSTERS = (132, 66, 30, 15, 7)
 _BLACKWELL = "NVIDIA Blackwell Architecture Technical Brief (2024)"
 TABLE: dict[str, DeviceProps] = {row.name: row for row in (
-    _row("h100-sxm", (9, 0), 132, 227, 50, _HOPPER + ": H100 SXM5, 132 SMs, 50 MB L2"),
+    _row("h100-sxm", (9, 0), 132, 227, 50, _HOPPER + ": H100 SXM5, 132 SMs, 50 MB L2; "
+         "max active clusters as measured on an H200 (the same 132-SM GH100)",
+         _GH100_CLUSTERS),
     _row("h100-pcie", (9, 0), 114, 227, 50, _HOPPER + ": H100 PCIe, 114 SMs, 50 MB L2"),
-    _row("h200", (9, 0), 132, 227, 50,
-         "NVIDIA H200 datasheet (2024): the GH100 of H100 SXM5, 132 SMs, 50 MB L2"),
+    _row("h200", (9, 0), 132, 227, 60,
+         "NVIDIA H200 datasheet (2024): the GH100 of H100 SXM5, 132 SMs; L2 (60 MiB) and "
+         "max active clusters measured on an H200 (driver 580, HardwareInfo, 2026-11-28)",
+         _GH100_CLUSTERS),
     _row("b200", (10, 0), 148, 227, 126, _BLACKWELL + ": B200, 148 SMs, 126 MB L2"),
     _row("gb200", (10, 0), 148, 227, 126,
          _BLACKWELL + ": GB200's Blackwell GPUs are B200s (148 SMs)"),
@@ -150,9 +158,13 @@ def from_driver(props: dict, name: str = "") -> DeviceProps:
     env = os.environ.get(DEVICE_ENV)
     if env:
         return named(env, f"sm_{capability[0]}{capability[1]}a")
-    for row in TABLE.values():
-        if row.capability == capability and row.sm_count == props["sm_count"]:
+    same = [row for row in TABLE.values()
+            if row.capability == capability and row.sm_count == props["sm_count"]]
+    for row in same:  # the row whose L2 is the driver's, else the first
+        if row.l2_bytes == props.get("l2_bytes"):
             return row
+    if same:
+        return same[0]
     return DeviceProps(name or f"sm_{capability[0]}{capability[1]} with "
                        f"{props['sm_count']} SMs", capability, int(props["sm_count"]),
                        int(props["smem_per_block_optin"]), int(props["smem_per_sm"]),
