@@ -12,6 +12,8 @@
 #                              cu12 only), jax/jaxlib 0.8.1 (oldest)   compiles, examples, JAX lowering
 #   torch-only         3.10    wheel[torch] (cu12), no jax             the torch front
 #   jax-only           3.12    wheel[jax,cu13], no torch               the JAX front and bundles
+#   products           3.12    wheel[cu13,attention,quack,test]        the products' own tests
+#                              (their extras alone)                    (attention, QuACK)
 #
 # The venvs live in build/ci/<name>, recreated each run and removed once its
 # tests pass (each is 1-6 GiB: torch and jax pull CUDA wheels; four at once
@@ -83,7 +85,7 @@ print("cutecall", cutecall.__version__, flavour.selected().name, sys.version.spl
 EOF
 }
 
-want="${MATRIX:-all-cu13 cu12-oldest-jax torch-only jax-only}"
+want="${MATRIX:-all-cu13 cu12-oldest-jax torch-only jax-only products}"
 for name in $want; do
   case "$name" in
     all-cu13)
@@ -98,6 +100,9 @@ for name in $want; do
     jax-only)
       run_venv jax-only 3.12 "@WHEEL@[jax,cu13,test]" "$(check cu13 True False)" \
         "tests/jax tests/bundle" ;;
+    products)  # the [attention] and [quack] extras bring exactly what the products need
+      run_venv products 3.12 "@WHEEL@[cu13,attention,quack,test]" "$(check cu13 True True)" \
+        "tests/attention/test_flash_attention.py tests/attention/test_attention_targets.py tests/quack/test_quack_gemm.py tests/quack/test_quack_jax.py tests/test_warm_process.py" ;;
     *) echo "unknown venv $name" >&2; exit 2 ;;
   esac
 done
