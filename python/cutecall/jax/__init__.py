@@ -33,10 +33,11 @@ from ._call import CutlassCall, TracedCall
 from ._recipe import RecipeCall
 from ._compile import compile
 from ._contract import CompiledCall, jax_export_checks, register
+from ._varying import varying_axes
 
 __all__ = ["cutlass_call", "CutlassCall", "RecipeCall", "TracedCall", "differentiable",
            "Differentiable",
            "DifferentiationError", "BatchModes", "VmapFallbackWarning",
-           "CompiledCall", "compile", "jax_export_checks", "register"]
+           "CompiledCall", "compile", "jax_export_checks", "register", "varying_axes"]
 
 _cache.share_from_env()     # CUTECALL_CACHE_JAX: JAX's cache beside the remote tier

@@ -13,6 +13,16 @@ def _varying(aval) -> frozenset:
     return getattr(getattr(aval, "mat", None), "varying", None) or frozenset()
 
 
+def varying_axes(x) -> frozenset:
+    """The ``shard_map`` manual mesh axes array `x` varies over (JAX's
+    ``check_vma``; empty outside ``shard_map``): its cotangents are summed
+    over them in reverse mode::
+
+        cutecall.jax.varying_axes(x)   # frozenset({'dp'}) inside shard_map
+    """
+    return _varying(jax.typeof(x))
+
+
 def match_varying(args) -> list:
     """`args` cast to vary over the union of their manual axes, as JAX's
     own primitives are (so reverse mode sums the cotangents of invariant

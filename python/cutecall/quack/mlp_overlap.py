@@ -58,9 +58,8 @@ AUTO_CHUNKS = 1  # blocks per weight gradient when the caller does not say
 def under_shard_map(x) -> bool:
     """Whether `x` varies over ``shard_map`` manual mesh axes (check_vma,
     JAX's default): its gradients' cotangents will be summed over them."""
-    import jax
-    from cutecall.jax._varying import _varying
-    return bool(_varying(jax.typeof(x)))
+    from cutecall.jax import varying_axes
+    return bool(varying_axes(x))
 
 
 def resolve(grad_overlap, grad_chunks, x, d: int, d_out: int) -> tuple[bool, int]:
