@@ -65,7 +65,7 @@ def clean_process(monkeypatch, store, **env):
 
 def test_a_pack_serves_a_clean_process_with_no_compile(source, tmp_path, monkeypatch,
                                                        compiles):
-    pack = tmp_path / "vector.pack"
+    pack = tmp_path / "packs" / "vector.pack"  # its folder made on the way
     assert _pack_cli.main(["build", "pack_source:configs", "--arch", "sm_90a,sm_100a",
                            "--out", str(pack)]) == 0
     table = packs.read_table(str(pack))
@@ -99,3 +99,10 @@ def test_a_source_that_makes_no_recipe_call_is_an_error(tmp_path):
         _pack.build_pack(str(tmp_path / "p"), lambda arch: iter(()), archs=["sm_90a"])
     assert _pack_cli.main(["build", "nomodule", "--arch", "sm_90a", "--out",
                            str(tmp_path / "q")]) == 1
+
+
+def test_an_existing_pack_is_refused_before_any_compile(source, tmp_path, compiles):
+    (tmp_path / "p").mkdir()
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        _pack.build_pack(str(tmp_path / "p"), source.configs, archs=["sm_90a"])
+    assert compiles() == 0

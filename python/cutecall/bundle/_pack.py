@@ -67,6 +67,10 @@ def build_pack(path: str, source, *, archs: Iterable[str], name: str = "",
     are compiled."""
     start = time.perf_counter()
     archs = tuple(archs)
+    path = os.path.abspath(os.fspath(path))
+    if os.path.lexists(path) and not overwrite:  # before any compile
+        raise FileExistsError(f"cutecall: pack {path!r} exists; pass overwrite=True")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     found = collect(source, archs, **options)
     if not found:
         raise ValueError(f"cutecall: pack source {source!r} made no recipe calls for "
@@ -80,9 +84,6 @@ def build_pack(path: str, source, *, archs: Iterable[str], name: str = "",
         entry = f"{v.name[:100]}.{v.key[:12]}"
         records[entry] = CallRecord(entry, kernel, v.scalars, v.contract)
         table.setdefault(key, {"arch": arch, "entries": []})["entries"].append(entry)
-    path = os.path.abspath(os.fspath(path))
-    if os.path.lexists(path) and not overwrite:
-        raise FileExistsError(f"cutecall: pack {path!r} exists; pass overwrite=True")
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-",
                            dir=os.path.dirname(path))
     try:
