@@ -154,6 +154,28 @@ def test_kernel_objects_built_for_a_target_read_its_device():
             HardwareInfo().get_device_multiprocessor_count()  # no GPU: the real query
 
 
+def test_torch_device_queries_answer_with_the_target_once_torch_is_imported():
+    """cuDNN's and FlashInfer's host code asks torch for the capability and
+    the opt-in shared memory when it builds a kernel object; inside
+    ``building()`` torch answers with the target's device, recorded as
+    read, and is itself again outside."""
+    torch = pytest.importorskip("torch")
+    before = {n: getattr(torch.cuda, n) for n in (
+        "get_device_capability", "get_device_properties", "is_available", "current_device")}
+    target = cutecall.current_target("sm_100a", device="b200")
+    with target.building():
+        assert torch.cuda.get_device_capability() == (10, 0)
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        assert (props.major, props.minor, props.multi_processor_count) == (10, 0, 148)
+        assert props.shared_memory_per_block_optin == 227 * 1024
+        assert torch.cuda.is_available()
+        assert hardware.reads() == {"sm_count": 148, "smem_per_block_optin": 227 * 1024}
+        if cutecall._core.device_arch(0) is None:
+            with pytest.raises(AttributeError, match="total_memory.*'b200'"):
+                props.total_memory  # noqa: B018 (no GPU here to ask)
+    assert {n: getattr(torch.cuda, n) for n in before} == before
+
+
 class NeedsVariable:
     """Traces only when an environment variable (outside every key) is set."""
 

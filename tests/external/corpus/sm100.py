@@ -17,7 +17,6 @@ third-party package, the DSL, torch and JAX when called.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from typing import Any, Callable
 
@@ -60,37 +59,6 @@ def target(device=None):
 def building(device=None):
     """Kernel objects built inside are for :func:`target`."""
     return target(device).building()
-
-
-@contextlib.contextmanager
-def torch_sees_target(device=None):
-    """Inside, torch's CUDA device queries (``is_available``,
-    ``current_device``, ``get_device_capability``,
-    ``get_device_properties``) answer with :func:`target`'s device, as
-    cutecall's ``building()`` answers ``HardwareInfo`` and the driver's:
-    cuDNN's and FlashInfer's host code asks torch (for the capability, the
-    opt-in shared memory per block) when it checks support or sizes a
-    kernel object. Restored afterwards."""
-    import types
-
-    import torch
-    props = target(device).device
-    answers = types.SimpleNamespace(
-        name=props.name, major=props.capability[0], minor=props.capability[1],
-        multi_processor_count=props.sm_count, l2_cache_size=props.l2_bytes,
-        shared_memory_per_block_optin=props.smem_per_block_optin,
-        shared_memory_per_multiprocessor=props.smem_per_sm)
-    patched = {"is_available": lambda: True, "current_device": lambda: 0,
-               "get_device_capability": lambda *a: props.capability,
-               "get_device_properties": lambda *a: answers}
-    saved = {name: getattr(torch.cuda, name) for name in patched}
-    for name, answer in patched.items():
-        setattr(torch.cuda, name, answer)
-    try:
-        yield answers
-    finally:
-        for name, original in saved.items():
-            setattr(torch.cuda, name, original)
 
 
 def meta(shape, dtype=None):
