@@ -1,8 +1,7 @@
-"""cutecall.attention's options on a GPU (part two of two; the other is
-``test_gpu_flash_attention_options.py``): learnable sinks and their
-gradient, head dims 96/192/256 and 192/128, seqused, paged KV decoding,
-and vmap over dense and packed calls. Each case checks
-outputs, LSE and the gradients against the float32 reference
+"""cutecall.attention's options on a GPU (beside ``test_gpu_flash_attention_options.py``,
+``_ragged.py`` and ``_head_dims.py``): learnable sinks and their gradient,
+seqused, paged KV decoding, and vmap over dense and packed calls. Each case
+checks outputs, LSE and the gradients against the float32 reference
 (``attention_checks.check``)."""
 
 import os
@@ -33,14 +32,6 @@ def test_learnable_sink_and_its_gradient(sink_dtype):
     k, v = normal(1, (2, 257, 2, 128), bf16), normal(2, (2, 257, 2, 128), bf16)
     sink = normal(3, (8,), sink_dtype)
     check(q, k, v, causal=True, learnable_sink=sink)
-
-
-@pytest.mark.parametrize("d, dv, hkv", [(96, 96, 2), (192, 192, 4), (256, 256, 4),
-                                        (192, 128, 4)])
-def test_head_dims(d, dv, hkv):
-    q = normal(0, (2, 300, 4, d), bf16)
-    k, v = normal(1, (2, 300, hkv, d), bf16), normal(2, (2, 300, hkv, dv), bf16)
-    check(q, k, v, causal=True)
 
 
 def test_seqused_dense():

@@ -1,7 +1,7 @@
-"""cutecall.attention's options on a GPU (part one of two; the other is
-``test_gpu_flash_attention_decode.py``): packed ragged sequences (lengths
-not multiples of any tile), sliding windows at their edges, softcap, fp16,
-score and mask mods with aux tensors and runtime scalars. Each case checks
+"""cutecall.attention's options on a GPU (one of three files; the others are
+``test_gpu_flash_attention_ragged.py`` and ``test_gpu_flash_attention_decode.py``):
+sliding windows at their edges, softcap, fp16, score and mask mods with aux
+tensors and runtime scalars. Each case checks
 outputs, LSE and the gradients against the float32 reference
 (``attention_checks.check``)."""
 
@@ -17,26 +17,11 @@ if HERE not in sys.path:
     sys.path.insert(0, HERE)
 
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 from attention_checks import bf16, check, f16, f32, normal  # noqa: E402
 from cutecall.attention import reference as R  # noqa: E402
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.mark.parametrize("lengths, causal, window, hkv", [
-    ([1, 129, 387], True, (64, None), 2),      # causal sliding window, GQA
-    ([77, 300, 5], False, (32, 17), 4),        # two-sided window, MHA
-    ([200, 1, 513], True, (None, None), 1),    # MQA
-])
-def test_packed_ragged_sequences(lengths, causal, window, hkv):
-    cu = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int32)
-    total = int(cu[-1])
-    q = normal(0, (total, 4, 128), bf16)
-    k, v = normal(1, (total, hkv, 128), bf16), normal(2, (total, hkv, 128), bf16)
-    check(q, k, v, causal=causal, window_size=window, cu_seqlens_q=jnp.asarray(cu),
-          cu_seqlens_k=jnp.asarray(cu), max_seqlen_q=max(lengths))
 
 
 def test_window_edges_softcap_fp16_and_sq_ne_sk():

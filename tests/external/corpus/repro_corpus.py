@@ -30,6 +30,7 @@ Sizes: ``"test"`` small odd shapes (CPU compiles, GPU numerics),
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 from typing import Any, Callable
@@ -102,6 +103,15 @@ def _static_fake(dtype, shape):
 
 
 @functools.lru_cache(maxsize=None)
+def _building():
+    """The target's ``building()`` (device queries answer for the target);
+    nothing on a cutecall older than targets: the old side of an A/B run,
+    which runs this checkout's benchmarks against an older build."""
+    import cutecall
+    target = getattr(cutecall, "current_target", None)
+    return target().building() if target else contextlib.nullcontext()
+
+
 def _authors_static(build: Callable, shapes: tuple, scalars: tuple):
     """``cute.compile`` of ``build()`` for tensors of exactly `shapes`
     ((cutlass dtype name, shape) pairs) and runtime `scalars` (DSL type
@@ -109,11 +119,10 @@ def _authors_static(build: Callable, shapes: tuple, scalars: tuple):
     import cutlass
     import cutlass.cute as cute
 
-    import cutecall
     args = [_static_fake(getattr(cutlass, d), s) for d, s in shapes]
     args += [getattr(cutlass, t)(0) for t in scalars]
     args.append(cute.runtime.make_fake_stream(use_tvm_ffi_env_stream=True))
-    with cutecall.current_target().building():
+    with _building():
         return cute.compile(build(), *args, options="--enable-tvm-ffi")
 
 
@@ -290,13 +299,12 @@ def _topk(m: int, n: int, k: int) -> Repro:
         import cutlass
         import cutlass.cute as cute
 
-        import cutecall
         from cutecall._driver.dsl import compile_args
         if device != "meta":
             return mod("quack.topk").TopK.compile(cutlass.BFloat16, n, k, False)
         cap = compile_args(mod("quack.topk").TopK.compile.__wrapped__,
                            cutlass.BFloat16, n, k, False)
-        with cutecall.current_target().building():
+        with _building():
             return cute.compile(cap.kernel, *cap.args, **cap.kwargs)
 
     def authors_torch(x, values, indices):
@@ -337,13 +345,12 @@ def _hadamard(m: int, n: int) -> Repro:
         import cutlass
         import cutlass.cute as cute
 
-        import cutecall
         from cutecall._driver.dsl import compile_args
         ht = mod(quack_hadamard_corpus.HADAMARD).HadamardTransform
         if device != "meta":
             return ht.compile(cutlass.BFloat16, n, False)
         cap = compile_args(ht.compile.__wrapped__, cutlass.BFloat16, n, False)
-        with cutecall.current_target().building():
+        with _building():
             return cute.compile(cap.kernel, *cap.args, **cap.kwargs)
 
     case = dataclasses.replace(base, name=f"repro.hadamard640[bf16 {m}x{n}]")
