@@ -45,6 +45,9 @@ How it is built (the template for wrapping any CuTe DSL library; see
    ``cutecall.differentiable`` (preprocess, main backward, postprocess),
    with forward mode from :mod:`~cutecall.attention.jvp`.
 
+FA4's block sparsity (``block_sparse_tensors=``, a :class:`BlockSparseTensors`)
+is :mod:`~cutecall.attention.block_sparsity`.
+
 Also here: :func:`block_sparse_attention` (cuDNN frontend's sm90
 block-sparse attention, differentiable: :mod:`~cutecall.attention.block_sparse`),
 :mod:`~cutecall.attention.reference` (float32 references and FA4-form
@@ -61,11 +64,12 @@ import math
 
 from . import jvp as fj, kernels as fk
 from .block_sparse import block_sparse_attention
+from .block_sparsity import BlockSparseTensors, launch_tuple
 from .checks import NAME, check
 from .config import Config, aux_data
 from .limits import backward_unsupported
 
-__all__ = ["attention", "Config", "block_sparse_attention"]
+__all__ = ["attention", "Config", "BlockSparseTensors", "block_sparse_attention"]
 
 
 def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
@@ -74,7 +78,8 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
               seqused_q=None, seqused_k=None, max_seqlen_q=None,
               max_seqlen_k=None, page_table=None, learnable_sink=None,
               aux_tensors=None, aux_scalars=None, scale=None,
-              return_lse: bool = False, num_splits: int = 1):
+              return_lse: bool = False, num_splits: int = 1,
+              block_sparse_tensors=None, block_sparse_tensors_bwd=None):
     """Softmax attention ``softmax(scale * q k^T [+ mods, masks]) v`` with
     FA4's kernels for the target arch, differentiable in q, k, v (and
     learnable_sink).
@@ -129,6 +134,15 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
         combine kernel; 0 picks n by FA4's heuristic from the target
         device's SM count (decoding: few queries, many keys), and is 1 on
         the archs FA4 does not split on.
+      block_sparse_tensors, block_sparse_tensors_bwd: FA4's block sparsity
+        (FlexAttention's BlockMask), sm90 and sm100, dense layouts: a
+        :class:`BlockSparseTensors` of int32 arrays per query block (the
+        forward; kv blocks absent from both lists are skipped, "mask" blocks
+        run ``mask_mod``, "full" blocks do not) and its transpose per kv
+        block (the backward; without it FA4's backward runs dense with the
+        mask_mod). Counts (B|1, H|1, blocks), indices (B|1, H|1, blocks, n);
+        ``block_size`` (q, kv) is compile-time (sm100 prefill: q a multiple
+        of 256), the arrays runtime (:mod:`~cutecall.attention.block_sparsity`).
 
     Returns:
       o: q's shape with Dv, q's dtype; ``(o, lse)`` with ``return_lse``.
@@ -152,7 +166,9 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
                     max_seqlen_k=max_seqlen_k, page_table=page_table,
                     learnable_sink=learnable_sink, aux_tensors=aux_tensors,
                     aux_scalars=aux_scalars, scale=scale, num_splits=num_splits,
-                    target=cutecall.current_target())
+                    target=cutecall.current_target(),
+                    block_sparse_tensors=block_sparse_tensors,
+                    block_sparse_tensors_bwd=block_sparse_tensors_bwd)
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
     lead = checked.lead
     if lead is not None and len(lead) != 1:  # fold (or add) the batch dims into one
@@ -163,8 +179,10 @@ def attention(q, k, v, *, causal: bool = False, window_size=(None, None),
     hints = checked.max_seqlen if checked.config.family == "sm100" else (None, None)
     f = _differentiable(checked.config, scale, checked.window, scalars, bool(return_lse),
                         hints)
+    sparse = tuple(launch_tuple(t, q.shape[0], q.shape[-2])
+                   for t in (block_sparse_tensors, block_sparse_tensors_bwd))
     out = f(q, k, v, learnable_sink, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
-            page_table, tuple(aux_tensors) if aux_tensors is not None else None)
+            page_table, tuple(aux_tensors) if aux_tensors is not None else None, *sparse)
     if lead is None or len(lead) == 1:
         return out
     o, lse = out if return_lse else (out, None)
@@ -184,10 +202,12 @@ def _differentiable(c: Config, scale: float, window: tuple, scalars: tuple,
     left, right = window
     aux_scalars = tuple(t(value) for t, value in scalars) or None
 
-    def forward(q, k, v, sink, cu_q, cu_k, used_q, used_k, pages, aux):
+    def forward(q, k, v, sink, cu_q, cu_k, used_q, used_k, pages, aux, sparse=None,
+                _sparse_bwd=None):
+        kw = {} if sparse is None else dict(sparse=sparse)
         return fk.forward(c)(q, k, v, scale, cu_q, cu_k, used_q, used_k, pages,
                              left, right, sink, aux_data(aux, aux_scalars),
-                             max_seqlen_q=max_seqlen[0])
+                             max_seqlen_q=max_seqlen[0], **kw)
 
     def primal(*args):
         o, lse = forward(*args)
@@ -216,7 +236,7 @@ def _backward(c: Config, scale: float, window: tuple, aux_scalars, max_seqlen: t
     postprocess of the float32 accumulators (dQ; GQA's dK and dV) -- none
     after sm100's hd256 kernel, which writes dQ, dK and dV itself."""
     import jax.numpy as jnp
-    (q, k, v, sink, cu_q, cu_k, used_q, used_k, _pages, aux), o, lse = res
+    (q, k, v, sink, cu_q, cu_k, used_q, used_k, _pages, aux, _sparse, sparse), o, lse = res
     (do, dlse), (left, right) = cts, window
     aux = aux_data(aux, aux_scalars)
     dpsum, lse_log2, dq_accum = fk.preprocess(c, dlse is not None)(
@@ -230,13 +250,14 @@ def _backward(c: Config, scale: float, window: tuple, aux_scalars, max_seqlen: t
                           c.dkv_accum_shapes(batch, seqlen_k, k.shape[-2]))
     dq_accum, dk, dv = fk.backward(c)(
         q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
-        cu_q, cu_k, used_q, used_k, left, right, aux, max_seqlen=max_seqlen)
+        cu_q, cu_k, used_q, used_k, left, right, aux, max_seqlen=max_seqlen, sparse=sparse)
+    rest = (None,) * 8  # no cotangents for cu_q .. sparse_bwd
     if c.bwd_hd256:
-        return dq_accum, dk, dv, None, None, None, None, None, None, None
+        return dq_accum, dk, dv, None, *rest
     post_dq = functools.partial(fk.postprocess(c, "dq"), dq_accum, q, scale, cu_q, used_q)
     # With a sink, FA4 reduces dsink in the same dQ postprocess launch.
     dq, dsink = (post_dq(), None) if sink is None else post_dq(sink=(dpsum, lse, sink))
     if gqa:
         dk = fk.postprocess(c, "dkv")(dk, k, scale, cu_k, used_k)
         dv = fk.postprocess(c, "dkv" if c.dv == c.hdim else "dv")(dv, v, 1.0, cu_k, used_k)
-    return dq, dk, dv, dsink, None, None, None, None, None, None
+    return dq, dk, dv, dsink, *rest

@@ -16,7 +16,7 @@ import dataclasses
 import numbers
 from typing import Optional
 
-from . import facts, limits, selection
+from . import block_sparsity as bsp, facts, limits, selection
 from .archs import NAME, family, head_dims
 from .config import DTYPES, SINK_DTYPES, Config
 from .limits import fail
@@ -134,7 +134,8 @@ def _layout(qs, ks, vs, cu_seqlens_q, cu_seqlens_k, page_table):
 def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
           mask_mod, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
           max_seqlen_q, max_seqlen_k, page_table, learnable_sink, aux_tensors,
-          aux_scalars, scale, num_splits=1, target=None) -> Checked:
+          aux_scalars, scale, num_splits=1, target=None, block_sparse_tensors=None,
+          block_sparse_tensors_bwd=None) -> Checked:
     """Validates every argument of ``attention`` (see its docstring) for
     `target` (a ``cutecall.Target``; default ``cutecall.current_target()``)."""
     if target is None:
@@ -169,6 +170,9 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         fail(f"scale must be a Python float (a runtime value), got {scale!r}")
     causal, local, left, right = _window(causal, window_size, mask_mod)
+    sparse, sparse_full, sparse_heads = bsp.pattern(block_sparse_tensors, "block_sparse_tensors")
+    sparse_bwd, sparse_bwd_full, _ = bsp.pattern(block_sparse_tensors_bwd,
+                                                 "block_sparse_tensors_bwd")
     config = Config(
         dtype, d, h // hkv, causal, hdim_v=dv if dv != d else 0, local=local,
         window_left=left is not None, window_right=right is not None,
@@ -177,7 +181,9 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
         cu_seqlens_q=cu_seqlens_q is not None, cu_seqlens_k=cu_seqlens_k is not None,
         seqused_q=seqused_q is not None, seqused_k=seqused_k is not None,
         paged_kv=page_table is not None,
-        sink_dtype=str(learnable_sink.dtype) if learnable_sink is not None else "")
+        sink_dtype=str(learnable_sink.dtype) if learnable_sink is not None else "",
+        sparse_block=sparse, sparse_full=sparse_full, sparse_bwd_block=sparse_bwd,
+        sparse_bwd_full=sparse_bwd_full)
     paged = page_table is not None
     x = selection.Extents(
         batch=batch, seqlen_q=None if cu_seqlens_q is not None else qs[-3],
@@ -186,13 +192,26 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
         page_size=ks[1] if paged else None,
         pages_per_seq=_shape(page_table, "page_table")[1] if paged else 0,
         max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k, window=(left, right),
-        num_splits=int(num_splits))
+        num_splits=int(num_splits), sparse_heads=sparse_heads)
     config = selection.select(config, target, x)
     if paged:  # FA4: pages load by TMA when a page is a tile
         config = dataclasses.replace(config, paged_kv_tma=ks[1] == config.fwd.n_block_size)
     limits.check_forward(config, int(num_splits))
+    if sparse or sparse_bwd:  # dense layouts only (limits): q (..., Sq, H, D)
+        _sparse_shapes(config, block_sparse_tensors, block_sparse_tensors_bwd, batch, h,
+                       qs[-3], ks[-3])
     return Checked(config, (left, right), _scalars(aux_scalars), lead,
                    (max_seqlen_q, max_seqlen_k))
+
+
+def _sparse_shapes(c: Config, fwd, bwd, batch: int, heads: int, sq: int, sk: int) -> None:
+    """The block-sparse tensors' shapes and block sizes against FA4's tiles
+    (the backward's where FA4 has a block-sparse backward for `c`; where it
+    has none, differentiating says so: ``limits.backward_unsupported``)."""
+    if fwd is not None:
+        bsp.check_forward(c, fwd, batch, heads, sq, sk)
+    if bwd is not None and c.family in ("sm90", "sm100") and not c.bwd_hd256:
+        bsp.check_backward(c, bwd, batch, heads, sq, sk)
 
 
 def _lengths(batch, lead, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,

@@ -71,6 +71,11 @@ class Config:
     bwd_cluster: int = 1       # sm100 backward: cluster size (2 with 2-CTA)
     bwd_2cta: bool = False     # sm100 backward: 2-CTA MMA
     bwd_hd256: bool = False    # sm100 backward: FA4's dedicated hd256 kernel
+    # FA4's block sparsity (block_sparsity.py): (q, kv) block sizes; (): off.
+    sparse_block: tuple = ()   # the forward's block_sparse_tensors
+    sparse_full: bool = False  # ... with full_block_cnt/idx
+    sparse_bwd_block: tuple = ()  # the backward's (q-direction) tensors
+    sparse_bwd_full: bool = False
 
     @property
     def dv(self) -> int:
@@ -108,7 +113,8 @@ class Config:
         a namespace of its fields (on sm90 FA4's answer, remembered by
         :mod:`~cutecall.attention.facts`)."""
         if self.family == "sm90":
-            return facts.sm90_tiles("fwd", self.hdim, self.dv, self.causal, self.local)
+            return facts.sm90_tiles("fwd", self.hdim, self.dv, self.causal, self.local,
+                                    self.sparse_block)
         tile_m, tile_n = self.tile
         return types.SimpleNamespace(m_block_size=tile_m, n_block_size=tile_n,
                                      mma_pv_is_rs=True, intra_wg_overlap=True,
@@ -118,8 +124,29 @@ class Config:
     def bwd(self):
         """FA4's ``BwdConfig`` of the backward, as a namespace of its fields."""
         if self.family == "sm90":
-            return facts.sm90_tiles("bwd", self.hdim, self.dv, self.causal, self.local)
+            return facts.sm90_tiles("bwd", self.hdim, self.dv, self.causal, self.local,
+                                    self.sparse_bwd_block[:1])
         return bwd_config(self.family, self.hdim, self.bwd_tile_n)
+
+    @property
+    def subtile_factors(self) -> tuple:
+        """The forward's (q_subtile_factor, kv_subtile_factor): tiles per
+        sparse block (FA4's ``normalize_block_sparse_config``); (1, 1) dense."""
+        if not self.sparse_block:
+            return 1, 1
+        cfg = self.fwd
+        q_tile = cfg.m_block_size * (self.q_stage if self.family == "sm100" else 1)
+        return self.sparse_block[0] // q_tile, self.sparse_block[1] // cfg.n_block_size
+
+    @property
+    def bwd_subtile_factors(self) -> tuple:
+        """The backward's (q_subtile_factor, kv_subtile_factor), as
+        ``_flash_attn_bwd``: (2, 1) without its block-sparse tensors."""
+        if not self.sparse_bwd_block:
+            return 2, 1
+        cfg = self.bwd
+        kv = self.sparse_bwd_block[1] // cfg.n_block_size if self.family == "sm100" else 1
+        return self.sparse_bwd_block[0] // cfg.m_block_size, kv
 
     def fwd_score_mod(self):
         """The forward's score_mod: softcap as FA4 builds it, else the user's."""
@@ -201,7 +228,8 @@ class Config:
                  f"g{self.qhead_per_kvhead}"]
         flags = (("causal", self.causal), ("local", self.local), ("softcap", self.softcap),
                  ("score", self.score_mod is not None), ("mask", self.mask_mod is not None),
-                 ("varlen", self.varlen), ("paged", self.paged_kv), ("sink", self.sink_dtype))
+                 ("varlen", self.varlen), ("paged", self.paged_kv), ("sink", self.sink_dtype),
+                 ("sparse", bool(self.sparse_block or self.sparse_bwd_block)))
         if self.family != "sm90":
             flags += ((self.arch, True), (f"q{self.q_stage}", self.family == "sm100"),
                       ("2cta", self.two_cta), (f"split{self.num_splits}", self.num_splits > 1))

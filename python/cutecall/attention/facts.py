@@ -32,11 +32,14 @@ def fa4(module: str):
     return cutecall.import_skipping_init([module], SKIP_INIT)[0]
 
 
-def _sm90_tiles(kind: str, hdim: int, dv: int, causal: bool, local: bool) -> dict:
+def _sm90_tiles(kind: str, hdim: int, dv: int, causal: bool, local: bool,
+                sparse: tuple = ()) -> dict:
     interface = fa4("flash_attn.cute.interface")
     tile_size = interface._tile_size_fwd_sm90 if kind == "fwd" else \
         interface._tile_size_bwd_sm90
-    cfg = tile_size(hdim, dv, causal, local)
+    cfg = tile_size(hdim, dv, causal, local, sparse_block_size_q=sparse[0] if sparse else None)
+    if kind == "fwd" and sparse:  # block_size given: FA4 fits the tile to it
+        cfg = interface._fit_sm90_fwd_tile_to_block_sparsity(cfg, *sparse)
     return {f: getattr(cfg, f) for f in _fields(cfg)}
 
 
@@ -48,12 +51,15 @@ def _fields(cfg) -> list:
 
 
 @functools.lru_cache(maxsize=256)
-def sm90_tiles(kind: str, hdim: int, dv: int, causal: bool, local: bool):
+def sm90_tiles(kind: str, hdim: int, dv: int, causal: bool, local: bool, sparse: tuple = ()):
     """FA4's ``_tile_size_fwd_sm90`` (`kind` "fwd") or ``_tile_size_bwd_sm90``
-    ("bwd") for these options, as a namespace of its fields."""
+    ("bwd") for these options, as a namespace of its fields. `sparse`: the
+    block sparsity's (q, kv) block size (forward) or (q,) (backward), as
+    FA4 passes ``sparse_block_size_q`` (and fits the forward's tile)."""
     import cutecall
-    fields = cutecall.recipe_fact("fa4-sm90-tiles", (kind, hdim, dv, causal, local),
-                                  lambda: _sm90_tiles(kind, hdim, dv, causal, local),
+    key = (kind, hdim, dv, causal, local) + ((tuple(sparse),) if sparse else ())
+    fields = cutecall.recipe_fact("fa4-sm90-tiles", key,
+                                  lambda: _sm90_tiles(kind, hdim, dv, causal, local, sparse),
                                   packages=PACKAGES)
     return types.SimpleNamespace(**fields)
 

@@ -195,8 +195,10 @@ def score_tangent(q, k, v, o, lse, q_dot, k_dot, *, scale: float,
 
 
 # The primal of cutecall.attention._differentiable: (q, k, v, learnable_sink,
-# cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, aux_tensors).
-_ARGS = ("q", "k", "v", "sink", "cu_q", "cu_k", "used_q", "used_k", "pages", "aux")
+# cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, page_table, aux_tensors,
+# and FA4's blocksparse tuples of the forward and the backward).
+_ARGS = ("q", "k", "v", "sink", "cu_q", "cu_k", "used_q", "used_k", "pages", "aux",
+         "sparse", "sparse_bwd")
 
 
 def jvp_rule(c, scale: float, *, window_size=(None, None),
@@ -259,8 +261,9 @@ def jvp_rule(c, scale: float, *, window_size=(None, None),
                  f"equivalent as cutecall.attention.jvp.jvp_rule({name[:-4]}=...)")
         a = dict(zip(_ARGS, primals), **dict.fromkeys(_ARGS[len(primals):]))
         q, k, v, sink = a["q"], a["k"], a["v"], a["sink"]
-        if a["pages"] is not None:
-            fail("page_table", "the rule does not gather paged KV")
+        if a["pages"] is not None or a["sparse"] is not None:
+            fail("page_table" if a["sparse"] is None else "block_sparse_tensors",
+                 "the rule does not gather paged KV or skip sparse blocks")
         packed = q.ndim == 3
         if mask is None and packed != (k.ndim == 3):
             fail("cu_seqlens_q" if packed else "cu_seqlens_k",

@@ -47,7 +47,7 @@ def _forward_sm90(c: Config):
         num_threads=384, Q_in_regs=False,
         intra_wg_overlap=cfg.intra_wg_overlap, mma_pv_is_rs=cfg.mma_pv_is_rs,
         mask_mod=c.mask_mod, score_mod=c.fwd_score_mod(),
-        has_aux_tensors=c.has_aux, q_subtile_factor=1,
+        has_aux_tensors=c.has_aux, q_subtile_factor=c.subtile_factors[0],
         paged_kv_non_tma=c.paged_kv and not c.paged_kv_tma)
 
 
@@ -63,7 +63,8 @@ def _forward_sm100(c: Config):
         is_static_persistent=c.persistent, score_mod=c.fwd_score_mod(),
         mask_mod=c.mask_mod, has_aux_tensors=c.has_aux,
         paged_kv_non_tma=c.paged_kv and not c.paged_kv_tma, is_varlen_q=c.varlen_q,
-        q_subtile_factor=1, kv_subtile_factor=1, use_2cta_instrs=c.two_cta,
+        q_subtile_factor=c.subtile_factors[0], kv_subtile_factor=c.subtile_factors[1],
+        use_2cta_instrs=c.two_cta,
         use_clc_scheduler=c.clc, seqlen_k_per_split=None,
         has_tile_count_semaphore=False, use_s_ping_pong=c.s_ping_pong)
 
@@ -124,7 +125,7 @@ def _backward_sm90(c: Config, score_mod, score_mod_bwd):
         AtomLayoutNdKV=cfg.AtomLayoutNdKV, AtomLayoutMdQ=cfg.AtomLayoutMdQ,
         num_threads=(cfg.num_wg + 1) * 128, V_in_regs=False,
         score_mod=score_mod, score_mod_bwd=score_mod_bwd, mask_mod=c.mask_mod,
-        has_aux_tensors=c.has_aux, q_subtile_factor=2,
+        has_aux_tensors=c.has_aux, q_subtile_factor=c.bwd_subtile_factors[0],
         dQ_single_wg=cfg.dQ_single_wg)
 
 
@@ -135,7 +136,7 @@ def _backward_sm100(c: Config, score_mod, score_mod_bwd):
                   deterministic=False, cluster_size=c.bwd_cluster,
                   use_2cta_instrs=c.bwd_2cta, score_mod=score_mod,
                   score_mod_bwd=score_mod_bwd, mask_mod=c.mask_mod,
-                  has_aux_tensors=c.has_aux, q_subtile_factor=2)
+                  has_aux_tensors=c.has_aux, q_subtile_factor=c.bwd_subtile_factors[0])
     if c.bwd_hd256:
         from flash_attn.cute.sm100_hd256_2cta_fmha_backward import (
             BlackwellFusedMultiHeadAttentionBackward)
@@ -145,7 +146,7 @@ def _backward_sm100(c: Config, score_mod, score_mod_bwd):
     from flash_attn.cute.flash_bwd_sm100 import FlashAttentionBackwardSm100
     return FlashAttentionBackwardSm100(
         c.hdim, c.dv, tile_m=c.bwd.m_block_size, tile_n=c.bwd_tile_n, spt=False,
-        kv_subtile_factor=1, **common)
+        kv_subtile_factor=c.bwd_subtile_factors[1], **common)
 
 
 def postprocess_kernel(c: Config, which: str):

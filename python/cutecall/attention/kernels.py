@@ -23,7 +23,7 @@ from .config import ARCH, DTYPES, Config, aux_data  # noqa: F401 (public names)
 from .kernel_objects import (backward_kernel, combine_kernel, forward_kernel,  # noqa: F401
                              postprocess_kernel, preprocess_kernel)
 from .specs import (F32, HALF, backward_args, batching, by_name, forward_args, optional,
-                    ranks, sds, site, specs)
+                    ranks, sds, site, sparse_leaves, specs)
 
 __all__ = ["Config", "forward_kernel", "preprocess_kernel", "backward_kernel",
            "postprocess_kernel", "combine_kernel", "forward", "preprocess",
@@ -34,10 +34,10 @@ __all__ = ["Config", "forward_kernel", "preprocess_kernel", "backward_kernel",
 def forward(c: Config):
     """``(q, k, v, scale, cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k,
     page_table, window_left, window_right, learnable_sink, aux,
-    max_seqlen_q=None) -> (o, lse)``: FA4's launcher arguments (``None``
-    where absent). lse is (B, H, Sq) float32, or (H, total_q) with
-    cu_seqlens_q. With ``c.num_splits > 1``: FA4's split-KV forward and its
-    combine kernel."""
+    max_seqlen_q=None, sparse=None) -> (o, lse)``: FA4's launcher arguments
+    (``None`` where absent; `sparse`: FA4's blocksparse tuple). lse is (B,
+    H, Sq) float32, or (H, total_q) with cu_seqlens_q. With ``c.num_splits
+    > 1``: FA4's split-KV forward and its combine kernel."""
     if c.num_splits > 1:
         from . import split_kv
         return split_kv.forward(c)
@@ -49,11 +49,12 @@ def forward(c: Config):
         b, s, h, _d = q.shape
         return o, sds((b, h, s), "float32")
 
-    modes = [0, 0, 0] + optional(c.seqused_q, c.seqused_k) + \
-        [None] * (bool(c.sink_dtype) + max(c.aux_tensors, 0))
+    n_sparse = sparse_leaves(c.sparse_block, c.sparse_full)
+    modes = [0, 0, 0] + optional(c.seqused_q, c.seqused_k) + [None] * bool(c.sink_dtype) + \
+        [0] * n_sparse + [None] * max(c.aux_tensors, 0)
     rq, rk, _, _ = ranks(c)
     absent = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k, c.paged_kv,
-                  bool(c.sink_dtype))) + max(c.aux_tensors, 0)
+                  bool(c.sink_dtype))) + max(c.aux_tensors, 0) + n_sparse
     s = site("fwd", c, lambda: forward_kernel(c), output_shape_dtype=outputs,
              output_params=("mO", "mLSE"), batch_modes=batching(c, modes, 2),
              **specs([(rq, HALF), (rk, HALF), (rk, HALF)] + [None] * absent,
@@ -96,7 +97,8 @@ def preprocess(c: Config, with_dlse: bool):
 def backward(c: Config):
     """``(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, scale,
     cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k, window_left,
-    window_right, aux, max_seqlen=(None, None)) -> (dq_accum, dk, dv)``.
+    window_right, aux, max_seqlen=(None, None), sparse=None) -> (dq_accum,
+    dk, dv)`` (`sparse`: the backward's blocksparse tuple).
     MHA writes dK and dV (pass ``None`` for the accumulators); GQA
     accumulates them into float32 buffers the caller zeroes
     (:meth:`Config.dkv_accum_shapes`), converted by the postprocess.
@@ -112,12 +114,13 @@ def backward(c: Config):
                     sds(rest[1].shape, "float32"))
         return (sds(dq_accum.shape, "float32"), sds(k.shape, k.dtype),
                 sds(v.shape, v.dtype))
+    n_sparse = sparse_leaves(c.sparse_bwd_block, c.sparse_bwd_full)
     modes = [0] * (9 if gqa else 7) + \
-        optional(c.seqused_q, c.seqused_k) + [None] * max(c.aux_tensors, 0)
+        optional(c.seqused_q, c.seqused_k) + [None] * max(c.aux_tensors, 0) + [0] * n_sparse
     rq, rk, rs, ra = ranks(c)
     accs = [(ra, F32)] * 2 if gqa else []
     absent = sum((c.cu_seqlens_q, c.cu_seqlens_k, c.seqused_q, c.seqused_k)) + \
-        max(c.aux_tensors, 0)
+        max(c.aux_tensors, 0) + n_sparse
     out_names = () if gqa else ("mdK", "mdV")
     s = site("bwd", c, lambda: backward_kernel(c), output_shape_dtype=outputs,
              input_output_aliases={6: 0, 7: 1, 8: 2} if gqa else {6: 0},
@@ -126,9 +129,10 @@ def backward(c: Config):
                      accs + [None] * absent, [(rs, F32)] + (accs or [(rk, HALF)] * 2)),
              name=f"fa4_bwd_{c.tag()}")
 
-    def run(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, *tail, max_seqlen=None):
+    def run(q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc, *tail, max_seqlen=None,
+            sparse=None):
         return s.call(*backward_args(s, out_names, q, k, v, do, lse_log2, dpsum, dq_accum,
-                                     dk_acc, dv_acc, *tail))
+                                     dk_acc, dv_acc, *tail, sparse=sparse))
     return run
 
 
@@ -150,7 +154,7 @@ def _backward_hd256(c: Config):
              name=f"fa4_bwd_{c.tag()}")
 
     def run(q, k, v, do, lse_log2, dpsum, _dq_accum, _dk_acc, _dv_acc, scale, cu_q, cu_k,
-            used_q, used_k, left, right, aux, max_seqlen=(None, None)):
+            used_q, used_k, left, right, aux, max_seqlen=(None, None), sparse=None):
         hint_q, hint_k = max_seqlen or (None, None)
         return s.call(*by_name(
             s, names, Q=q, K=k, V=v, dO=do, lse_log2=lse_log2, dpsum=dpsum,

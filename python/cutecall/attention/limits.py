@@ -26,6 +26,8 @@ def check_forward(c, num_splits: int) -> None:
     on = f"on {arch} (FA4's {fam} forward)"
     if num_splits > 1 and fam != "sm100":
         fail(f"num_splits={num_splits} {on}: FA4 splits KV on sm100/sm103 only")
+    if c.sparse_block or c.sparse_bwd_block:
+        _sparse_forward(c, num_splits, on)
     if num_splits != 1 and c.varlen_q:
         fail(f"num_splits={num_splits} with cu_seqlens_q/seqused_q: FA4 plans varlen "
              "split-KV with its scheduler-metadata kernel, which cutecall does not run; "
@@ -39,6 +41,25 @@ def check_forward(c, num_splits: int) -> None:
     if fam == "sm80" and c.score_mod is not None:
         fail(f"score_mod {on}: FA4 runs no user score_mod on sm8x (softcap works)")
     _fits(c, "forward", _fwd_fits(c))
+
+
+def _sparse_forward(c, num_splits: int, on: str) -> None:
+    """FA4's block sparsity: sm90 and sm100 forwards, dense layouts (its
+    varlen block sparsity needs ``cu_total_m_blocks``, not wired here)."""
+    arg = "block_sparse_tensors" if c.sparse_block else "block_sparse_tensors_bwd"
+    if c.sparse_block and c.family not in ("sm90", "sm100"):
+        fail(f"block_sparse_tensors {on}: FA4 runs block sparsity on sm90 and "
+             "sm100/sm103 only")
+    for name, given in (("cu_seqlens_q", c.cu_seqlens_q), ("cu_seqlens_k", c.cu_seqlens_k),
+                        ("seqused_q", c.seqused_q), ("seqused_k", c.seqused_k),
+                        ("page_table", c.paged_kv)):
+        if given:
+            fail(f"{arg} with {name}: cutecall runs FA4's block sparsity on dense "
+                 "(B, S, H, D) layouts only (FA4's varlen form needs cu_total_m_blocks, "
+                 "and its backward has none)")
+    if num_splits != 1:
+        fail(f"{arg} with num_splits={num_splits}: cutecall runs FA4's block-sparse "
+             "forward unsplit (num_splits=1)")
 
 
 def backward_unsupported(c, return_lse: bool = False) -> Optional[str]:
@@ -63,6 +84,11 @@ def backward_unsupported(c, return_lse: bool = False) -> Optional[str]:
         return _sm120_backward(c)
     if fam == "sm100" and c.bwd_hd256:
         return _hd256_backward(c, return_lse)
+    if fam == "sm100" and c.sparse_bwd_block and c.hdim == 192 and not c.bwd_2cta:
+        return (f"block_sparse_tensors_bwd with head dim 192 on {arch}: FA4's block-sparse "
+                "backward needs 2-CTA, so block_size[1] must cover an even number of "
+                f"{c.bwd_tile_n}-key tiles (got {c.sparse_bwd_block[1]}), and "
+                "FA_DISABLE_2CTA unset")
     if fam == "sm100" and c.hdim == 256 and not c.bwd_2cta:
         return (f"head dim 256 on {arch}: FA4's sm100 backward needs 2-CTA, which "
                 "FA_DISABLE_2CTA disabled")
@@ -71,6 +97,9 @@ def backward_unsupported(c, return_lse: bool = False) -> Optional[str]:
 
 def _sm120_backward(c) -> Optional[str]:
     on = f"on {c.arch} (FA4's sm120 backward)"
+    if c.sparse_bwd_block:
+        return (f"block_sparse_tensors_bwd {on}: FA4 asserts \"Block sparsity backward "
+                "not supported on SM 12.0\"")
     for name, given in (("score_mod", c.score_mod), ("mask_mod", c.mask_mod)):
         if given is not None:
             return f"{name} {on}: not supported"
@@ -86,6 +115,7 @@ def _hd256_backward(c, return_lse: bool) -> Optional[str]:
     on = f"with head dim 256 on {c.arch} (FA4's dedicated hd256 backward)"
     for name, given in (("softcap", c.softcap), ("score_mod", c.score_mod),
                         ("mask_mod", c.mask_mod), ("aux_tensors", c.has_aux),
+                        ("block_sparse_tensors_bwd", c.sparse_bwd_block),
                         ("a sliding window (window_size)", c.local),
                         ("learnable_sink", c.sink_dtype),
                         ("return_lse (the LSE's cotangent)", return_lse)):

@@ -47,6 +47,7 @@ class Extents:
     max_seqlen_k: Optional[int] = None
     window: tuple = (None, None)
     num_splits: int = 1
+    sparse_heads: int = 0  # the head extent of block_sparse_tensors' counts
 
     def seqlen_q_bound(self, cu_seqlens_q: bool) -> int:
         """FA4's host max_seqlen_q: the hint, else seqlen_q or total_q."""
@@ -60,11 +61,14 @@ def select(c, target, x: Extents):
     FA4's choices for the call `x`."""
     fam = archs.family(target.arch)
     c = dataclasses.replace(c, arch=target.arch, sms=int(target.device.sm_count))
-    if fam == "sm90":
-        return c
     if fam in ("sm80", "sm120"):
-        return dataclasses.replace(c, tile=archs.fwd_tile(fam, c.hdim))
-    return dataclasses.replace(c, **_sm100_forward(c, x), **_sm100_backward(c))
+        c = dataclasses.replace(c, tile=archs.fwd_tile(fam, c.hdim))
+    elif fam == "sm100":
+        c = dataclasses.replace(c, **_sm100_forward(c, x), **_sm100_backward(c))
+    if c.sparse_block and c.packs_gqa and x.sparse_heads != 1:
+        # FA4: PackGQA reads one mask per KV head, so only head-broadcast masks
+        c = dataclasses.replace(c, pack_gqa=False)
+    return c
 
 
 def _loaded_keys(c, x: Extents, max_k: int, tile_m: int) -> int:
@@ -98,8 +102,9 @@ def _splits(c, x: Extents, loaded: int, tile_m: int, q_stage: int, pack: bool) -
 
 
 def _sm100_forward(c, x: Extents) -> dict:
-    """``_flash_attn_fwd``'s choices for arch 10x/11x (no fp8, qv, block
-    sparsity or scheduler metadata: cutecall.attention passes none)."""
+    """``_flash_attn_fwd``'s choices for arch 10x/11x (no fp8, qv or
+    scheduler metadata: cutecall.attention passes none). Block sparsity
+    turns 2-CTA and S ping-pong off (and PackGQA, in :func:`select`)."""
     from flash_attn.cute import utils
     from flash_attn.cute.interface import S_PING_PONG_MIN_N_BLOCKS_PER_SPLIT
     d, dv, g = c.hdim, c.dv, c.qhead_per_kvhead
@@ -123,7 +128,7 @@ def _sm100_forward(c, x: Extents) -> dict:
         and (not c.cu_seqlens_q or hd256) and not c.seqused_q and page in (None, 128)
         and (not one_block or (hd256 and 2 * x.batch * (x.heads_kv if pack else x.heads)
                                <= c.sms))
-        and (tile_m % g == 0 or not pack)
+        and (tile_m % g == 0 or not pack) and not c.sparse_block
         and (hd256 or (not c.causal and not c.local and _ceil16(d) in (128, 192)
                        and _ceil16(dv) == 128)))
     clc = (utils._get_use_clc_scheduler_default() and not (c.varlen and g == 1)
@@ -137,24 +142,29 @@ def _sm100_forward(c, x: Extents) -> dict:
         not utils._get_disable_s_ping_pong_default() and q_stage == 1
         and d in (64, 128, 256) and dv == d and tile_m == 128 and tile_n == 128
         and page in (None, tile_n) and not c.softcap and c.score_mod is None
-        and c.mask_mod is None and not c.sink_dtype
+        and c.mask_mod is None and not c.sink_dtype and not c.sparse_block
         and (splits == 1 or per_split >= S_PING_PONG_MIN_N_BLOCKS_PER_SPLIT.get(d, math.inf)))
     return dict(tile=(tile_m, tile_n), pack_gqa=pack, q_stage=q_stage, two_cta=two_cta,
                 persistent=persistent, clc=clc, s_ping_pong=ping_pong, num_splits=splits)
 
 
 def _sm100_backward(c) -> dict:
-    """``_flash_attn_bwd``'s choices for arch 10x/11x (no block sparsity,
-    not deterministic): tiles 128x128 (hd256 on the general kernel: 128x64),
-    2-CTA from head dim 128 on, hd256 on FA4's dedicated kernel."""
+    """``_flash_attn_bwd``'s choices for arch 10x/11x (not deterministic):
+    tiles 128x128 (hd256 on the general kernel: 128x64), 2-CTA from head
+    dim 128 on -- with block-sparse tensors only when a kv block covers an
+    even number of tiles (``block_sparse_bwd_supports_2cta``) --, hd256 on
+    FA4's dedicated kernel."""
     from flash_attn.cute import utils
     d, dv = c.hdim, c.dv
     hd256 = d == 256 and dv == 256
     generic = hd256 and utils._get_hd256_generic_bwd()
     tile_n = 64 if generic else 128
     two_cta = d >= 128 and not utils._get_disable_2cta_default()
+    if c.sparse_bwd_block:
+        kv = c.sparse_bwd_block[1]
+        two_cta = two_cta and kv % tile_n == 0 and (kv // tile_n) % 2 == 0
     if (utils._get_bwd_tile_n_override() == 64 and two_cta and d <= 128 and dv <= 128
-            and all(-(-x // 32) * 32 % 64 == 0 for x in (d, dv))):
+            and all(-(-x // 32) * 32 % 64 == 0 for x in (d, dv)) and not c.sparse_bwd_block):
         tile_n = 64
     dedicated = hd256 and not generic
     return dict(bwd_tile_n=tile_n, bwd_cluster=2 if two_cta else 1,

@@ -64,6 +64,11 @@ def optional(*flags) -> list:
     return [0] * sum(bool(f) for f in flags)
 
 
+def sparse_leaves(block: tuple, full: bool) -> int:
+    """How many arrays a blocksparse tuple holds: 0 (off), 2 or 4 (full blocks)."""
+    return (2 + 2 * bool(full)) if block else 0
+
+
 def options(c: Config) -> str:
     """The compile options of `c`'s kernels: its target arch, the arch its
     objects were built for (``kernel_objects.building``)."""
@@ -115,14 +120,17 @@ def by_name(s: Site, outputs=(), **values) -> list:
 
 
 def forward_args(c: Config, kernel: Site, outputs, q, k, v, scale, cu_q, cu_k, used_q, used_k,
-                 page_table, left, right, sink, aux, max_seqlen_q=None) -> list:
-    """The forward launcher's arguments (blocksparse tensors ``None``). On
+                 page_table, left, right, sink, aux, max_seqlen_q=None, sparse=None) -> list:
+    """The forward launcher's arguments (`sparse`: FA4's blocksparse tuple,
+    :func:`~cutecall.attention.block_sparsity.launch_tuple`, or None). On
     sm100 ``max_seqlen_q`` is what FA4 passes: the hint, else Sq (or
     total_q packed), a runtime value."""
     named = dict(mQ=q, mK=k, mV=v, softmax_scale=scale, mCuSeqlensQ=cu_q,
                  mCuSeqlensK=cu_k, mSeqUsedQ=used_q, mSeqUsedK=used_k,
                  mPageTable=page_table, window_size_left=left, window_size_right=right,
                  learnable_sink=sink, aux_data=aux)
+    if sparse is not None:
+        named["blocksparse_tensors"] = sparse
     if c.family == "sm100":
         named["max_seqlen_q"] = max_seqlen_q if max_seqlen_q is not None else (
             q.shape[0] if c.cu_seqlens_q else q.shape[1])
@@ -130,11 +138,11 @@ def forward_args(c: Config, kernel: Site, outputs, q, k, v, scale, cu_q, cu_k, u
 
 
 def backward_args(kernel: Site, outputs, q, k, v, do, lse_log2, dpsum, dq_accum, dk_acc, dv_acc,
-                  scale, cu_q, cu_k, used_q, used_k, left, right, aux) -> list:
-    """The main backward's arguments (semaphores and blocksparse tensors
-    ``None``)."""
+                  scale, cu_q, cu_k, used_q, used_k, left, right, aux, sparse=None) -> list:
+    """The main backward's arguments (semaphores ``None``; `sparse`: the
+    backward's blocksparse tuple or None)."""
     return by_name(kernel, outputs, mQ=q, mK=k, mV=v, mdO=do, mLSE=lse_log2, mdPsum=dpsum,
                    mdQaccum=dq_accum, mdK=dk_acc, mdV=dv_acc, softmax_scale=scale,
                    mCuSeqlensQ=cu_q, mCuSeqlensK=cu_k, mSeqUsedQ=used_q, mSeqUsedK=used_k,
                    window_size_left=left, window_size_right=right, aux_data=aux,
-                   blocksparse_tensors=None, mCuTotalMBlocks=None)
+                   blocksparse_tensors=sparse, mCuTotalMBlocks=None)
