@@ -53,6 +53,21 @@ def describe(args: Sequence) -> tuple[list, list]:
     return desc, leaves
 
 
+def call_desc(args: Sequence, outs: Sequence = ()) -> list:
+    """A call as the key describes it: its arguments, then the outputs
+    ``allocate`` made (by dtype and rank)."""
+    return describe(args)[0] + [["out", *d[1:]] for d in describe(outs)[0]]
+
+
+def merge(args: Sequence, outs: Sequence, positions: Sequence[int]) -> list:
+    """The launcher-order call: `outs` at `positions`, `args` in between."""
+    merged, a, o = [], iter(args), iter(outs)
+    at = set(positions)
+    for i in range(len(args) + len(outs)):
+        merged.append(next(o) if i in at else next(a))
+    return merged
+
+
 def _leaf(x) -> Any:
     """One leaf as JSON: a tensor by dtype and rank, a number or DSL scalar
     by type, None, anything else by content."""
@@ -148,14 +163,18 @@ class TorchRecipe:
                                   call=["torch", self.site, desc],
                                   target=target.key(), packages=self.packages)
 
-    def find(self, args: Sequence, arch: str | None):
+    def find(self, args: Sequence, outs: Sequence, arch: str | None):
         """(recipe key, Variant, CompiledKernel, target) of the recorded
-        kernel a launcher-order call meets (a store's record, else a pack),
-        or (key, None, None, target): a miss."""
-        desc, leaves = describe(args)
+        kernel a call meets (a store's record, else a pack), or (key, None,
+        None, target): a miss. `args`: the call as made; `outs`: the
+        outputs ``allocate`` made for it (merged per the record); `arch`:
+        the tensors' device's (None: the default target)."""
         target = self.target(arch)
-        key = self.key_of(desc, target)
+        key = self.key_of(call_desc(args, outs), target)
         for variant, kernel in self.candidates(key, target.arch):
+            if len(variant.torch.out_positions) != len(outs):
+                continue
+            leaves = describe(merge(args, outs, variant.torch.out_positions))[1]
             tensors = operands(variant.torch, leaves)
             if tensors is None:
                 continue
