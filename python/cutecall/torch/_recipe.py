@@ -132,9 +132,8 @@ class RecipeKernel:
     def __call__(self, *args):
         if not _recipe.enabled():
             return self.full(*args)
-        if _is_compiling():
-            op = self._ops.get("op")
-            return op(*args) if op is not None else self._placed_call(*args)
+        if _is_compiling():  # AOTAutograd traces the op inside (fake tensors)
+            return self._placed_call(*args)
         if self.allocate is None:
             return self.launch(*args)
         return self._allocate_and_launch(args)
@@ -174,6 +173,9 @@ class RecipeKernel:
         """Where `outs` go in the launcher-order call: a recorded variant's
         positions, else the built launcher's outputs."""
         shape = (len(args), len(outs))
+        if self._contract is not None and len(outs) != len(self._contract.outputs):
+            raise ValueError(f"cutecall: allocate of '{self.name}' returned "
+                             f"{len(outs)} tensors, expected {len(self._contract.outputs)}")
         if shape not in self._positions:
             _, variant, _, _ = self.recipe.find(args, outs, self._arch((*args, *outs)))
             if variant is not None:
