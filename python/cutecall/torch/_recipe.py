@@ -212,7 +212,9 @@ class RecipeKernel:
     def _on_miss(self, args, props):
         user, outs = getattr(self._local, "call", None) or (tuple(args), ())
         register_types(self.launch, args, _describe.is_tensor)
-        key, variant, kernel, target = self.recipe.find(user, outs, self._arch(args))
+        key = variant = None
+        if _recipe.enabled():  # (k.launch called directly: the C++ launcher)
+            key, variant, kernel, target = self.recipe.find(user, outs, self._arch(args))
         if variant is not None and self._on_one_device(args):
             self._contract = variant.torch
             return entry_of(kernel, _uses(variant.torch), variant.torch.masks)
@@ -222,7 +224,8 @@ class RecipeKernel:
             raise ValueError(f"cutecall: '{self.name}' was called without a "
                              "tensor; a launch runs on its tensors' device")
         compiled, entry = full.first_call.specialization(args, props)
-        self._record(key, target, compiled, entry, args, outs)
+        if key is not None:
+            self._record(key, target, compiled, entry, args, outs)
         return entry
 
     @staticmethod
