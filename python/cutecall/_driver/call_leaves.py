@@ -23,8 +23,14 @@ def kernel_entry(result, uses: Sequence,
     (a ``pipeline.Specialization``): the compiled kernel; per leaf of a
     call, how it reaches the plan (:func:`leaf_uses`) and what it compiled
     in (:func:`leaf_masks`; none: all dynamic)."""
+    return entry_of(result.kernel, uses, static_masks)
+
+
+def entry_of(k, uses: Sequence, static_masks: Sequence[int] = ()) -> "_core.KernelEntry":
+    """The ``_core.KernelEntry`` of CompiledKernel `k` (compiled here, or
+    loaded: a recipe's hit) for a call whose leaves reach the plan as
+    `uses`, with `static_masks` compiled in."""
     runtime.ensure_runtime_path()
-    k = result.kernel
     masks = list(static_masks) if any(static_masks) else []
     if k.entry is not None:  # parsed by the compile that made it
         return k.entry.with_uses(uses=list(uses), static_masks=masks)

@@ -11,7 +11,7 @@ import json
 
 from .compiled import CompiledKernel
 
-__all__ = ["CallRecord", "JaxContract"]
+__all__ = ["CallRecord", "JaxContract", "TorchContract"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +66,51 @@ class JaxContract:
                               for x in doc["out_layouts"]),
             allow_cuda_graph=bool(doc["allow_cuda_graph"]),
             batch=_batch(doc.get("batch")))
+
+
+@dataclasses.dataclass(frozen=True)
+class TorchContract:
+    """How a torch launch object's call meets the kernel (a recipe's torch
+    variant, ``_driver.recipe``). JSON-able (record field ``torch``).
+
+    ``params``: the launcher's parameters a call fills, ``(name, kind,
+    scalar type or None)`` each (the ``torch.compile`` op's schema);
+    ``outputs``: the ones the kernel writes; ``out_positions``: where
+    ``allocate``'s outputs sit in the launcher-order call; ``uses``: per
+    leaf of that call, ``(UseKind name, index, ScalarType name or None,
+    compile-time value)`` as C++ reads it; ``masks``: per leaf, the
+    StaticMask compiled in; ``tensors``: per tensor leaf, the layout facts
+    C++ keys a specialization by: ``(dtype, rank, align, unit dim, wide,
+    extent classes, stride classes)``."""
+
+    params: tuple
+    outputs: tuple
+    out_positions: tuple
+    uses: tuple
+    masks: tuple
+    tensors: tuple
+
+    def to_json(self) -> dict:
+        return {"params": [list(p) for p in self.params], "outputs": list(self.outputs),
+                "out_positions": list(self.out_positions),
+                "uses": [list(u) for u in self.uses], "masks": list(self.masks),
+                "tensors": [[dt, r, a, u, w, list(e), list(s)]
+                            for dt, r, a, u, w, e, s in self.tensors]}
+
+    @classmethod
+    def from_json(cls, doc: dict) -> "TorchContract":
+        """Raises KeyError/TypeError/ValueError on a malformed document."""
+        return cls(
+            params=tuple((str(n), str(k), None if t is None else str(t))
+                         for n, k, t in doc["params"]),
+            outputs=tuple(str(n) for n in doc["outputs"]),
+            out_positions=tuple(int(i) for i in doc["out_positions"]),
+            uses=tuple((str(k), int(i), None if t is None else str(t), v)
+                       for k, i, t, v in doc["uses"]),
+            masks=tuple(int(m) for m in doc["masks"]),
+            tensors=tuple((str(dt), int(r), int(a), int(u), bool(w),
+                           tuple(int(x) for x in e), tuple(int(x) for x in s))
+                          for dt, r, a, u, w, e, s in doc["tensors"]))
 
 
 def _batch(doc) -> tuple | None:

@@ -213,10 +213,19 @@ class LaunchObject:
         as C++ registers it, for its arrays' device. `props`: the
         ``LayoutProps`` of the tensor leaves C++ read (None entries are
         skipped; missing ones measured)."""
-        bound, arch, leaves, operands, written = self._describe(args, props, True)
-        result = bound.launcher.specialize(operands, bound.binding, device_arch=arch)
+        return self.specialization(args, props)[1]
+
+    def specialization(self, args: Sequence, props: Sequence, launch: bool = True,
+                       arch: str | None = None) -> tuple:
+        """(CompiledKernel, ``_core.KernelEntry``) of a call: :meth:`entry`
+        with the kernel it registers (a recipe records its store key); not
+        `launch`: :meth:`compile`'s checks, for `arch` (default the arrays'
+        device's)."""
+        bound, found, leaves, operands, written = self._describe(args, props, launch)
+        result = bound.launcher.specialize(operands, bound.binding,
+                                           device_arch=arch or found)
         masks = self._remember(leaves, result.masks)
-        return kernel_entry(result, leaf_uses(leaves, written), masks)
+        return result.kernel, kernel_entry(result, leaf_uses(leaves, written), masks)
 
     def compile(self, args: Sequence, props: Sequence = (),
                 arch: str | None = None) -> CompiledKernel:

@@ -3,8 +3,9 @@ compiling, shipped as a directory, installed into a store, or in a wheel.
 
 A pack is a bundle (``kernels/``: objects and a manifest, each entry a
 kernel with its call contract, verified by the C++ reader) plus ``pack.json``:
-its table from recipe keys to bundle entries, the bundle's manifest digest
-(pinned), and the pack's own digest. A recipe the stores do not know is
+its table from recipe keys to bundle entries (with, for the torch front's
+recipes, each entry's torch contract: field ``torch``), the bundle's
+manifest digest (pinned), and the pack's own digest. A recipe the stores do not know is
 looked up in the packs of ``$CUTECALL_PACKS`` (directories, ``os.pathsep``
 separated) and of installed distributions (entry point group
 ``cutecall.packs``, each naming a directory); a hit loads the kernel from
@@ -22,7 +23,7 @@ import os
 import threading
 
 from .. import _core
-from .call_record import record_of_entry
+from .call_record import TorchContract, record_of_entry
 from .log import logger
 
 PACKS_ENV = "CUTECALL_PACKS"
@@ -75,6 +76,20 @@ class Pack:
         found = self.table.get("recipes", {}).get(recipe_key)
         return list(found.get("entries", ())) if isinstance(found, dict) else []
 
+    def torch_contracts(self, recipe_key: str) -> dict:
+        """{entry: TorchContract} of the torch front's variants under
+        `recipe_key` (the table's ``torch`` field; malformed ones skipped)."""
+        found = self.table.get("recipes", {}).get(recipe_key)
+        out = {}
+        for name, doc in (found.get("torch") or {}).items() if isinstance(found, dict) \
+                else ():
+            try:
+                out[name] = TorchContract.from_json(doc)
+            except (KeyError, TypeError, ValueError):
+                logger.warning("pack %r: entry %r has a malformed torch contract; "
+                               "it is not used", self.path, name)
+        return out
+
     def records(self) -> dict:
         """The bundle's entries as CallRecords, verified once (manifest
         digest pinned by the table, every object's SHA-256 and plan)."""
@@ -122,4 +137,18 @@ def find(recipe_key: str) -> list:
         if names:
             records = pack.records()
             out.extend(records[n] for n in names if n in records)
+    return out
+
+
+def find_torch(recipe_key: str) -> list:
+    """(Variant, CallRecord) of the torch front's variants the packs hold
+    for `recipe_key`, first pack first."""
+    from .recipe import Variant
+    out = []
+    for pack in packs():
+        contracts = pack.torch_contracts(recipe_key)
+        if contracts:
+            records = pack.records()
+            out.extend((Variant(records[n].kernel.key, records[n].kernel.name, (), None, c),
+                        records[n]) for n, c in contracts.items() if n in records)
     return out

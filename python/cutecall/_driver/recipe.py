@@ -14,7 +14,9 @@ than the specialization key: a change to any file of the kernel's package
 The record under a recipe key holds one :class:`Variant` per specialization
 seen: the store key of the compiled kernel and how a call meets it, recorded
 as a bundle records a kernel (``call_record``: runtime scalars, the JAX call
-contract with XLA layouts, aliases and the vmap declaration). A hit loads the
+contract with XLA layouts, aliases and the vmap declaration; for the torch
+front's calls, the torch contract: parameters, outputs, how each leaf of a
+call reaches the plan, and the layout classes compiled for). A hit loads the
 kernel by its key (digests checked, signed entries verified, as every entry)
 and calls it as a bundle's kernel is called (``CompiledCall``); a variant
 fits a call when the call's extents meet the kernel's static extents and
@@ -33,14 +35,16 @@ import functools
 import hashlib
 import importlib.metadata
 import json
+import os
 import threading
 from typing import Any, Sequence
 
-from .call_record import JaxContract
+from .call_record import JaxContract, TorchContract
 from .fingerprint import fingerprint
-from .plan import PLAN_VERSION
+from .plan import PLAN_VERSION, decode_plan
 
 KIND = "recipe"
+RECIPES_ENV = "CUTECALL_RECIPES"  # "0": no recipe lookups (the full path)
 # What every recipe depends on besides the kernel's own packages.
 BASE_PACKAGES = ("cutecall", "nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base",
                  "nvidia-cutlass-dsl-libs-core", "nvidia-cutlass-dsl-libs-cu13",
@@ -90,27 +94,73 @@ def recipe_key(values: Any, *, name: str, call: Any, target: dict,
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def enabled() -> bool:
+    """Whether recipe calls look up records (``CUTECALL_RECIPES`` is not
+    ``0``); off, every call takes the full path."""
+    return os.environ.get(RECIPES_ENV) != "0"
+
+
 @dataclasses.dataclass(frozen=True)
 class Variant:
     """One specialization a recipe led to: the kernel's store key, and how a
     call meets it as a bundle records a kernel (``call_record``): its name,
-    runtime scalars ``(name, DSL type)`` in the call's order, and JAX call
-    contract. A hit is a ``CompiledCall`` of these and the loaded kernel."""
+    runtime scalars ``(name, DSL type)`` in the call's order, and the call
+    contract of the front that made it: JAX's (``jax``; a hit is a
+    ``CompiledCall`` of these and the loaded kernel) or torch's (``torch``;
+    a hit is a ``_core.KernelEntry`` of the loaded kernel). A record holds
+    one field or the other; a front skips variants without its own."""
 
     key: str
     name: str
     scalars: tuple
-    contract: JaxContract
+    contract: JaxContract | None
+    torch: TorchContract | None = None
 
     def to_json(self) -> dict:
-        return {"key": self.key, "name": self.name,
-                "scalars": [list(s) for s in self.scalars], "jax": self.contract.to_json()}
+        doc = {"key": self.key, "name": self.name,
+               "scalars": [list(s) for s in self.scalars]}
+        if self.contract is not None:
+            doc["jax"] = self.contract.to_json()
+        if self.torch is not None:
+            doc["torch"] = self.torch.to_json()
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict) -> "Variant":
+        if "jax" not in doc and "torch" not in doc:
+            raise KeyError("jax")
         return cls(str(doc["key"]), str(doc["name"]),
                    tuple((str(n), str(t)) for n, t in doc["scalars"]),
-                   JaxContract.from_json(doc["jax"]))
+                   JaxContract.from_json(doc["jax"]) if "jax" in doc else None,
+                   TorchContract.from_json(doc["torch"]) if "torch" in doc else None)
+
+
+def fits(kernel, inputs, outputs=()) -> bool:
+    """Whether a call's operands meet what `kernel` was compiled for (its
+    plan): each static extent and stride, each dynamic extent's and
+    stride's divisibility class, tied dims equal. `inputs`, `outputs`:
+    ``(shape, strides)`` per operand of each source (an extent or stride
+    may be None: symbolic, checked by C++ at launch). A call that does not
+    fit takes the full path, whose checks name what is wrong."""
+    tied: dict = {}
+    for op in decode_plan(kernel.plan):
+        side = inputs if op["source"] == 0 else outputs
+        if op["index"] >= len(side):
+            return False
+        shape, strides = side[op["index"]]
+        for values, static in ((shape, op["static"]), (strides, op["static_stride"])):
+            for d, extent in static:
+                if d >= len(values) or (isinstance(values[d], int) and values[d] != extent):
+                    return False
+        for values, dynamic in ((shape, op["dynamic"]), (strides, op["dyn_stride"])):
+            for d, div, *_ in dynamic:
+                if d >= len(values) or (isinstance(values[d], int) and values[d] % div):
+                    return False
+        for d, _div, *symbol in op["dynamic"]:  # tied dims (TensorSpec.dims) agree
+            if symbol and symbol[0] >= 0 and isinstance(shape[d], int) and \
+                    tied.setdefault(symbol[0], shape[d]) != shape[d]:
+                return False
+    return True
 
 
 def load(key: str, arch: str) -> list[Variant]:

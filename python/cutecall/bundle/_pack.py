@@ -83,7 +83,10 @@ def build_pack(path: str, source, *, archs: Iterable[str], name: str = "",
                                "recipe is in no store; is the store off (CUTECALL_CACHE=0)?")
         entry = f"{v.name[:100]}.{v.key[:12]}"
         records[entry] = CallRecord(entry, kernel, v.scalars, v.contract)
-        table.setdefault(key, {"arch": arch, "entries": []})["entries"].append(entry)
+        row = table.setdefault(key, {"arch": arch, "entries": []})
+        row["entries"].append(entry)
+        if v.torch is not None:  # a torch front's variant: its contract
+            row.setdefault("torch", {})[entry] = v.torch.to_json()
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.tmp-",
                            dir=os.path.dirname(path))
     try:
@@ -111,12 +114,15 @@ def install_pack(path: str) -> dict:
     records = pack.records()
     kernels = recipes = 0
     for key, row in pack.table.get("recipes", {}).items():
+        torch = pack.torch_contracts(key)
         for name in row.get("entries", ()):
             r = records[name]
+            if r.contract is None and name not in torch:
+                continue  # a call contract of no front: no recipe can meet it
             k = r.kernel
             _, how = _lookup.load_or_compile(k.key, k.name, k.arch, lambda k=k: k)
             kernels += how == "compiled"  # newly written: the pack's own bytes
             _recipe.add(key, row["arch"], _recipe.Variant(k.key, k.name, r.scalars,
-                                                          r.contract))
+                                                          r.contract, torch.get(name)))
             recipes += 1
     return {"kernels": kernels, "recipes": recipes, "entries": len(records)}

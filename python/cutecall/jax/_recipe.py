@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 import threading
 from typing import Any
 
@@ -25,7 +24,6 @@ from .._driver import packs, pytree, recipe as _recipe, signature as _signature
 from .._driver import target as _target
 from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
-from .._driver.plan import decode_plan
 from .._driver.call_record import JaxContract
 from .._driver.pipeline import Launcher
 from . import _args, _call_checks
@@ -33,7 +31,7 @@ from ._call import CutlassCall, TracedCall
 from ._contract import CompiledCall, batch_tuple
 
 
-RECIPES_ENV = "CUTECALL_RECIPES"  # "0": no recipe lookups (the full path)
+RECIPES_ENV = _recipe.RECIPES_ENV  # "0": no recipe lookups (the full path)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +119,7 @@ class RecipeCalls:
         """The recorded kernel this call (with outputs `out_structs`) fits,
         from a store's record or a pack, or None (also with
         ``CUTECALL_RECIPES=0``: every call takes the full path)."""
-        if os.environ.get(RECIPES_ENV) == "0":
+        if not _recipe.enabled():
             return None
         desc, arrays, scalars = describe_call(args, kwargs)
         key = self.key_of(desc + _outputs(out_structs))
@@ -150,7 +148,8 @@ class RecipeCalls:
                 self._variants, self._generation = {}, memory.generation()
             found = self._variants.get(key)
         if found is None:
-            found = [(v, None) for v in _recipe.load(key, self.target.arch)]
+            found = [(v, None) for v in _recipe.load(key, self.target.arch)
+                     if v.contract is not None]
             if not found:
                 found = [(_recipe.Variant(r.kernel.key, r.kernel.name, r.scalars, r.contract),
                           r.kernel) for r in packs.find(key) if r.contract is not None
@@ -203,32 +202,10 @@ class RecipeCalls:
 
 
 def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:
-    """Whether the call's extents meet what `kernel` was compiled for: each
-    static extent and stride, each dynamic extent's and stride's
-    divisibility class, tied dims equal (symbolic extents are checked by C++
-    at launch). A call that does not fit takes the full path, whose checks
-    name what is wrong."""
-    tied: dict = {}
-    for op in decode_plan(kernel.plan):
-        shapes, layouts = (in_shapes, in_layouts) if op["source"] == 0 else \
-            (out_shapes, out_layouts)
-        if op["index"] >= len(shapes):
-            return False
-        shape, strides = shapes[op["index"]], _strides(shapes[op["index"]],
-                                                       layouts[op["index"]])
-        for values, static in ((shape, op["static"]), (strides, op["static_stride"])):
-            for d, extent in static:
-                if d >= len(values) or (isinstance(values[d], int) and values[d] != extent):
-                    return False
-        for values, dynamic in ((shape, op["dynamic"]), (strides, op["dyn_stride"])):
-            for d, div, *_ in dynamic:
-                if d >= len(values) or (isinstance(values[d], int) and values[d] % div):
-                    return False
-        for d, _div, *symbol in op["dynamic"]:  # tied dims (TensorSpec.dims) agree
-            if symbol and symbol[0] >= 0 and isinstance(shape[d], int) and \
-                    tied.setdefault(symbol[0], shape[d]) != shape[d]:
-                return False
-    return True
+    """Whether the call's extents meet what `kernel` was compiled for
+    (``_driver.recipe.fits``), its arrays dense under their XLA layouts."""
+    return _recipe.fits(kernel, [(s, _strides(s, l)) for s, l in zip(in_shapes, in_layouts)],
+                        [(s, _strides(s, l)) for s, l in zip(out_shapes, out_layouts)])
 
 
 def _strides(shape, minor_to_major) -> list:
@@ -313,7 +290,7 @@ class RecipeCall(CutlassCall):
 
     def __call__(self, *args, **kwargs):
         found, (ret_tree, structs) = self._lookup(args, kwargs)
-        if found is None and os.environ.get(RECIPES_ENV) != "0":
+        if found is None and _recipe.enabled():
             # A miss: the full path traced on its own (compiling or loading,
             # and recorded), then served as every later call is, so a site's
             # calls share one jitted function in the program.
