@@ -94,7 +94,7 @@ def child(mode: str) -> dict:
     import numpy as np
 
     import cutecall
-    from cutecall._driver import fallback as _fallback
+    from cutecall._driver import fallback_climb as _fallback
     from cutecall.examples import kernels, layouts
     t_imports = time.perf_counter()
     jax.devices()

@@ -15,7 +15,7 @@ import cutecall.torch as ct
 import cutlass
 import cutlass.cute as cute
 from cutecall._driver import signature as _signature
-from cutecall._driver.outputs import placement
+from cutecall._driver.outputs import candidates, placement
 from cutecall.examples import signatures
 
 f32 = jnp.float32
@@ -129,7 +129,7 @@ def test_equally_good_bindings_are_ambiguous():
     with pytest.raises(TypeError, match=r"binds to its parameters \(x, eps, o1, o2\) "
                                         r"in more than one way .*Annotate"):
         placement.place_outputs(sig, [0, 1, 2, 3],
-                                [placement.ARRAY, placement.SCALAR_ARG], 1,
+                                [candidates.ARRAY, candidates.SCALAR_ARG], 1,
                                 "inputs_first", [s(4), 2.0])
 
 

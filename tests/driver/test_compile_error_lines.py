@@ -10,7 +10,7 @@ import re
 import pytest
 
 import cutecall
-from cutecall._driver import compile_error as ce, compile_locate
+from cutecall._driver import compile_error as ce, compile_locate, user_frames
 
 import failing_kernels as fk
 
@@ -87,9 +87,9 @@ CHAIN = ('Verification failed:\nerror: callsite("_Tensor.__setitem__"("{dsl}/cut
 
 def test_a_location_chain_gives_the_innermost_user_frame():
     pytest.importorskip("cutlass")
-    dsl = ce.package_dirs(("cutlass",))[0].rstrip("/")
+    dsl = user_frames.package_dirs(("cutlass",))[0].rstrip("/")
     exc = RuntimeError(CHAIN.format(dsl=dsl))
-    assert ce.user_location(exc) == "/work/k.py:20 (in my_kernel)"
+    assert user_frames.user_location(exc) == "/work/k.py:20 (in my_kernel)"
     assert ce.root_cause(exc) == ("Verification failed: 'cute.memref.store' op expects "
                                   "coordinate to be weakly congruent")
 

@@ -16,7 +16,7 @@ import pytest
 cute = pytest.importorskip("cutlass.cute")
 
 from cutecall._driver import signature  # noqa: E402
-from cutecall._driver.outputs import placement  # noqa: E402
+from cutecall._driver.outputs import candidates, placement  # noqa: E402
 
 
 class Epilogue(NamedTuple):
@@ -45,21 +45,21 @@ class Array:
 
 
 def test_a_container_is_its_own_kind():
-    assert placement.arg_kind(Epilogue()) == placement.CONTAINER
-    assert placement.arg_kind((Array(), Array())) == placement.CONTAINER
-    assert placement.arg_kind(Array()) == placement.ARRAY
-    assert placement.arg_kind(None) == placement.NONE_ARG
+    assert candidates.arg_kind(Epilogue()) == candidates.CONTAINER
+    assert candidates.arg_kind((Array(), Array())) == candidates.CONTAINER
+    assert candidates.arg_kind(Array()) == candidates.ARRAY
+    assert candidates.arg_kind(None) == candidates.NONE_ARG
 
 
 def test_a_container_never_fills_a_tensor_parameter():
     sig = signature.analyze(quack_like)
     args = [Array(), Array(), Array(), Epilogue(), Epilogue(), None]
-    kinds = [placement.arg_kind(a) for a in args]
+    kinds = [candidates.arg_kind(a) for a in args]
     open_params = list(range(len(sig.params)))
     names = [p.name for p in sig.params]
     found = placement.place_outputs(sig, open_params, kinds, 1, "inputs_first", args)
     assert [names[i] for i in found] in (["mD"], ["mC"])  # was varlen_args
-    for _, outs in placement.placements(sig, open_params, kinds, 1, "inputs_first"):
+    for _, outs in candidates.placements(sig, open_params, kinds, 1, "inputs_first"):
         rest = [i for i in open_params if i not in outs]
         assert names[rest[3]] == "epilogue_args"  # epi never in mC
     written = placement.place_written(sig, open_params, kinds, 1, "inputs_first",
@@ -70,6 +70,6 @@ def test_a_container_never_fills_a_tensor_parameter():
 def test_a_namedtuple_annotated_parameter_takes_a_plain_tuple():
     sig = signature.analyze(fa4_like)
     args = [Array(), (Array(), Array())]
-    kinds = [placement.arg_kind(a) for a in args]
+    kinds = [candidates.arg_kind(a) for a in args]
     found = placement.place_outputs(sig, [0, 1, 2], kinds, 1, "inputs_first", args)
     assert [sig.params[i].name for i in found] == ["mO"]

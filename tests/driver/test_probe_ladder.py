@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from cutecall._driver import fallback
+from cutecall._driver import fallback, fallback_climb
 from cutecall._driver.compile_error import CompileError
 from cutecall._driver.outputs import probes
 from cutecall._driver.store import memory
@@ -33,9 +33,9 @@ def _traces(cause: str, searched: bool, source_line: str = "", keys: str = "") -
         raise CompileError("no", kernel="k", arch="sm_90a", root_cause=cause,
                            source_line=source_line)
     build = lambda masks: types.SimpleNamespace(key=f"probe-{run}-{masks}")  # noqa: E731
-    traced = fallback.climb_traces(build, OPERANDS, (0, 0), name="k", options="",
-                                   arch="sm_90a", fallback=True, trace=failing,
-                                   searched=searched)
+    traced = fallback_climb.climb_traces(build, OPERANDS, (0, 0), name="k", options="",
+                                         arch="sm_90a", fallback=True, trace=failing,
+                                         searched=searched)
     assert traced.error is not None and traced.value is None
     return len(set(tried))
 
@@ -77,9 +77,9 @@ def test_a_store_of_the_wrong_element_type_ends_the_climb(monkeypatch, fresh_key
     monkeypatch.setattr(memory, "get_locked", failing)
     run = next(_unique)
     with pytest.raises(CompileError):
-        fallback.climb(lambda masks: types.SimpleNamespace(key=f"c-{run}-{masks}"),
-                       OPERANDS, (0, 0), name="k", options="", arch="sm_90a",
-                       fallback=True, explicit=lambda masks: "")
+        fallback_climb.climb(lambda masks: types.SimpleNamespace(key=f"c-{run}-{masks}"),
+                             OPERANDS, (0, 0), name="k", options="", arch="sm_90a",
+                             fallback=True, explicit=lambda masks: "")
     assert len(tried) == 1
 
 

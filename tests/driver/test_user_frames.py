@@ -8,7 +8,7 @@ import textwrap
 import warnings
 
 import cutecall
-from cutecall._driver import compile_error as ce
+from cutecall._driver import compile_error as ce, user_frames
 
 _INTERNAL_DIR = os.path.join(os.path.dirname(ce.__file__))
 
@@ -18,7 +18,7 @@ def _internal_warner():
     directory and warns with user_stacklevel, as the driver does."""
     source = textwrap.dedent("""
         import warnings
-        from cutecall._driver.compile_error import user_stacklevel
+        from cutecall._driver.user_frames import user_stacklevel
 
         def warn_like_the_driver():
             warnings.warn("driver says", UserWarning, stacklevel=user_stacklevel())
@@ -53,13 +53,13 @@ def test_user_stacklevel_names_a_caller_under_cutecall_and_jax_folders(tmp_path)
 
 
 def test_internal_frames_are_the_packages_real_directories(tmp_path):
-    dirs = ce.package_dirs(("cutecall", "jax"))
-    assert ce.is_internal(cutecall.__file__, dirs)
-    assert ce.is_internal(os.path.join(_INTERNAL_DIR, "x.py"), dirs)
-    assert not ce.is_internal(str(tmp_path / "cutecall" / "jax" / "x.py"), dirs)
-    assert not ce.is_internal("<frozen runpy>", dirs)
+    dirs = user_frames.package_dirs(("cutecall", "jax"))
+    assert user_frames.is_internal(cutecall.__file__, dirs)
+    assert user_frames.is_internal(os.path.join(_INTERNAL_DIR, "x.py"), dirs)
+    assert not user_frames.is_internal(str(tmp_path / "cutecall" / "jax" / "x.py"), dirs)
+    assert not user_frames.is_internal("<frozen runpy>", dirs)
     # A package that is not imported has no directory and no frames.
-    assert ce.package_dirs(("surely_not_imported_pkg",)) == ()
+    assert user_frames.package_dirs(("surely_not_imported_pkg",)) == ()
 
 
 def test_compile_errors_point_at_a_user_file_under_a_cutecall_folder(tmp_path):
@@ -73,4 +73,4 @@ def test_compile_errors_point_at_a_user_file_under_a_cutecall_folder(tmp_path):
     except ValueError as e:
         exc = e
     assert ce.root_cause(exc) == "ValueError: bad tile (at user.py:3)"
-    assert ce.failing_source(exc) == 'raise ValueError("bad tile")  # line 3'
+    assert user_frames.failing_source(exc) == 'raise ValueError("bad tile")  # line 3'

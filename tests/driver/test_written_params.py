@@ -9,7 +9,7 @@ from typing import NamedTuple, Optional
 
 
 from cutecall._driver import pytree, signature
-from cutecall._driver.outputs import mlir_writes, placement
+from cutecall._driver.outputs import candidates, mlir_writes, placement
 from cutecall._driver.outputs.writes import ParamWrites
 
 PTR = "!cute.ptr<f32, gmem, align<16>>"
@@ -145,7 +145,7 @@ def two_outs(stream, a, b, c, d):
 
 def test_place_written_puts_the_outputs_where_the_kernel_writes():
     sig = sig_of(first)
-    kinds = [placement.ARRAY, placement.ARRAY]
+    kinds = [candidates.ARRAY, candidates.ARRAY]
     assert placement.place_written(sig, [1, 2, 3], kinds, 1, "inputs_first",
                                    frozenset({"out"})) == (1,)
     # Nothing written that fits: the rule decides.
@@ -155,7 +155,7 @@ def test_place_written_puts_the_outputs_where_the_kernel_writes():
 
 def test_place_written_keeps_the_rule_when_its_outputs_are_written():
     sig = sig_of(two_outs)
-    kinds = [placement.ARRAY, placement.ARRAY]
+    kinds = [candidates.ARRAY, candidates.ARRAY]
     # An in-place input (a) is written too: the rule's c, d stand.
     assert placement.place_written(sig, [1, 2, 3, 4], kinds, 2, "inputs_first",
                                    frozenset({"a", "c", "d"})) == (3, 4)
@@ -229,7 +229,7 @@ def test_the_rule_gives_way_when_its_output_is_written_only_through_a_leaf():
     import numpy as np
     from cutecall._driver import binding
     sig = sig_of(symmetric)
-    kinds = [placement.ARRAY, placement.ARRAY, placement.NONE_ARG, placement.CONTAINER]
+    kinds = [candidates.ARRAY, candidates.ARRAY, candidates.NONE_ARG, candidates.CONTAINER]
     written = frozenset({"mD", "epilogue_args"})
     assert placement.place_written(sig, [1, 2, 3, 4, 5, 6], kinds, 1, "inputs_first",
                                    written) == (5,)

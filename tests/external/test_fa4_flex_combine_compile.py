@@ -26,7 +26,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import cutecall  # noqa: E402
-from cutecall._driver.binding import SlotKind  # noqa: E402
+from cutecall._driver.slots import SlotKind  # noqa: E402
 from corpus import authors  # noqa: E402
 from corpus import fa4_combine_corpus as combine  # noqa: E402
 from corpus import fa4_flex_corpus as flex  # noqa: E402

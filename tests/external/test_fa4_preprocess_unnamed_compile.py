@@ -7,7 +7,7 @@ mdQaccum, mCuSeqlensQ, mSeqUsedQ, mdLSE, mRowMax, mScaleP, softmax_scale,
 follow them. JAX's call ``(o, do, lse, None x5, 1.0)``: the rule puts the
 outputs at ``mdLSE, mRowMax, mScaleP``, which FA4's trace rejects
 (``mScaleP`` given asserts ``nheads_major``); the next placement tried
-puts them right after ``lse`` (``placement.probe_rank``: a ``None`` says
+puts them right after ``lse`` (``candidates.probe_rank``: a ``None`` says
 nothing about order), traces, and its trace writes ``mPdPsum, mLSElog2,
 mdQaccum``: the call binds there (``outputs.stage``, before the compile).
 torch's ``outputs=3`` (``d``, the tensors passed positionally) learns the

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("quack")
 torch = pytest.importorskip("torch")
 
-from cutecall._driver.binding import SlotKind  # noqa: E402
+from cutecall._driver.slots import SlotKind  # noqa: E402
 from corpus import authors  # noqa: E402
 from corpus import quack_gemm_cases as qc  # noqa: E402
 from corpus import quack_gemm_corpus as corpus  # noqa: E402

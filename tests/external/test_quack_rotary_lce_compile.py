@@ -36,7 +36,7 @@ import jax  # noqa: E402
 
 import cutecall  # noqa: E402
 from cutecall._driver.store import memory as compile_cache  # noqa: E402
-from cutecall._driver.binding import SlotKind  # noqa: E402
+from cutecall._driver.slots import SlotKind  # noqa: E402
 from corpus import authors  # noqa: E402
 from corpus import quack_lce_corpus as lce  # noqa: E402
 from corpus import quack_rotary_corpus as rotary  # noqa: E402

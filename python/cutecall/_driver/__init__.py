@@ -29,7 +29,12 @@ module                    job
                           kernel object, a callable wrapping one)
 ``signature``             reads a launcher's signature; runtime scalars
 ``fingerprint``           content fingerprints of launchers and constexprs
-``binding``               binds one call's arguments to typed ``Slot`` values
+``source_digest``         digests of a function's or a class's source files
+``binding``               binds one call's arguments to typed ``Slot`` values:
+                          which parameter each argument fills
+``binding_builder``       one argument read into its ``Slot`` (a pytree, a
+                          runtime scalar, ``None``, a compile-time value)
+``slots``                 ``Slot``, ``Binding``: what fills each parameter
 ``call_checks``           a call that fits no binding, said about the argument
                           (a scalar or tuple for a tensor, too many values,
                           ``None`` for a tensor that is not ``Optional``)
@@ -41,7 +46,9 @@ module                    job
 ``dtypes``                dtype names -> CuTe DSL types
 ``dtype_contract``        ``dtypes=``: the element types a call site declares
 ``layout``                divisibility classes of extents, strides, pointers
-``fallback``              the static fallback: the forms, the hint, ``climb``
+``fallback``              the static fallback's forms: guided, searched,
+                          what each compiles in (the hint)
+``fallback_climb``        ``climb``: the first form the DSL accepts
 ``key``                   the specialization key (one schema)
 ``plan``                  the launch plan's integer encoding
 ``target``                the target: arch, device properties, compile options
@@ -61,8 +68,9 @@ module                    job
                           call's outputs sit when it names none, asked with
                           traces before any compile; its own map
 ``compile_error``         ``CompileError``: the DSL's failure, the user's line
-                          and the root cause first; which frames are the
-                          user's (``user_stacklevel``, ``user_location``)
+                          and the root cause first
+``user_frames``           which frames are the user's (``user_stacklevel``,
+                          ``user_location``, ``failing_source``)
 ``compile_locate``        invalid IR traced again with op locations: its line
 ``diagnosis``             a failed compile explained by the call's arguments
 ``progress``              a bar and a line while work is long: on a terminal,

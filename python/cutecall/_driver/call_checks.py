@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from .binding import SlotKind
-from .outputs.placement import ARRAY, CONTAINER, NONE_ARG, SCALAR_ARG, arg_kind, placements
+from .slots import SlotKind
+from .outputs.candidates import ARRAY, CONTAINER, NONE_ARG, SCALAR_ARG, arg_kind, placements
 from .signature import (CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param,
                         is_scalar_value)
 

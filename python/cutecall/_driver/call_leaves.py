@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from .. import _core
 from . import pytree, runtime
-from .binding import SlotKind
+from .slots import SlotKind
 from .pytree import ARRAY, CONST, SCALAR, Node
 
 

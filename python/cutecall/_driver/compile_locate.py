@@ -7,7 +7,7 @@ no line. When the call's error is such a one, :func:`locate` traces the
 kernel once more with the DSL's traceback locations on
 (``dsl.loc_tracebacks``: each op records the Python frames that made it),
 reads the innermost frame of the user's (or the kernel author's) code from
-the verifier's error (``compile_error.user_location``) and puts it on the
+the verifier's error (``user_frames.user_location``) and puts it on the
 error's first line. The second trace stops where the first did -- at
 verification, before the costly passes -- and runs once per failed form:
 the place is remembered by the form's key.
@@ -20,7 +20,8 @@ import collections
 from typing import Callable
 
 from . import devices, dsl, hardware
-from .compile_error import CompileError, failing_source, unlocated, user_location
+from .compile_error import CompileError, unlocated
+from .user_frames import failing_source, user_location
 from .compiled import KernelSpec
 
 DEPTH = 24  # frames each op records: the user's line sits a few below the op

@@ -28,7 +28,7 @@ class KernelSpec:
     output_tree: Any
     key: str
     param_names: tuple = ()      # the launcher's positional parameters
-    slots: tuple = ()            # _binding.Binding.slots
+    slots: tuple = ()            # slots.Binding.slots
     keyword_scalars: tuple = ()  # (keyword-only parameter, scalar index)
     scalar_types: tuple = ()     # runtime scalar types, slot order
     # (parameter, DSL type, Python value): annotated scalars left at their

@@ -14,6 +14,8 @@ their layouts, FA4's its copy atoms) keeps the fingerprint it had when
 first seen (:func:`value_fingerprint`): launchers, constexprs and
 compile-time arguments alike, so its second compile's key is its first's.
 
+The digests of source code are ``source_digest``'s. :class:`IdentityKey`
+keys a cache by identity where a value has no content to fingerprint.
 Pure Python, no CuTe DSL import.
 """
 
@@ -24,11 +26,12 @@ import enum
 import functools
 import hashlib
 import inspect
-import textwrap
 import threading
 import types
 import weakref
 from typing import Any
+
+from .source_digest import class_digest, source_digest
 
 _MAX_DEPTH = 16
 _NONE = ["NoneType", None]  # the fingerprint of None
@@ -227,7 +230,7 @@ def _object_fingerprint(value, state: dict, what: str, depth: int,
     cls = type(value)
     member = functools.partial(_fingerprint, depth=depth + 1,
                                seen=seen | {id(value)}, in_object=True)
-    return ["object", cls.__module__, cls.__qualname__, _class_digest(cls),
+    return ["object", cls.__module__, cls.__qualname__, class_digest(cls),
             [[k, member(v, f"{what}.{k}")] for k, v in sorted(state.items())]]
 
 
@@ -243,55 +246,6 @@ def _state(value) -> dict | None:
     if not state and not hasattr(value, "__dict__"):
         return None
     return state
-
-
-@functools.lru_cache(maxsize=256)
-def _class_digest(cls: type) -> str:
-    """SHA-256 of the source files of a class and its bases (where the
-    kernels it launches live)."""
-    h = hashlib.sha256()
-    for c in cls.__mro__:
-        if c.__module__ == "builtins":
-            continue
-        h.update(f"{c.__module__}.{c.__qualname__}".encode())
-        _hash_source_file(h, c)
-    return h.hexdigest()
-
-
-def _hash_source_file(h, obj) -> None:
-    """Feeds `obj`'s whole source file to `h` (its path if unreadable)."""
-    try:
-        path = inspect.getsourcefile(obj)
-    except TypeError:
-        path = None
-    if path:
-        try:
-            with open(path, "rb") as f:
-                h.update(f.read())
-        except OSError:
-            h.update(path.encode())
-
-
-def source_digest(fn) -> str:
-    """SHA-256 of the function's source and of its whole source file (which
-    holds the kernels it launches)."""
-    target = inspect.unwrap(getattr(fn, "__wrapped__", fn))
-    h = hashlib.sha256()
-    try:
-        h.update(_strip_decorators(inspect.getsource(target)).encode())
-    except (OSError, TypeError):
-        pass
-    _hash_source_file(h, target)
-    return h.hexdigest()
-
-
-def _strip_decorators(source: str) -> str:
-    """Source without leading decorator lines: the DSL rewrites __wrapped__
-    after the first compile and the rewritten function's source has none."""
-    lines = textwrap.dedent(source).splitlines()
-    while lines and lines[0].lstrip().startswith("@"):
-        lines.pop(0)
-    return "\n".join(lines)
 
 
 class IdentityKey:

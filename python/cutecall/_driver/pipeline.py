@@ -26,9 +26,11 @@ import dataclasses
 import hashlib
 from typing import Any, Callable, Mapping, Sequence
 
-from . import binding as _binding, call_checks, fallback, fingerprint as _fingerprint
+from . import binding as _binding, call_checks, fallback, fallback_climb
+from . import fingerprint as _fingerprint
 from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target
-from .binding import Binding, Call, SlotKind
+from .binding import Call
+from .binding_builder import default_is_array
 from .compile_error import CompileError
 from .compiled import CompiledKernel, KernelSpec
 from .dtype_contract import DtypeContract
@@ -37,6 +39,7 @@ from .operand import SOURCE_ARG, Description, OperandDesc, make_operand, tie_dim
 from .outputs import stage
 from .outputs.placement import NO_EVIDENCE, Evidence
 from .pytree import CONST, Node
+from .slots import Binding, SlotKind, describe as describe_binding
 from .store import memory
 
 
@@ -131,7 +134,7 @@ class Launcher:
              num_outputs: int = 0, outputs_in_call: bool = False,
              order: str = "inputs_first", output_names: Sequence[str] | None = None,
              scalar_value: Callable = _signature.concrete_scalar,
-             is_array: Callable = _binding.default_is_array,
+             is_array: Callable = default_is_array,
              describe: Callable[[Binding, list], Description] | None = None
              ) -> tuple[Binding, list]:
         """Binds one call's positional arguments (arrays, pytrees, runtime
@@ -225,7 +228,7 @@ class Launcher:
                  for op in operands]
         compiles = memory.compile_stats()["compiles"]
         try:
-            kernel, spec, extra, level = fallback.climb(
+            kernel, spec, extra, level = fallback_climb.climb(
                 build, operands, start, name=self.name, options=options, arch=arch,
                 fallback=self.static_fallback,
                 explicit=lambda masks: self.hint(
@@ -287,5 +290,5 @@ class Launcher:
             tuple(f"p{i}" for i in range(len(binding.slots))),
             slots=binding.slots, keyword_scalars=binding.keyword_scalars,
             scalar_types=scalar_types, scalar_defaults=defaults, symbols=symbols,
-            binding=_binding.describe(self.sig, binding), target=tgt)
+            binding=describe_binding(self.sig, binding), target=tgt)
 

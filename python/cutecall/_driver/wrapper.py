@@ -20,7 +20,7 @@ import cutlass.cute as cute
 import cuda.bindings.driver as cuda
 
 from . import dsl, layout as _layout
-from .binding import SlotKind
+from .slots import SlotKind
 
 
 def _assume(v, divisibility: int):
@@ -101,7 +101,7 @@ def build_tensors(slots, spec):
 
 def call_launcher(stream, tensors, scalars, spec):
     """Calls the user's launcher with the signature it declares: each
-    positional parameter gets what its :class:`~binding.Slot` names (the
+    positional parameter gets what its :class:`~slots.Slot` names (the
     stream, an input pytree rebuilt in its authors' own containers with
     tensors, runtime scalars and compile-time values, an output, a runtime
     scalar, None); once a parameter is left to its default, later ones go

@@ -40,7 +40,8 @@ from typing import Any, Callable, Sequence
 
 from .._driver import progress
 from .._driver.store import records
-from .._driver.fingerprint import fingerprint, source_digest
+from .._driver.fingerprint import fingerprint
+from .._driver.source_digest import source_digest
 from .timing import NoGPU, concrete_jax, default_timer, device_name, is_torch
 from .._driver.log import logger
 

@@ -13,11 +13,12 @@ module              job
                     (which to pass over, when to stop)
 ``placement``       the rule: outputs by position, else by rank; among the
                     parameters a trace saw written
+``candidates``      the placements a call fits (argument kinds) and ranks
 ``writes``          what a trace writes, by launcher parameter
 ``mlir_writes``     which operands a traced MLIR module writes
 ``mlir_text``       the ops of an MLIR module printed in generic form
 ==================  ========================================================
 
-Nothing is imported here: ``binding`` (below the compile) reads the rule,
-the stage (above it) the rest.
+Nothing is imported here: ``binding`` (below the compile) reads the rule
+and its candidates, the stage (above it) the rest.
 """

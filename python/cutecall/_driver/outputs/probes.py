@@ -27,7 +27,7 @@ output order. No framework, no CuTe DSL.
 
 from __future__ import annotations
 
-from ..binding import Binding, SlotKind
+from ..slots import Binding, SlotKind
 from ..compile_error import CompileError
 
 # Placements traced after the rule's failed to trace. cuDNN's sm90

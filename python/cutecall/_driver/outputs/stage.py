@@ -35,10 +35,11 @@ import threading
 from collections import OrderedDict
 from typing import Callable
 
-from .. import compiler, diagnosis, fallback, target
-from ..binding import Binding, Call
+from .. import compiler, diagnosis, fallback_climb, target
+from ..binding import Call
 from ..compile_error import CompileError
 from ..signature import TENSOR
+from ..slots import Binding
 from ..store import memory
 from . import writes
 from .placement import Evidence
@@ -163,14 +164,14 @@ class _Question:
                                   output_tree=d.output_tree, num_args=d.num_args,
                                   num_rets=d.num_rets, extra=extra)
 
-    def trace(self, binding: Binding, leaves, searched: bool) -> fallback.Traced:
+    def trace(self, binding: Binding, leaves, searched: bool) -> fallback_climb.Traced:
         """What the kernel writes with the outputs where `binding` puts
         them: the static forms the compile would climb, each traced."""
         d = self.describe(binding, leaves)
         launcher = self.launcher
         options, arch = target.resolve_options(launcher.options, d.device_arch)
         start = (0,) * len(d.operands)
-        traced = fallback.climb_traces(
+        traced = fallback_climb.climb_traces(
             lambda masks: self.spec(binding, leaves, masks), d.operands, start,
             name=launcher.name, options=options, arch=arch,
             fallback=launcher.static_fallback, searched=searched,

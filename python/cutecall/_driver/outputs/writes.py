@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import re
 
-from ..binding import SlotKind
+from ..slots import SlotKind
 from .mlir_writes import Writes, analyze
 
 
