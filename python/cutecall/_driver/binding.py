@@ -15,8 +15,6 @@ import dataclasses
 from typing import Any, Callable, Mapping, Sequence
 
 from .binding_builder import BindingBuilder, default_is_array
-# The fronts read these here (jax/_call, torch/_describe).
-from .binding_builder import check_argument, check_arguments  # noqa: F401
 from .outputs.candidates import VALUE, arg_kind, placements, probe_rank
 from .outputs.placement import (NO_EVIDENCE, Evidence, named_outputs, place_outputs,
                                 place_written, written_params)

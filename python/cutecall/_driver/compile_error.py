@@ -16,7 +16,6 @@ import os
 import re
 
 from .user_frames import exception_chain, failing_source, plain, raised_at, user_location
-from .user_frames import user_stacklevel  # noqa: F401 (jax/_batching reads it here)
 
 # An MLIR diagnostic line: "error: <location>: <message>"; locations are
 # "unknown", "loc(...)" or "file:line:col".

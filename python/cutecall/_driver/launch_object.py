@@ -33,7 +33,7 @@ from .binding import Binding
 from .call_leaves import call_leaves, kernel_entry, leaf_masks, leaf_uses
 from .compiled import CompiledKernel
 from .operand import EVERY_EXTENT, EVERYTHING, Description, OperandDesc, static_mask
-from .outputs import placement
+from .outputs import candidates, placement
 from .pipeline import Launcher
 from .pytree import ARRAY
 from .signature import CONSTEXPR, SCALAR, TENSOR, Param
@@ -84,7 +84,7 @@ def open_params(launcher: Launcher, args: Sequence = ()) -> list[Param]:
     given = {k for k, _ in launcher.constexprs}
     params = [p for p in launcher.sig.params
               if p.kind in (TENSOR, SCALAR) and p.name not in given]
-    if len(args) > len(params) or any(placement.arg_kind(a) == placement.VALUE
+    if len(args) > len(params) or any(candidates.arg_kind(a) == candidates.VALUE
                                       for a in args):
         params = [p for p in launcher.sig.params if p.name not in given and (
             p.kind in (TENSOR, SCALAR) or p.kind == CONSTEXPR and not p.keyword_only)]

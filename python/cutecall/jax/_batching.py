@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from .._driver.compile_error import user_stacklevel
+from .._driver.user_frames import user_stacklevel
 
 __all__ = ["BatchModes", "BatchPlan", "VmapFallbackWarning", "resolve",
            "batch_rule", "UNROLL_MAX"]

@@ -11,7 +11,7 @@ from typing import Any
 import jax
 
 from .._driver import pytree, signature as _signature, target as _target
-from .._driver.binding import check_arguments
+from .._driver.binding_builder import check_arguments
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
 from . import _args as _jax_args, _batching, _call_checks, _targets

@@ -33,7 +33,6 @@ import itertools
 from typing import Any, Sequence
 
 from .candidates import by_position, fits, placements
-from .candidates import VALUE, arg_kind  # noqa: F401 (launch_object reads them here)
 from ..signature import TENSOR, LauncherSignature, is_scalar_value
 
 
