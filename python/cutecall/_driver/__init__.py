@@ -22,6 +22,8 @@ module                    job
                           call with outputs merged in, ``static=``/``dims=``;
                           its first call: bind once, the front describes,
                           specialize, the ``KernelEntry``
+``launch_options``        a launch object's ``outputs=``, ``static=``,
+                          ``dims=`` read against the parameters a call fills
 ``call_leaves``           the leaves C++ reads of a call, their uses and
                           static masks, the entry, the types it reads
 *the launcher and the call*

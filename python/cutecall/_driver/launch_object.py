@@ -32,11 +32,13 @@ from . import pytree
 from .binding import Binding
 from .call_leaves import call_leaves, kernel_entry, leaf_masks, leaf_uses
 from .compiled import CompiledKernel
-from .operand import EVERY_EXTENT, EVERYTHING, Description, OperandDesc, static_mask
-from .outputs import candidates, placement
+from .launch_options import dims_from_option, masks_from_option, open_params, \
+    outputs_from_option
+from .operand import Description, OperandDesc
+from .outputs import placement
 from .pipeline import Launcher
 from .pytree import ARRAY
-from .signature import CONSTEXPR, SCALAR, TENSOR, Param
+from .signature import TENSOR
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,21 +78,6 @@ class Front(Protocol):
         """The layout facts C++ would read from `array`."""
 
 
-def open_params(launcher: Launcher, args: Sequence = ()) -> list[Param]:
-    """The launcher's parameters a launch object's call fills, in order:
-    its tensors and runtime scalars, and the ``Constexpr`` ones too when
-    `args` pass their values (more arguments than the others take, or a
-    value no tensor or scalar is: ``binding.bind``)."""
-    given = {k for k, _ in launcher.constexprs}
-    params = [p for p in launcher.sig.params
-              if p.kind in (TENSOR, SCALAR) and p.name not in given]
-    if len(args) > len(params) or any(candidates.arg_kind(a) == candidates.VALUE
-                                      for a in args):
-        params = [p for p in launcher.sig.params if p.name not in given and (
-            p.kind in (TENSOR, SCALAR) or p.kind == CONSTEXPR and not p.keyword_only)]
-    return params
-
-
 class LaunchObject:
     """The first-call logic of one C++ launch object (module docstring). It
     remembers the masks the last static fallback compiled in, so that later
@@ -109,7 +96,7 @@ class LaunchObject:
         self._leaves = None        # the call layout `_masks` were made for
         self._masks = None         # per leaf: a StaticMask; None before any
         self.params = open_params(launcher) if launcher is not None else []
-        self.num_outputs, names = _outputs_option(outputs)
+        self.num_outputs, names = outputs_from_option(outputs)
         self._rule = self._named_or_rule(names)
         self._placed = None if names is None else tuple(names)
         self.dims = dims_from_option(dims, self.params)
@@ -302,68 +289,3 @@ def leaf_names(bound: BoundCall) -> list[str]:
     param_of = bound.launcher.parameter_names(binding)
     arg = [param_of.get(binding.arg_slots[k]) or f"arg{k}" for k in binding.arrays]
     return [arg[a] + pytree.keystr(path) for a, path in binding.leaves]
-
-
-def _outputs_option(outputs) -> tuple[int, tuple | None]:
-    """``outputs=``: (how many, their names or None)."""
-    names = None
-    if isinstance(outputs, (list, tuple)):
-        names = tuple(outputs)
-        if not all(isinstance(o, str) for o in names):
-            raise TypeError(f"cutecall: outputs must be an int or parameter "
-                            f"names, got {outputs!r}")
-        outputs = len(names)
-    if isinstance(outputs, bool) or not isinstance(outputs, int) or outputs < 0:
-        raise ValueError(f"cutecall: outputs must be an int >= 0 (how many "
-                         f"tensor parameters the launcher writes) or their "
-                         f"names, got {outputs!r}")
-    return outputs, names
-
-
-def dims_from_option(dims, params: Sequence[Param]) -> dict:
-    """``dims=``: {parameter name: tuple of dim names}."""
-    if dims is None:
-        return {}
-    if not isinstance(dims, dict):
-        raise TypeError(f"cutecall: dims must be a dict {{parameter: (name or None "
-                        f"per dim)}}, got {dims!r}")
-    names = {p.name for p in params}
-    out = {}
-    for name, per_dim in dims.items():
-        if name not in names:
-            raise ValueError(f"cutecall: dims names {name!r}, which is not a "
-                             f"parameter of the launcher ({sorted(names)})")
-        if not isinstance(per_dim, (tuple, list)) or \
-                any(d is not None and not isinstance(d, str) for d in per_dim):
-            raise TypeError(f"cutecall: dims[{name!r}] must be a tuple of names "
-                            f"(str) or None per dim, got {per_dim!r}")
-        out[name] = tuple(per_dim)
-    return out
-
-
-def masks_from_option(static, params: Sequence[Param]) -> dict:
-    """``static=`` as {parameter name: StaticMask}: True (every extent and
-    stride of every tensor), or {parameter name: True | per-dim bools}
-    (extents)."""
-    if static is None or static is False:
-        return {}
-    if static is True:
-        return {p.name: EVERYTHING for p in params}
-    if not isinstance(static, dict):
-        raise TypeError(f"cutecall: static must be True, False, None or a dict "
-                        f"{{parameter: True | tuple of bools}}, got {static!r}")
-    names = [p.name for p in params]
-    masks = {}
-    for name, dims in static.items():
-        if name not in names:
-            raise ValueError(f"cutecall: static names {name!r}, which is not a "
-                             f"tensor parameter; parameters: {', '.join(names)}")
-        if dims is True:
-            masks[name] = EVERY_EXTENT
-        elif isinstance(dims, (tuple, list)) and all(isinstance(x, bool) for x in dims):
-            masks[name] = static_mask(dims)
-        else:
-            raise TypeError(f"cutecall: static[{name!r}] must be True or a "
-                            f"tuple of bools per dim, got {dims!r}")
-    return masks
-

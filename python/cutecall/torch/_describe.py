@@ -22,7 +22,7 @@ from .. import _core
 from .._driver import dtypes, target
 from .._driver.operand import MAX_RANK, SOURCE_ARG, OperandDesc
 from .._driver.binding_builder import check_argument
-from .._driver.launch_object import open_params
+from .._driver.launch_options import open_params
 from .._driver.signature import CONSTEXPR, SCALAR
 
 
