@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Any, Callable, Hashable, Mapping, Sequence
 
-from . import _args as _jax_args, _targets
+from . import _specs, _targets
 from ._call import CutlassCall
 from ._recipe import RecipeCall
 
@@ -132,8 +132,8 @@ def cutlass_call(fn: Callable, *, output_shape_dtype: Any = None,
       A :class:`CutlassCall`; call it with the arguments (arrays, pytrees,
       ``None``, runtime scalars positionally or by keyword).
     """
-    input_spec = _jax_args.deprecated_mode(input_spec, input_mode, "input")
-    output_spec = _jax_args.deprecated_mode(output_spec, output_mode, "output")
+    input_spec = _specs.deprecated_mode(input_spec, input_mode, "input")
+    output_spec = _specs.deprecated_mode(output_spec, output_mode, "output")
     if ffi_call_target is not None:
         allow_cuda_graph = _targets.graph_target(ffi_call_target)
     cls = CutlassCall if recipe is None else \

@@ -1,13 +1,10 @@
 """The JAX front's description step: what a ``cutlass_call`` is told about
-its arrays -- specs per array (one for all, a flat list, or a pytree
-mirroring the arguments), input/output aliases over top-level positions or
-pytree key paths -- turned into the driver's operand descriptions; runtime
+its arrays -- specs per array (``_specs``) and input/output aliases
+(``_aliases``) applied to the bound call's leaves -- turned into the
+driver's operand descriptions; what the front passes as an array; runtime
 scalars read as host values; XLA layouts of compiled operands."""
 
 from __future__ import annotations
-
-import warnings
-from typing import Mapping
 
 import jax
 import numpy as np
@@ -16,155 +13,9 @@ from .._driver import fallback, operand as _operand, pytree, signature as _signa
 from .._driver.binding import Slot, SlotKind
 from .._driver.operand import SOURCE_ARG, SOURCE_RET, Description
 from .._driver.tensor_spec import TensorSpec
+from ._aliases import driver_path, leaves_under, resolve_aliases
+from ._specs import flat_specs
 
-# ---------------------------------------------------------------------------
-# Specs: a TensorSpec for all arrays, a flat list, or a pytree mirroring them
-
-def is_spec_leaf(x) -> bool:
-    if x is None or isinstance(x, TensorSpec):
-        return True
-    # NVIDIA's legacy shorthand: a bare int sequence is TensorSpec(mode=...).
-    return isinstance(x, (list, tuple)) and bool(x) and \
-        all(isinstance(i, int) for i in x)
-
-
-def spec_leaf(x, what: str):
-    if x is None or isinstance(x, TensorSpec):
-        return x
-    if isinstance(x, (list, tuple)):
-        return TensorSpec(mode=tuple(x))
-    raise TypeError(f"cutecall: {what} entries must be cutecall.TensorSpec, None "
-                    f"or a mode tuple, got {type(x).__name__}: {x!r}")
-
-
-def flat_specs(spec, present: list[bool], what: str, names: list[str] = ()) -> list:
-    """One spec (or None) per present array, from `spec` that is None, one
-    TensorSpec for all, ``{operand name: TensorSpec}`` (names as errors
-    show them: ``"epilogue_args.mC"``), or a sequence/pytree with one entry
-    per array -- either per present array or mirroring absent (None) ones
-    too. `names`: the present arrays' operand names."""
-    n = sum(present)
-    if spec is None or isinstance(spec, TensorSpec):
-        return [spec] * n
-    if isinstance(spec, Mapping):
-        unknown = [k for k in spec if k not in names]
-        if unknown:
-            raise ValueError(f"cutecall: {what} names {unknown}, which are not array "
-                             f"operands of the call; those are {list(names)}")
-        return [spec_leaf(spec.get(nm), what) for nm in names]
-    leaves = [spec_leaf(x, what)
-              for x in jax.tree.leaves(spec, is_leaf=is_spec_leaf)]
-    if len(leaves) == n:
-        return leaves
-    if len(leaves) == len(present):
-        for p, s in zip(present, leaves):
-            if not p and s is not None:
-                raise ValueError(f"cutecall: {what} gives {s!r} for an absent "
-                                 "(None) array; an absent array takes None")
-        return [s for p, s in zip(present, leaves) if p]
-    raise ValueError(f"cutecall: {what} has {len(leaves)} entries for {n} arrays: "
-                     f"{spec!r}")
-
-
-def deprecated_mode(spec, mode, what: str):
-    if mode is None:
-        return spec
-    if spec is not None:
-        raise ValueError(f"cutecall: {what}_spec and {what}_mode cannot both be "
-                         f"set; {what}_mode is deprecated, use {what}_spec")
-    warnings.warn(f"cutecall: {what}_mode is deprecated; use "
-                  f"{what}_spec=cutecall.TensorSpec(mode=...)",
-                  DeprecationWarning, stacklevel=3)
-    return mode
-
-
-# ---------------------------------------------------------------------------
-# Aliases: {input: output} over top-level positions (ints) or leaves (paths)
-
-def check_aliases(aliases) -> tuple:
-    if aliases is None:
-        return ()
-    if not isinstance(aliases, Mapping):
-        raise TypeError("cutecall: input_output_aliases must be a dict "
-                        f"{{input: output}}, got {aliases!r}")
-    out = []
-    for i, o in aliases.items():
-        for side, v in (("input", i), ("output", o)):
-            ok = (isinstance(v, int) and not isinstance(v, bool) and v >= 0) or \
-                (isinstance(v, tuple) and bool(v))
-            if not ok:
-                raise TypeError(f"cutecall: input_output_aliases {side} {v!r} "
-                                "must be a non-negative int (a top-level "
-                                "argument/output) or a jax.tree_util key path")
-        out.append((i, o))
-    if len({o for _, o in out}) != len(out):
-        raise ValueError("cutecall: input_output_aliases maps two inputs to one "
-                         f"output: {aliases!r}")
-    return tuple(out)
-
-
-def driver_path(path) -> tuple:
-    """A key path in the driver's terms (``pytree.Key``): JAX key entries
-    (``SequenceKey``, ``GetAttrKey``, ``DictKey``), ints (positions) and
-    strings (fields) alike."""
-    out = []
-    for k in path:
-        if isinstance(k, pytree.Key):
-            out.append(k)
-        elif isinstance(k, int):
-            out.append(pytree.Key("index", k))
-        elif isinstance(k, str):
-            out.append(pytree.Key("attr", k))
-        elif hasattr(k, "idx"):
-            out.append(pytree.Key("index", k.idx))
-        elif hasattr(k, "name"):
-            out.append(pytree.Key("attr", k.name))
-        elif hasattr(k, "key"):
-            out.append(pytree.Key("key", k.key))
-        else:
-            raise TypeError(f"cutecall: {k!r} is not a key path entry")
-    return tuple(out)
-
-
-def _same(a: pytree.Key, b: pytree.Key) -> bool:
-    """Keys equal, a field name matching a dict's string key too (a user
-    writes ``"out"`` for either)."""
-    return a.value == b.value and (a.kind == b.kind or {a.kind, b.kind} == {"attr", "key"})
-
-
-def leaves_under(paths: list, prefix: tuple) -> list[int]:
-    return [k for k, p in enumerate(paths) if len(p) >= len(prefix)
-            and all(_same(a, b) for a, b in zip(p, prefix))]
-
-
-def resolve_aliases(aliases, in_paths, out_paths, name):
-    """Flat (input leaf, output leaf) pairs and the output leaves hidden from
-    the kernel (path aliases; int aliases remove whole top-level outputs)."""
-    pairs, hidden = [], set()
-    for i, o in aliases:
-        whole = isinstance(o, int)
-        i, o = driver_path((i,) if isinstance(i, int) else i), \
-            driver_path((o,) if whole else o)
-        ins, outs = leaves_under(in_paths, i), leaves_under(out_paths, o)
-        if not ins or not outs:
-            side, p = ("input", i) if not ins else ("output", o)
-            raise ValueError(f"cutecall: input_output_aliases {side} "
-                             f"{pytree.keystr(p)} of '{name}' selects no array")
-        if len(ins) != len(outs) or any(
-                len(in_paths[a]) - len(i) != len(out_paths[b]) - len(o) or not all(
-                    _same(x, y) for x, y in zip(in_paths[a][len(i):], out_paths[b][len(o):]))
-                for a, b in zip(ins, outs)):
-            raise ValueError(f"cutecall: input_output_aliases {pytree.keystr(i)} -> "
-                             f"{pytree.keystr(o)} of '{name}': the input and output "
-                             "pytrees differ")
-        pairs += zip(ins, outs)
-        if not whole:
-            hidden.update(outs)
-    return tuple(pairs), hidden
-
-
-# ---------------------------------------------------------------------------
-# Descriptions
 
 def describe(name: str, source: int, index: int, x, spec, static_default: bool,
              kernel: str) -> _operand.OperandDesc:

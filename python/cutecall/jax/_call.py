@@ -14,7 +14,7 @@ from .._driver import pytree, signature as _signature, target as _target
 from .._driver.binding_builder import check_arguments
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
-from . import _args as _jax_args, _batching, _call_checks, _targets
+from . import _aliases, _args as _jax_args, _batching, _call_checks, _targets
 from ._primitive import cutecall_p
 from ._varying import match_varying
 
@@ -78,7 +78,7 @@ class CutlassCall:
         self.output_shape_dtype = output_shape_dtype
         self.input_spec = input_spec
         self.output_spec = output_spec
-        self.aliases = _jax_args.check_aliases(input_output_aliases)
+        self.aliases = _aliases.check_aliases(input_output_aliases)
         # Top-level outputs aliased whole: not passed to the launcher (unless
         # output_params names one parameter per output: see _unpassed).
         self.whole_outputs = frozenset(o for _, o in self.aliases
