@@ -5,12 +5,21 @@ module                    job
 ========================  =====================================================
 ``_call``                 ``cutlass_call``: binds, specializes, compiles, binds
                           the primitive (NVIDIA's ``cutlass.jax`` API)
-``_args``                 operand specs and aliases of one call
+``_args``                 the description step: a bound call's arrays as
+                          operand descriptions; runtime scalars, XLA layouts
+``_specs``                ``input_spec``/``output_spec``: one spec per array
+``_aliases``              ``input_output_aliases``: checked, resolved to leaves
+``_recipe``               ``RecipeCall``: ``cutlass_call(..., recipe=...)``
+``_recipe_find``          a recipe call's lookups (key, fitting variant) and
+                          records
 ``_primitive``            the ``cutecall_call`` primitive and its lowering to a
                           typed XLA FFI custom call
 ``_varying``              ``shard_map`` varying axes of operands and results
 ``_batching``             ``vmap``: fold into a kernel mode, else a loop
 ``_autodiff``             ``differentiable``: user-paired forward/backward kernels
+``_ad_rules``             differentiation rules: none for a kernel (the error
+                          says how to add one); ``cutecall_linear``, the
+                          tangent map with the user's transpose
 ``_contract``             ``compile``/``register``: ``jax.export`` contracts
 ``_compat``               JAX version shims
 ========================  =====================================================
@@ -26,7 +35,8 @@ Example::
 """
 
 from . import _cache
-from ._autodiff import Differentiable, DifferentiationError, differentiable
+from ._ad_rules import DifferentiationError
+from ._autodiff import Differentiable, differentiable
 from ._batching import BatchModes, VmapFallbackWarning
 from ._api import cutlass_call
 from ._call import CutlassCall, TracedCall

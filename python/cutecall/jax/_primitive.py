@@ -17,7 +17,7 @@ import numpy as np
 from jax._src import dispatch
 from jax.interpreters import ad, batching
 
-from . import _autodiff, _batching
+from . import _ad_rules, _batching
 from ._varying import with_varying
 from . import _targets
 from ._compat import Primitive, mlir
@@ -69,5 +69,5 @@ mlir.register_lowering(cutecall_p, _cuda_lowering, platform="cuda")
 # raise an error that says how to add one.
 batching.fancy_primitive_batchers[cutecall_p] = functools.partial(
     _batching.batch_rule, cutecall_p)
-ad.primitive_jvps[cutecall_p] = _autodiff.no_jvp_rule
-ad.primitive_transposes[cutecall_p] = _autodiff.no_transpose_rule
+ad.primitive_jvps[cutecall_p] = _ad_rules.no_jvp_rule
+ad.primitive_transposes[cutecall_p] = _ad_rules.no_transpose_rule
