@@ -24,8 +24,9 @@ __all__ = ["reference", "reference_attention", "alibi_score_mod", "alibi_score_m
 
 
 def identity_score(s, s_dot):
-    """The score map of plain attention, in :mod:`~cutecall.attention.jvp`'s
-    ``score(s, s_dot) -> (z, z_dot)`` form."""
+    """The score map of plain attention, in
+    :mod:`~cutecall.attention.score_tangent`'s ``score(s, s_dot) -> (z, z_dot)``
+    form."""
     return s, s_dot
 
 
