@@ -60,7 +60,8 @@ def _fa4_tensors(t, spec: BlockSparseTensors):
     def fake(x):
         return None if x is None else FakeTensor(
             mode, torch.empty(x.shape, dtype=torch.int32, device="meta"), torch.device("cuda", 0))
-    return BlockSparseTensorsTorch(*(fake(x) for x in spec[:4]), block_size=spec.block_size)
+    arrays = (spec.mask_block_cnt, spec.mask_block_idx, spec.full_block_cnt, spec.full_block_idx)
+    return BlockSparseTensorsTorch(*map(fake, arrays), block_size=spec.block_size)
 
 
 def fa4_objects(target, q, kv, fwd_bs, bwd_bs) -> tuple:

@@ -37,8 +37,10 @@ here, so it is given (default (128, 128), FlexAttention's).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import numbers
-from typing import Any, NamedTuple
+from typing import Any
 
 from .limits import fail
 
@@ -47,7 +49,8 @@ __all__ = ["BlockSparseTensors"]
 ARRAYS = ("mask_block_cnt", "mask_block_idx", "full_block_cnt", "full_block_idx")
 
 
-class BlockSparseTensors(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class BlockSparseTensors:
     """FA4's ``BlockSparseTensorsTorch`` as JAX arrays (int32), for
     ``attention(block_sparse_tensors=..., block_sparse_tensors_bwd=...)``.
 
@@ -55,9 +58,11 @@ class BlockSparseTensors(NamedTuple):
     N') with M = ceil(Sq / block_size[0]), N' <= ceil(Sk / block_size[1]).
     Backward (per kv block): counts (B|1, H|1, N), indices (B|1, H|1, N,
     M') with N = ceil(Sk / block_size[1]), M' <= ceil(Sq / block_size[0]).
-    ``full_*`` are optional (both or neither). ``block_size`` (q, kv) is
-    static: a JAX pytree node carries it as aux data, so the tuple can be
-    an argument of a jitted function.
+    ``full_*`` are optional (both or neither; without them zero counts are
+    passed, the same as no full blocks). ``block_size`` (q, kv) is
+    static: a JAX pytree node carries it as aux data, so the value can be
+    an argument of a jitted function. (The node is registered when the
+    first one is made: importing ``cutecall.attention`` imports no JAX.)
     """
 
     mask_block_cnt: Any
@@ -66,12 +71,13 @@ class BlockSparseTensors(NamedTuple):
     full_block_idx: Any = None
     block_size: tuple = (128, 128)
 
+    def __post_init__(self):
+        _register_pytree()
 
-def _register() -> None:
-    try:
-        import jax
-    except ImportError:  # a torch-only process never passes one
-        return
+
+@functools.cache
+def _register_pytree() -> None:
+    import jax
 
     def flatten(t):
         return tuple(getattr(t, f) for f in ARRAYS), tuple(t.block_size)
@@ -81,15 +87,13 @@ def _register() -> None:
     jax.tree_util.register_pytree_node(BlockSparseTensors, flatten, unflatten)
 
 
-_register()
-
-
 def pattern(t, arg: str) -> tuple:
     """Checks what the Config holds of `t` (its type, dtypes, ranks, block
-    size); returns (block_size, full blocks given, head extent of the
-    counts), or ((), False, 0) for None."""
+    size); returns (block_size, head extent of the counts), or ((), 0) for
+    None. Full blocks or not is no part of it: both launch four arrays
+    (:func:`launch_tuple`)."""
     if t is None:
-        return (), False, 0
+        return (), 0
     if not isinstance(t, BlockSparseTensors):
         fail(f"{arg} must be a cutecall.attention.BlockSparseTensors, got "
              f"{type(t).__name__}: {t!r}")
@@ -109,7 +113,7 @@ def pattern(t, arg: str) -> tuple:
         rank = 3 if name.endswith("cnt") else 4
         if str(x.dtype) != "int32" or len(shape) != rank:
             fail(f"{arg}.{name} must be int32 of rank {rank}, got {x.dtype} {tuple(shape)}")
-    return (int(bs[0]), int(bs[1])), t.full_block_cnt is not None, t.mask_block_cnt.shape[1]
+    return (int(bs[0]), int(bs[1])), t.mask_block_cnt.shape[1]
 
 
 def check_shapes(t, arg: str, batch: int, heads: int, rows: int, cols: int) -> None:
@@ -164,14 +168,21 @@ def check_backward(c, t, batch: int, heads: int, seqlen_q: int, seqlen_k: int) -
 def launch_tuple(t, batch: int, heads: int):
     """FA4's launcher argument: ``(mask_cnt, mask_idx, full_cnt, full_idx,
     None x 4)`` (no varlen offsets, no deterministic write orders), each
-    array broadcast to (B, H, ...); None for None."""
+    array broadcast to (B, H, ...); None for None. Without full blocks, zero
+    full-block counts: FA4's sm90 forward traces its full-block loop behind
+    a run-time count, and fails to compile on a None index list."""
     if t is None:
         return None
     import jax.numpy as jnp
 
     def full(x):
-        return None if x is None else jnp.broadcast_to(x, (batch, heads) + x.shape[2:])
-    return tuple(full(getattr(t, f)) for f in ARRAYS) + (None,) * 4
+        return jnp.broadcast_to(x, (batch, heads) + x.shape[2:])
+    mask_cnt, mask_idx = full(t.mask_block_cnt), full(t.mask_block_idx)
+    if t.full_block_cnt is None:
+        full_cnt, full_idx = jnp.zeros_like(mask_cnt), jnp.zeros_like(mask_idx[..., :1])
+    else:
+        full_cnt, full_idx = full(t.full_block_cnt), full(t.full_block_idx)
+    return (mask_cnt, mask_idx, full_cnt, full_idx) + (None,) * 4
 
 
 def _cdiv(n: int, d: int) -> int:

@@ -170,9 +170,8 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
     if scale is not None and (isinstance(scale, bool) or not isinstance(scale, numbers.Real)):
         fail(f"scale must be a Python float (a runtime value), got {scale!r}")
     causal, local, left, right = _window(causal, window_size, mask_mod)
-    sparse, sparse_full, sparse_heads = bsp.pattern(block_sparse_tensors, "block_sparse_tensors")
-    sparse_bwd, sparse_bwd_full, _ = bsp.pattern(block_sparse_tensors_bwd,
-                                                 "block_sparse_tensors_bwd")
+    sparse, sparse_heads = bsp.pattern(block_sparse_tensors, "block_sparse_tensors")
+    sparse_bwd, _ = bsp.pattern(block_sparse_tensors_bwd, "block_sparse_tensors_bwd")
     config = Config(
         dtype, d, h // hkv, causal, hdim_v=dv if dv != d else 0, local=local,
         window_left=left is not None, window_right=right is not None,
@@ -182,8 +181,7 @@ def check(q, k, v, *, causal, window_size, softcap, score_mod, score_mod_bwd,
         seqused_q=seqused_q is not None, seqused_k=seqused_k is not None,
         paged_kv=page_table is not None,
         sink_dtype=str(learnable_sink.dtype) if learnable_sink is not None else "",
-        sparse_block=sparse, sparse_full=sparse_full, sparse_bwd_block=sparse_bwd,
-        sparse_bwd_full=sparse_bwd_full)
+        sparse_block=sparse, sparse_bwd_block=sparse_bwd)
     paged = page_table is not None
     x = selection.Extents(
         batch=batch, seqlen_q=None if cu_seqlens_q is not None else qs[-3],

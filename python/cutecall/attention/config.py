@@ -73,9 +73,7 @@ class Config:
     bwd_hd256: bool = False    # sm100 backward: FA4's dedicated hd256 kernel
     # FA4's block sparsity (block_sparsity.py): (q, kv) block sizes; (): off.
     sparse_block: tuple = ()   # the forward's block_sparse_tensors
-    sparse_full: bool = False  # ... with full_block_cnt/idx
     sparse_bwd_block: tuple = ()  # the backward's (q-direction) tensors
-    sparse_bwd_full: bool = False
 
     @property
     def dv(self) -> int:

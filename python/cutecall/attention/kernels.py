@@ -49,7 +49,7 @@ def forward(c: Config):
         b, s, h, _d = q.shape
         return o, sds((b, h, s), "float32")
 
-    n_sparse = sparse_leaves(c.sparse_block, c.sparse_full)
+    n_sparse = sparse_leaves(c.sparse_block)
     modes = [0, 0, 0] + optional(c.seqused_q, c.seqused_k) + [None] * bool(c.sink_dtype) + \
         [0] * n_sparse + [None] * max(c.aux_tensors, 0)
     rq, rk, _, _ = ranks(c)
@@ -114,7 +114,7 @@ def backward(c: Config):
                     sds(rest[1].shape, "float32"))
         return (sds(dq_accum.shape, "float32"), sds(k.shape, k.dtype),
                 sds(v.shape, v.dtype))
-    n_sparse = sparse_leaves(c.sparse_bwd_block, c.sparse_bwd_full)
+    n_sparse = sparse_leaves(c.sparse_bwd_block)
     modes = [0] * (9 if gqa else 7) + \
         optional(c.seqused_q, c.seqused_k) + [None] * max(c.aux_tensors, 0) + [0] * n_sparse
     rq, rk, rs, ra = ranks(c)

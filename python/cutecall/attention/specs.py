@@ -64,9 +64,10 @@ def optional(*flags) -> list:
     return [0] * sum(bool(f) for f in flags)
 
 
-def sparse_leaves(block: tuple, full: bool) -> int:
-    """How many arrays a blocksparse tuple holds: 0 (off), 2 or 4 (full blocks)."""
-    return (2 + 2 * bool(full)) if block else 0
+def sparse_leaves(block: tuple) -> int:
+    """How many arrays a blocksparse tuple holds: 0 (off) or 4 (mask and
+    full blocks; zero full counts when none are given)."""
+    return 4 if block else 0
 
 
 def options(c: Config) -> str:

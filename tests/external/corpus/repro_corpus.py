@@ -102,7 +102,6 @@ def _static_fake(dtype, shape):
                                          assumed_align=16)
 
 
-@functools.lru_cache(maxsize=None)
 def _building():
     """The target's ``building()`` (device queries answer for the target);
     nothing on a cutecall older than targets: the old side of an A/B run,
@@ -112,6 +111,7 @@ def _building():
     return target().building() if target else contextlib.nullcontext()
 
 
+@functools.lru_cache(maxsize=None)
 def _authors_static(build: Callable, shapes: tuple, scalars: tuple):
     """``cute.compile`` of ``build()`` for tensors of exactly `shapes`
     ((cutlass dtype name, shape) pairs) and runtime `scalars` (DSL type
