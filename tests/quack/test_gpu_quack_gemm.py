@@ -52,9 +52,10 @@ def test_float16_operands():
                                np.asarray(reference(a, b)), atol=0.25, rtol=2e-2)
 
 
-def test_autotuned_tunes_once_then_a_second_tuner_takes_the_stored_winner(tmp_path,
-                                                                         monkeypatch):
-    monkeypatch.setenv("CUTECALL_CACHE_DIR", str(tmp_path / "cache"))
+def test_autotuned_tunes_once_then_a_second_tuner_takes_the_stored_winner(fresh_key_space):
+    # fresh_key_space: an empty store and no kernels in memory. Kernels the
+    # earlier tests left in memory would serve the first tuner without
+    # reaching this store, and the second tuner would compile its winner.
     a, b = operands(2048, 2048, 2048)
     first = quack_gemm.autotuned(tiles=TILES, warmup=2, rep=5)
     d = jax.jit(first)(a, b)
