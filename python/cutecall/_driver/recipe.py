@@ -94,6 +94,18 @@ def recipe_key(values: Any, *, name: str, call: Any, target: dict,
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def site_fingerprint(options: dict, what: str) -> str:
+    """The fingerprint of a call site's options, for ``recipe_key(site=)``:
+    mappings as sorted item tuples, sequences as tuples, by content."""
+    def content(value):
+        if isinstance(value, dict):
+            return tuple(sorted((repr(k), content(v)) for k, v in value.items()))
+        if isinstance(value, (list, tuple)):
+            return tuple(content(v) for v in value)
+        return value
+    return fingerprint(content(options), what)
+
+
 def enabled() -> bool:
     """Whether recipe calls look up records (``CUTECALL_RECIPES`` is not
     ``0``); off, every call takes the full path."""

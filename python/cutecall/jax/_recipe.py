@@ -13,7 +13,6 @@ import functools
 import jax
 
 from .._driver import recipe as _recipe
-from .._driver.fingerprint import fingerprint
 from .._driver.pipeline import Launcher
 from . import _args, _call_checks
 from ._call import CutlassCall, TracedCall
@@ -23,15 +22,6 @@ from ._recipe_find import RecipeCalls
 def _abstract(x):
     """An array as its shape and dtype (a tracer too); anything else as is."""
     return jax.ShapeDtypeStruct(x.shape, x.dtype) if _args.is_array(x) else x
-
-
-def _content(value):
-    """Options as hashable content (mappings as sorted item tuples)."""
-    if isinstance(value, dict):
-        return tuple(sorted((repr(k), _content(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_content(v) for v in value)
-    return value
 
 
 class RecipeCall(CutlassCall):
@@ -69,9 +59,9 @@ class RecipeCall(CutlassCall):
         self.recipe = RecipeCalls(
             recipe, name=self.name, packages=tuple(packages),
             compile_options=o["compile_options"], arch=self.arch,
-            site=fingerprint(_content({k: v for k, v in options.items()
-                                       if k != "output_shape_dtype"}),
-                             "cutlass_call options"))
+            site=_recipe.site_fingerprint({k: v for k, v in options.items()
+                                           if k != "output_shape_dtype"},
+                                          "cutlass_call options"))
 
     @functools.cached_property
     def launcher(self) -> Launcher:

@@ -21,21 +21,11 @@ from .. import _core
 from .._driver import pytree, recipe as _recipe
 from .._driver.call_leaves import entry_of, register_types
 from .._driver.compiled import CompiledKernel
-from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
 from . import _describe
 from ._custom_op import custom_op
 from ._kernel import Kernel, _is_compiling
 from ._recipe_find import TorchRecipe, call_desc, contract_of, describe, merge
-
-
-def _content(value):
-    """Options as hashable content (mappings as sorted item tuples)."""
-    if isinstance(value, dict):
-        return tuple(sorted((repr(k), _content(v)) for k, v in value.items()))
-    if isinstance(value, (list, tuple)):
-        return tuple(_content(v) for v in value)
-    return value
 
 
 def _is_build(fn) -> bool:
@@ -81,7 +71,7 @@ class RecipeKernel:
         site = dict(options, compile_options=compile_options, allocate=allocate is not None)
         self.recipe = TorchRecipe(recipe, name=self.name, packages=packages,
                                   compile_options=compile_options,
-                                  site=fingerprint(_content(site), "cutecall.torch.kernel options"))
+                                  site=_recipe.site_fingerprint(site, "cutecall.torch.kernel options"))
         self.launch = _core.TensorLauncher(self.name, [], self._on_miss)
         self._contract = None      # a TorchContract met: parameters, outputs
         self._positions: dict = {}  # (args, outputs) -> where allocate's outputs go
