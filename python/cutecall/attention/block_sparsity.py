@@ -9,8 +9,9 @@ block, ``mask_block_cnt``/``mask_block_idx`` list the kv blocks where the
 blocks): ``block_sparse_tensors_bwd``, the same type, as FA4's
 ``flash_attn_func`` takes them. The arrays are runtime values; the
 :class:`~cutecall.attention.config.Config` holds only their pattern: the
-block sizes, whether full blocks are given, and (through ``pack_gqa``)
-whether heads broadcast -- so one compile serves every sequence length.
+block sizes and (through ``pack_gqa``) whether heads broadcast -- so one
+compile serves every sequence length. Full blocks or not launch the same
+four arrays (zero full counts when none are given).
 
 FA4's interface decides, and cutecall follows (``_flash_attn_fwd``,
 ``_flash_attn_bwd``, ``flash_attn.cute.block_sparsity``):
