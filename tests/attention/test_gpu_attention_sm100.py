@@ -10,18 +10,11 @@ accumulates with atomics) -- and against the float32 reference
 
 Skips unless GPU 0 is an sm_100/sm_103 device."""
 
-import os
-import sys
-
 import numpy as np
 import pytest
 
 pytest.importorskip("flash_attn.cute")
 torch = pytest.importorskip("torch")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

@@ -10,16 +10,9 @@ wholly visible are "full" (no mask_mod), the rest "mask" blocks. The
 backward gets the transposed lists (``block_sparse_tensors_bwd``). Sequence
 length 600: the last blocks are ragged."""
 
-import os
-import sys
-
 import pytest
 
 pytest.importorskip("flash_attn.cute")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402

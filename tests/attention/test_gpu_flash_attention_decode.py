@@ -4,16 +4,9 @@ seqused, paged KV decoding, and vmap over dense and packed calls. Each case
 checks outputs, LSE and the gradients against the float32 reference
 (``attention_checks.check``)."""
 
-import os
-import sys
-
 import pytest
 
 pytest.importorskip("flash_attn.cute")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402

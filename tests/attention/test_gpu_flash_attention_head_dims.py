@@ -4,16 +4,9 @@ so that the attention parts end well inside one device call. Each case
 checks outputs, LSE and the gradients against the float32 reference
 (``attention_checks.check``)."""
 
-import os
-import sys
-
 import pytest
 
 pytest.importorskip("flash_attn.cute")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 from attention_checks import bf16, check, normal  # noqa: E402
 

@@ -5,16 +5,9 @@ tensors and runtime scalars. Each case checks
 outputs, LSE and the gradients against the float32 reference
 (``attention_checks.check``)."""
 
-import os
-import sys
-
 import pytest
 
 pytest.importorskip("flash_attn.cute")
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-if HERE not in sys.path:
-    sys.path.insert(0, HERE)
 
 import jax.numpy as jnp  # noqa: E402
 
