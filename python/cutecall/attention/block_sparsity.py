@@ -176,13 +176,13 @@ def launch_tuple(t, batch: int, heads: int):
         return None
     import jax.numpy as jnp
 
-    def full(x):
+    def broadcast(x):
         return jnp.broadcast_to(x, (batch, heads) + x.shape[2:])
-    mask_cnt, mask_idx = full(t.mask_block_cnt), full(t.mask_block_idx)
+    mask_cnt, mask_idx = broadcast(t.mask_block_cnt), broadcast(t.mask_block_idx)
     if t.full_block_cnt is None:
         full_cnt, full_idx = jnp.zeros_like(mask_cnt), jnp.zeros_like(mask_idx[..., :1])
     else:
-        full_cnt, full_idx = full(t.full_block_cnt), full(t.full_block_idx)
+        full_cnt, full_idx = broadcast(t.full_block_cnt), broadcast(t.full_block_idx)
     return (mask_cnt, mask_idx, full_cnt, full_idx) + (None,) * 4
 
 
