@@ -128,27 +128,21 @@ def packs() -> tuple:
     return _packs(os.environ.get(PACKS_ENV, ""))
 
 
-def find(recipe_key: str) -> list:
-    """The CallRecords the packs hold for `recipe_key` (a recipe's
-    variants: each with its kernel), first pack first."""
+def find(recipe_key: str, front: str) -> list:
+    """(CallRecord, contract) of `front`'s variants ("jax" or "torch") the
+    packs hold for `recipe_key`, first pack first: each record with its
+    kernel, and the front's call contract (JAX's is the record's own)."""
     out = []
     for pack in packs():
+        if front == "torch":
+            contracts = pack.torch_contracts(recipe_key)
+            if contracts:
+                records = pack.records()
+                out.extend((records[n], c) for n, c in contracts.items() if n in records)
+            continue
         names = pack.entries(recipe_key)
         if names:
             records = pack.records()
-            out.extend(records[n] for n in names if n in records)
-    return out
-
-
-def find_torch(recipe_key: str) -> list:
-    """(Variant, CallRecord) of the torch front's variants the packs hold
-    for `recipe_key`, first pack first."""
-    from .recipe import Variant
-    out = []
-    for pack in packs():
-        contracts = pack.torch_contracts(recipe_key)
-        if contracts:
-            records = pack.records()
-            out.extend((Variant(records[n].kernel.key, records[n].kernel.name, (), None, c),
-                        records[n]) for n, c in contracts.items() if n in records)
+            out.extend((r, r.contract) for r in (records[n] for n in names if n in records)
+                       if r.contract is not None)
     return out

@@ -205,6 +205,49 @@ def collecting():
             _collectors.remove(seen)
 
 
+class VariantCache:
+    """A call site's variants per recipe key that carry its front's contract
+    (`front`: "jax" or "torch"), each with its kernel when a pack supplied
+    it (else None: load it): the stores' record, else the packs' entries.
+    Forgotten when ``cutecall.clear_cache()`` runs."""
+
+    def __init__(self, front: str):
+        self.front = front
+        self._lock = threading.Lock()
+        self._variants: dict[str, list] = {}
+        self._generation = -1
+
+    def get(self, key: str, arch: str) -> list:
+        from . import packs
+        from .store import memory
+        with self._lock:
+            if self._generation != memory.generation():
+                self._variants, self._generation = {}, memory.generation()
+            found = self._variants.get(key)
+        if found is None:
+            own = (lambda v: v.torch is not None) if self.front == "torch" else \
+                (lambda v: v.contract is not None)
+            found = [(v, None) for v in load(key, arch) if own(v)]
+            if not found:
+                found = [(self._variant(r, c), r.kernel) for r, c in packs.find(key, self.front)
+                         if r.kernel.arch == arch]
+            with self._lock:
+                self._variants[key] = found
+        return found
+
+    def _variant(self, record, contract) -> Variant:
+        """A pack entry as a variant (a torch contract carries its scalars)."""
+        k = record.kernel
+        if self.front == "torch":
+            return Variant(k.key, k.name, (), None, contract)
+        return Variant(k.key, k.name, record.scalars, contract)
+
+    def forget(self, key: str) -> None:
+        """After a variant is added under `key`: read the record again."""
+        with self._lock:
+            self._variants.pop(key, None)
+
+
 def used(key: str, arch: str, variant: Variant) -> None:
     """A recipe call met `variant` (for :func:`collecting`)."""
     with _collectors_lock:

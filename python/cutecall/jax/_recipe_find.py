@@ -15,12 +15,11 @@ CuTe DSL nor the kernel's library.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from typing import Any
 
 import numpy as np
 
-from .._driver import packs, pytree, recipe as _recipe, signature as _signature
+from .._driver import pytree, recipe as _recipe, signature as _signature
 from .._driver import target as _target
 from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
@@ -98,10 +97,7 @@ class RecipeCalls:
         self.values, self.name, self.site = values, name, site
         self.packages = tuple(packages)
         self._target_args = (compile_options, arch)
-        self._lock = threading.Lock()
-        # recipe key -> [(variant, kernel or None)], for one store generation
-        self._variants: dict[str, list] = {}
-        self._generation = -1
+        self._variants = _recipe.VariantCache("jax")
         self._bound = None
 
     @property
@@ -122,7 +118,7 @@ class RecipeCalls:
         desc, arrays, scalars = describe_call(args, kwargs)
         key = self.key_of(desc + _outputs(out_structs))
         shapes = ([tuple(x.shape) for x in arrays], [tuple(o.shape) for o in out_structs])
-        for variant, kernel in self._candidates(key):
+        for variant, kernel in self._variants.get(key, self.target.arch):
             c = variant.contract
             if len(c.inputs) != len(arrays) or len(variant.scalars) != len(scalars) \
                     or len(c.outputs) != len(out_structs):
@@ -136,25 +132,6 @@ class RecipeCalls:
             return Found(CompiledCall(variant.name, kernel, variant.scalars, c),
                          tuple(arrays), tuple(scalars))
         return None
-
-    def _candidates(self, key: str) -> list:
-        """(Variant, kernel or None: load it) pairs under recipe `key`: the
-        stores' record, else the packs' entries (kernels included)."""
-        from .._driver.store import memory
-        with self._lock:
-            if self._generation != memory.generation():  # cutecall.clear_cache()
-                self._variants, self._generation = {}, memory.generation()
-            found = self._variants.get(key)
-        if found is None:
-            found = [(v, None) for v in _recipe.load(key, self.target.arch)
-                     if v.contract is not None]
-            if not found:
-                found = [(_recipe.Variant(r.kernel.key, r.kernel.name, r.scalars, r.contract),
-                          r.kernel) for r in packs.find(key) if r.contract is not None
-                         and r.kernel.arch == self.target.arch]
-            with self._lock:
-                self._variants[key] = found
-        return found
 
     def _kernel(self, v: _recipe.Variant):
         """The kernel of `v` from the process or a store (verified), or None."""
@@ -195,8 +172,7 @@ class RecipeCalls:
         key = self.key_of(desc + _outputs(out_structs))
         _recipe.add(key, self.target.arch, _recipe.Variant(kernel.key, kernel.name,
                                                            scalars, contract))
-        with self._lock:
-            self._variants.pop(key, None)
+        self._variants.forget(key)
 
 
 def fits(kernel, in_shapes, out_shapes, in_layouts, out_layouts) -> bool:

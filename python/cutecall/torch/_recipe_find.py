@@ -11,11 +11,10 @@ CuTe DSL nor the kernel's library.
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Sequence
 
 from .. import _core
-from .._driver import packs, pytree, recipe as _recipe, target as _target
+from .._driver import pytree, recipe as _recipe, target as _target
 from .._driver.call_record import TorchContract
 from .._driver.dtypes import dtype_name
 from .._driver.fingerprint import fingerprint
@@ -150,9 +149,7 @@ class TorchRecipe:
         fingerprint(values, "recipe")  # fail early on values without content
         self.values, self.name, self.site = values, name, site
         self.packages, self.compile_options = tuple(packages), compile_options
-        self._lock = threading.Lock()
-        self._variants: dict = {}  # recipe key -> [(Variant, kernel or None)]
-        self._generation = -1
+        self._variants = _recipe.VariantCache("torch")
 
     def target(self, arch: str | None):
         """The target a call on a device of `arch` compiles for."""
@@ -189,25 +186,12 @@ class TorchRecipe:
     def candidates(self, key: str, arch: str) -> list:
         """(Variant, kernel or None: load it) pairs under recipe `key` with
         a torch contract: the stores' record, else the packs' entries."""
-        from .._driver.store import memory
-        with self._lock:
-            if self._generation != memory.generation():  # cutecall.clear_cache()
-                self._variants, self._generation = {}, memory.generation()
-            found = self._variants.get(key)
-        if found is None:
-            found = [(v, None) for v in _recipe.load(key, arch) if v.torch is not None]
-            if not found:
-                found = [(v, r.kernel) for v, r in packs.find_torch(key)
-                         if r.kernel.arch == arch]
-            with self._lock:
-                self._variants[key] = found
-        return found
+        return self._variants.get(key, arch)
 
     def record(self, key: str, arch: str, kernel, contract: TorchContract) -> None:
         """After a full-path launch: what it compiled, under its recipe key."""
         _recipe.add(key, arch, _recipe.Variant(kernel.key, kernel.name, (), None, contract))
-        with self._lock:
-            self._variants.pop(key, None)
+        self._variants.forget(key)
 
 
 def _load(variant, arch: str):
