@@ -39,14 +39,17 @@ wheel_for() {  # the wheel for a python version, e.g. 3.12 -> dist/cutecall-...-
     || { echo "no $tag wheel in dist/: make wheel WHEEL_PYTHON=$1" >&2; exit 1; }
 }
 
-run_venv() {  # name python-version "pip args" "check" "pytest args" ["after"]
-  # "after": a command run with the venv's path once its tests pass, with
-  # the compilers back on PATH (all-cu13: tools/ci/cpp_consumer.sh).
-  local name="$1" version="$2" pip_args="$3" check="$4" tests="$5" after="${6:-}"
+run_venv() {  # name python-version need-GiB "pip args" "check" "pytest args" ["after"]
+  # need-GiB: the venv plus pip's downloads, measured (the venv sizes this
+  # script prints, and 3-4 GiB of wheels). "after": a command run with the
+  # venv's path once its tests pass, with the compilers back on PATH
+  # (all-cu13: tools/ci/cpp_consumer.sh).
+  local name="$1" version="$2" need="$3" pip_args="$4" check="$5" tests="$6" after="${7:-}"
   local venv="$root/build/ci/$name" log="$root/build/ci/$name.log"
   local py; py="$(tools/find_python.sh "$version")"
   local whl; whl="$(wheel_for "$version")"
   rm -rf "$venv"
+  enough_disk "$name" "$need"
   "$py" -m venv "$venv"
   echo "== $name (python $version): pip install ${pip_args//@WHEEL@/$(basename "$whl")}" \
     "($(free_disk) free)"
@@ -71,6 +74,15 @@ run_venv() {  # name python-version "pip args" "check" "pytest args" ["after"]
 
 free_disk() { df -h --output=avail "$root/build" | tail -n 1 | tr -d ' '; }
 
+enough_disk() {  # name need-GiB: say so before pip fills the disk half-way
+  local free_gib; free_gib="$(df -B1G --output=avail "$root/build" | tail -n 1 | tr -d ' ')"
+  [ "$free_gib" -ge "$2" ] && return 0
+  echo "test-install $1 needs about $2 GiB free under $root/build and $free_gib GiB are:" \
+    "its venv holds torch's, JAX's and the DSL's CUDA wheels. Free disk space, or pick" \
+    "venvs with MATRIX=\"...\"." >&2
+  exit 1
+}
+
 # What each venv must see: the wheel (not the source tree), the flavour,
 # and which frameworks are importable.
 check() {  # flavour jax? torch?
@@ -89,19 +101,19 @@ want="${MATRIX:-all-cu13 cu12-oldest-jax torch-only jax-only products}"
 for name in $want; do
   case "$name" in
     all-cu13)
-      run_venv all-cu13 3.12 "@WHEEL@[all,cu13,test,external]" \
+      run_venv all-cu13 3.12 11 "@WHEEL@[all,cu13,test,external]" \
         "$(check cu13 True True)" "tests" tools/ci/cpp_consumer.sh ;;
     cu12-oldest-jax)
-      run_venv cu12-oldest-jax 3.13 "@WHEEL@[all,test,external] jax==0.8.1 jaxlib==0.8.1" \
+      run_venv cu12-oldest-jax 3.13 11 "@WHEEL@[all,test,external] jax==0.8.1 jaxlib==0.8.1" \
         "$(check cu12 True True)" \
         "tests/external/test_quack_compile.py tests/external/test_fa4_compile.py tests/examples tests/jax/test_cutlass_call_surface.py tests/driver/test_flavour.py" ;;
     torch-only)
-      run_venv torch-only 3.10 "@WHEEL@[torch,test]" "$(check cu12 False True)" "tests/torch" ;;
+      run_venv torch-only 3.10 9 "@WHEEL@[torch,test]" "$(check cu12 False True)" "tests/torch" ;;
     jax-only)
-      run_venv jax-only 3.12 "@WHEEL@[jax,cu13,test]" "$(check cu13 True False)" \
+      run_venv jax-only 3.12 3 "@WHEEL@[jax,cu13,test]" "$(check cu13 True False)" \
         "tests/jax tests/bundle" ;;
     products)  # the [attention] and [quack] extras bring exactly what the products need
-      run_venv products 3.12 "@WHEEL@[cu13,attention,quack,test]" "$(check cu13 True True)" \
+      run_venv products 3.12 10 "@WHEEL@[cu13,attention,quack,test]" "$(check cu13 True True)" \
         "tests/attention/test_flash_attention.py tests/attention/test_attention_targets.py tests/quack/test_quack_gemm.py tests/quack/test_quack_jax.py tests/test_warm_process.py" ;;
     *) echo "unknown venv $name" >&2; exit 2 ;;
   esac
