@@ -171,9 +171,9 @@ def timed(workers: int, which: str, start: str) -> dict:
     import time
 
     import cutecall
-    import cutecall.services.warmup
+    import cutecall.services.workers
     t0 = time.perf_counter()
-    for module in cutecall.services.warmup.PRELOAD + PRELOAD:
+    for module in cutecall.services.workers.PRELOAD + PRELOAD:
         importlib.import_module(module)
     imports = time.perf_counter() - t0
     report = cutecall.warmup(tasks(which), workers=workers, preload=PRELOAD, start=start)

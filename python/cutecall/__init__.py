@@ -60,10 +60,11 @@ _NAMES = {
                     ".ejkernel"),
     # the rest of NVIDIA's cutlass.jax names (cutlass_call and TensorSpec above)
     **dict.fromkeys(
+        ("jax_to_cutlass_dtype", "cutlass_to_jax_dtype", "jax_to_cutlass_layout_order",
+         "cutlass_to_jax_layout_order", "from_dlpack", "JaxArray"), ".compat._nvidia_types"),
+    **dict.fromkeys(
         ("CUTE_DSL_MIN_SUPPORTED_JAX_VERSION",
-         "CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION", "jax_to_cutlass_dtype",
-         "cutlass_to_jax_dtype", "jax_to_cutlass_layout_order",
-         "cutlass_to_jax_layout_order", "from_dlpack", "JaxArray", "TensorMode",
+         "CUTE_DSL_JAX_MIN_SUPPORTED_PYTHON_VERSION", "TensorMode",
          "release_compile_cache", "get_export_disabled_safety_checks",
          "find_cute_dsl_runtime_library", "is_ffi_registered", "register_ffi",
          "set_ffi_call_targets", "disable_automatic_ffi_registration",

@@ -392,7 +392,8 @@ def test_find_runtime_library_agrees_with_nvidia(nv):
 def test_docstring_examples_run(nv):
     import doctest
 
-    from cutecall.compat import _nvidia_names
+    from cutecall.compat import _nvidia_names, _nvidia_types
 
-    result = doctest.testmod(_nvidia_names)
-    assert result.attempted >= 10 and result.failed == 0
+    results = [doctest.testmod(m) for m in (_nvidia_names, _nvidia_types)]
+    assert sum(r.attempted for r in results) >= 10
+    assert [r.failed for r in results] == [0, 0]

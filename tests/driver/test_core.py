@@ -66,8 +66,8 @@ def test_the_codes_shared_with_cpp_are_pinned():
         list(range(11))
     assert {k.name: int(k) for k in _core.UseKind} == {
         "TENSOR": 0, "SCALAR": 1, "IGNORE": 2, "OUTPUT": 3, "CONST": 4}
-    from cutecall._driver import signature
-    assert signature.SCALAR_TYPES == _core.SCALAR_TYPES
+    from cutecall._driver import scalars
+    assert scalars.SCALAR_TYPES == _core.SCALAR_TYPES
 
 
 def test_a_kernel_entry_is_typed_and_validated():

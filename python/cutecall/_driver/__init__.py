@@ -29,7 +29,10 @@ module                    job
 *the launcher and the call*
 ``launcher_kind``         what a launcher is (a ``@cute.jit`` function, a
                           kernel object, a callable wrapping one)
-``signature``             reads a launcher's signature; runtime scalars
+``signature``             reads a launcher's signature: stream, tensors,
+                          runtime scalars, constexprs
+``scalars``               runtime scalars: which values are one, their ABI
+                          bytes checked against the type's range
 ``fingerprint``           content fingerprints of launchers and constexprs
 ``source_digest``         digests of a function's or a class's source files
 ``binding``               binds one call's arguments to typed ``Slot`` values:

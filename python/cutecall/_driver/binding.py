@@ -18,7 +18,8 @@ from .binding_builder import BindingBuilder, default_is_array
 from .outputs.candidates import VALUE, arg_kind, placements, probe_rank
 from .outputs.placement import (NO_EVIDENCE, Evidence, named_outputs, place_outputs,
                                 place_written, written_params)
-from .signature import CONSTEXPR, SCALAR, STREAM, TENSOR, LauncherSignature, concrete_scalar
+from .scalars import concrete_scalar
+from .signature import CONSTEXPR, SCALAR, STREAM, TENSOR, LauncherSignature
 from .slots import DEFAULT_SLOT, STREAM_SLOT, Binding, Slot, SlotKind
 
 

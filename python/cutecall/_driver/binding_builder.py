@@ -13,8 +13,8 @@ from typing import Any, Callable, Sequence
 
 from . import pytree
 from .outputs.candidates import VALUE, arg_kind
-from .signature import (CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param,
-                        encode_scalar, infer_scalar_type, is_scalar_value, python_value)
+from .scalars import encode_scalar, infer_scalar_type, is_scalar_value, python_value
+from .signature import CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param
 from .slots import NONE_SLOT, STREAM_SLOT, Binding, Slot, SlotKind
 
 

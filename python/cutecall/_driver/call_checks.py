@@ -21,8 +21,8 @@ from typing import Any, Sequence
 
 from .slots import SlotKind
 from .outputs.candidates import ARRAY, CONTAINER, NONE_ARG, SCALAR_ARG, arg_kind, placements
-from .signature import (CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param,
-                        is_scalar_value)
+from .scalars import is_scalar_value
+from .signature import CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param
 
 
 def show(v) -> str:

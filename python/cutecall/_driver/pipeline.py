@@ -28,7 +28,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, call_checks, fallback, fallback_climb
 from . import fingerprint as _fingerprint
-from . import compile_locate, diagnosis, launcher_kind, signature as _signature, target
+from . import compile_locate, diagnosis, launcher_kind, scalars as _scalars, signature as _signature, target
 from .binding import Call
 from .binding_builder import default_is_array
 from .compile_error import CompileError
@@ -133,7 +133,7 @@ class Launcher:
     def bind(self, args: Sequence, kwargs: Mapping | None = None, *,
              num_outputs: int = 0, outputs_in_call: bool = False,
              order: str = "inputs_first", output_names: Sequence[str] | None = None,
-             scalar_value: Callable = _signature.concrete_scalar,
+             scalar_value: Callable = _scalars.concrete_scalar,
              is_array: Callable = default_is_array,
              describe: Callable[[Binding, list], Description] | None = None
              ) -> tuple[Binding, list]:

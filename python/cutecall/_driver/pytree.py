@@ -29,7 +29,8 @@ import dataclasses
 import typing
 from typing import Any, Callable, Iterator
 
-from .signature import SCALAR_TYPES, annotation_names, namedtuple_class, type_hints
+from .scalars import SCALAR_TYPES
+from .signature import annotation_names, namedtuple_class, type_hints
 
 ARRAY, SCALAR, NONE, CONST = "array", "scalar", "none", "const"
 _CONTAINERS = ("tuple", "list", "namedtuple", "dict", "dataclass")

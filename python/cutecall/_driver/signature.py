@@ -1,7 +1,7 @@
 """Launcher signatures: which parameter is the stream, which are tensors,
 runtime scalars and constexprs, and how one call binds to them.
 
-No CuTe DSL import; the scalar type codes come from ``_core``. Annotations are read by name (``CUstream``,
+No CuTe DSL import. Annotations are read by name (``CUstream``,
 ``Float32``, ``Constexpr``...) so string annotations and
 ``from __future__ import annotations`` work the same.
 
@@ -15,21 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import numbers
 import re
 import typing
 
-import numpy as np
-
-from .. import _core
-
-# CuTe DSL numeric types a launcher can take as a runtime scalar, in ABI
-# code order: defined once, in C++ (abi.h), and pinned by a test.
-SCALAR_TYPES = tuple(_core.SCALAR_TYPES)
-_INT_RANGE = {"Int8": (-2**7, 2**7), "Int16": (-2**15, 2**15),
-              "Int32": (-2**31, 2**31), "Int64": (-2**63, 2**63),
-              "Uint8": (0, 2**8), "Uint16": (0, 2**16), "Uint32": (0, 2**32),
-              "Uint64": (0, 2**64)}
+from .scalars import SCALAR_TYPES, is_scalar_value, python_value
 
 STREAM, TENSOR, SCALAR, CONSTEXPR = "stream", "tensor", "scalar", "constexpr"
 ORDERS = ("inputs_first", "outputs_first")
@@ -183,7 +172,7 @@ def scalar_defaults(sig: LauncherSignature, given) -> tuple:
     out = []
     for p in sig.params + sig.keyword_only:
         if p.kind == SCALAR and p.name not in given and \
-                isinstance(p.default, (bool, numbers.Number, np.generic)):
+                is_scalar_value(p.default):
             out.append((p.name, p.scalar_type, python_value(p.default, p.name)))
     return tuple(out)
 
@@ -215,94 +204,3 @@ def analyze(fn) -> LauncherSignature:
                         f"parameters ({', '.join(streams)}); it takes one, "
                         "XLA's stream")
     return LauncherSignature(name, tuple(params), tuple(kwonly), var_kw, True)
-
-
-# ---------------------------------------------------------------------------
-# Runtime scalars
-
-@dataclasses.dataclass(frozen=True)
-class ScalarArg:
-    """One runtime scalar of one call: its type and its 8 raw ABI bytes as an
-    int64 (the ``scalars`` attribute of the custom call)."""
-
-    name: str
-    scalar_type: str
-    bits: int
-
-
-def is_scalar_value(x) -> bool:
-    """A Python/numpy scalar, or a concrete 0-d array (not a tracer)."""
-    if isinstance(x, (bool, numbers.Number, np.generic)):
-        return True
-    return False
-
-
-def python_value(x, what: str):
-    if isinstance(x, np.generic):
-        return x.item()
-    if isinstance(x, (bool, numbers.Number)):
-        return x
-    raise TypeError(f"cutecall: {what} must be a Python or NumPy scalar, got "
-                    f"{type(x).__name__}: {x!r}")
-
-
-def concrete_scalar(x, what: str):
-    """`x` as a Python value if it is a scalar known on the host (a Python or
-    NumPy scalar, or a concrete array of one element); else a TypeError
-    naming `what`. Fronts whose values may be traced check that first (the
-    JAX front's ``scalar_value``)."""
-    if is_scalar_value(x):
-        return python_value(x, what)
-    if hasattr(x, "shape") and tuple(x.shape) in ((), (1,)) and hasattr(x, "item"):
-        return x.item()
-    raise TypeError(f"cutecall: {what} must be a scalar, got "
-                    f"{type(x).__name__}: {x!r}")
-
-
-def infer_scalar_type(value) -> str:
-    """The runtime type of an unannotated scalar parameter."""
-    if isinstance(value, (bool, np.bool_)):
-        return "Boolean"
-    if isinstance(value, (numbers.Integral, np.integer)):
-        return "Int64"
-    if isinstance(value, (numbers.Real, np.floating)):
-        return "Float32"
-    raise TypeError(f"cutecall: cannot pass {type(value).__name__} {value!r} "
-                    "as a runtime scalar (bool, int and float are supported)")
-
-
-def encode_scalar(name: str, scalar_type: str, value) -> ScalarArg:
-    what = f"runtime scalar {name!r} ({scalar_type})"
-    if scalar_type == "Boolean":
-        if not isinstance(value, (bool, np.bool_, numbers.Integral)) or \
-                int(value) not in (0, 1):
-            raise TypeError(f"cutecall: {what} must be a bool, got {value!r}")
-        return ScalarArg(name, scalar_type, int(bool(value)))
-    if scalar_type in _INT_RANGE:
-        if isinstance(value, (bool, np.bool_)) or \
-                not isinstance(value, (numbers.Integral, np.integer)):
-            raise TypeError(f"cutecall: {what} must be an int, got "
-                            f"{type(value).__name__}: {value!r}")
-        lo, hi = _INT_RANGE[scalar_type]
-        v = int(value)
-        if not lo <= v < hi:
-            raise ValueError(f"cutecall: {what} = {v} is out of range "
-                             f"[{lo}, {hi - 1}]")
-        return ScalarArg(name, scalar_type, v - 2**64 if v >= 2**63 else v)
-    if scalar_type in ("Float32", "Float64"):
-        if not isinstance(value, (numbers.Real, np.floating, np.integer)):
-            raise TypeError(f"cutecall: {what} must be a real number, got "
-                            f"{type(value).__name__}: {value!r}")
-        if scalar_type == "Float32":
-            with np.errstate(over="ignore"):
-                f32 = np.array(value, dtype=np.float32)
-            if np.isfinite(float(value)) and not np.isfinite(f32):
-                raise ValueError(f"cutecall: {what} = {value!r} is out of range for "
-                                 f"Float32 (largest finite 3.4028235e+38); NaN and inf "
-                                 f"are accepted")
-            bits = int(f32.view(np.int32))
-        else:
-            bits = int(np.array(value, dtype=np.float64).view(np.int64))
-        return ScalarArg(name, scalar_type, bits)
-    raise TypeError(f"cutecall: {what}: unsupported scalar type; supported: "
-                    f"{', '.join(SCALAR_TYPES)}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from .._driver import fallback, operand as _operand, pytree, signature as _signature
+from .._driver import fallback, operand as _operand, pytree, scalars as _scalars
 from .._driver.binding import Slot, SlotKind
 from .._driver.operand import SOURCE_ARG, SOURCE_RET, Description
 from .._driver.tensor_spec import TensorSpec
@@ -172,7 +172,7 @@ def scalar_value(x, what: str):
             "when the call is traced. Pass a Python/NumPy scalar (or a concrete "
             "array), or pass the value as a shape-(1,) array operand and read it "
             "in the kernel.")
-    return _signature.concrete_scalar(x, what)
+    return _scalars.concrete_scalar(x, what)
 
 
 def check_output_params(output_params):

@@ -10,7 +10,7 @@ from typing import Any
 
 import jax
 
-from .._driver import pytree, signature as _signature, target as _target
+from .._driver import pytree, scalars as _scalars, signature as _signature, target as _target
 from .._driver.binding_builder import check_arguments
 from .._driver.operand import SOURCE_ARG, SOURCE_RET
 from .._driver.pipeline import Launcher
@@ -155,7 +155,7 @@ class CutlassCall:
             raise
         for i, o in self.aliases:
             if isinstance(i, int) and (i >= len(args) or args[i] is None or
-                                       _signature.is_scalar_value(args[i])):
+                                       _scalars.is_scalar_value(args[i])):
                 raise ValueError(f"cutecall: input_output_aliases input {i} of "
                                  f"'{self.name}' is not an array argument of "
                                  f"the call ({len(args)} arguments)")

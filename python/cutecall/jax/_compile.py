@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from .._driver import signature as _signature
+from .._driver import scalars as _scalars
 from .._driver.call_record import JaxContract
 from .._driver.log import logger
 from ._contract import CompiledCall, batch_tuple
@@ -48,10 +48,10 @@ def _output_rules(call, args, out_avals, aliases) -> list:
     symbols, then checked against the example."""
     def is_array(x):
         return hasattr(x, "shape") and hasattr(x, "dtype") and \
-            not _signature.is_scalar_value(x)
+            not _scalars.is_scalar_value(x)
 
     leaves, tree = jax.tree.flatten(
-        list(args), is_leaf=lambda x: x is None or _signature.is_scalar_value(x))
+        list(args), is_leaf=lambda x: x is None or _scalars.is_scalar_value(x))
     example = [tuple(x.shape) for x in leaves if is_array(x)]
     where = {f"cc_in{k}_{d}": (k, d) for k, s in enumerate(example)
              for d in range(len(s))}

@@ -24,7 +24,7 @@ import numpy as np
 
 from . import _targets
 from ._batching import BatchPlan
-from .._driver import signature as _signature
+from .._driver import scalars as _scalars
 from .._driver.plan import decode_plan
 from .._driver.call_record import CallRecord, JaxContract
 
@@ -132,8 +132,8 @@ class CompiledCall(CallRecord):
             if nm not in values:
                 raise TypeError(f"cutecall: kernel '{self.name}' needs runtime "
                                 f"scalar {nm!r} ({st})")
-            v = _signature.concrete_scalar(values[nm], f"runtime scalar {nm!r}")
-            bits.append(_signature.encode_scalar(nm, st, v).bits)
+            v = _scalars.concrete_scalar(values[nm], f"runtime scalar {nm!r}")
+            bits.append(_scalars.encode_scalar(nm, st, v).bits)
         return tuple(bits)
 
     def _output_shapes(self, arrays, given) -> list[tuple]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .._driver import pytree, recipe as _recipe, signature as _signature
+from .._driver import pytree, recipe as _recipe, scalars as _scalars
 from .._driver import target as _target
 from .._driver.fingerprint import fingerprint
 from .._driver.log import logger
@@ -55,7 +55,7 @@ def describe_call(args, kwargs) -> tuple[list, list, list]:
     for a in args:
         if a is None:
             desc.append(None)
-        elif _signature.is_scalar_value(a) or pytree.dsl_scalar_type(a):
+        elif _scalars.is_scalar_value(a) or pytree.dsl_scalar_type(a):
             desc.append(["scalar", pytree.dsl_scalar_type(a) or type(a).__name__])
             scalars.append(a.value if pytree.dsl_scalar_type(a) else a)
         else:

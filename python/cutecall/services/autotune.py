@@ -162,7 +162,7 @@ class Autotuned:
         import functools
 
         import jax
-        from . import warmup as _warmup
+        from . import warmup as _warmup, workers as _workers
         dtypes = tuple(str(getattr(x, "dtype", type(x).__name__)) for x in args)
         if dtypes in self._compiled_for:
             return
@@ -172,7 +172,7 @@ class Autotuned:
         tasks = [functools.partial(_compile_candidate, self.build, c, specs)
                  for c in self.configs]
         report = _warmup.warmup(tasks, workers=self.compile_workers,
-                                preload=_warmup.defining_modules([self.build]))
+                                preload=_workers.defining_modules([self.build]))
         logger.info("autotune '%s': %s", self.name, str(report).splitlines()[0])
 
     def _tune(self, args, timer) -> TuningResult:

@@ -34,16 +34,14 @@ always, ``0``: never), and as ``cutecall`` log lines; the workers show none.
 
 from __future__ import annotations
 
-import concurrent.futures as cf
 import dataclasses
 import functools
 import os
 import pickle
-import sys
 import time
 from typing import Callable, Sequence
 
-from . import workers as _warmup_start
+from . import workers as _workers
 from .._driver import progress
 from .._driver.log import logger
 
@@ -128,62 +126,11 @@ def _target(task):
     return task
 
 
-# Imported once (here or by the fork server), before any worker forks.
-PRELOAD = ("jax", "cutlass", "cutlass.cute", "cutecall", "cutecall.jax")
-
-
-def _init_worker(environ: dict, arch: str) -> None:
-    """A worker compiles, never runs. It takes the caller's environment as
-    it is now (the fork server's is a copy from when it started), targets the
-    caller's arch (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU
-    client (a CUDA context and a memory pool per worker would cost seconds
-    and most of the GPU's memory). It shows no progress of its own: the
-    caller draws the bar, and workers share its terminal."""
-    os.environ.clear()
-    os.environ.update(environ)
-    os.environ.setdefault("CUTECALL_ARCH", arch)
-    os.environ[progress.ENV] = "0"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    if "jax" in sys.modules:  # preloaded: its config read the server's env
-        sys.modules["jax"].config.update("jax_platforms", "cpu")
-
-
-def defining_modules(functions) -> list:
-    """The modules that define `functions` (partials unwrapped), in order,
-    without duplicates; ``__main__`` is left out (each worker imports the
-    main script itself)."""
-    modules = []
-    for f in functions:
-        while isinstance(f, functools.partial):
-            f = f.func
-        module = getattr(f, "__module__", None)
-        if module and module != "__main__" and module not in modules:
-            modules.append(module)
-    return modules
-
-
 def _modules(tasks, preload: Sequence[str]) -> list:
     """PRELOAD, `preload`, then the modules that define the tasks."""
-    modules = list(PRELOAD) + list(preload)
-    return modules + [m for m in defining_modules(_target(t) for t in tasks)
+    modules = list(_workers.PRELOAD) + list(preload)
+    return modules + [m for m in _workers.defining_modules(_target(t) for t in tasks)
                       if m not in modules]
-
-
-def _run(task) -> tuple:
-    """In a worker: run `task`; return (seconds, compiles, disk hits, error,
-    remote hits, the kernels it got)."""
-    from .._driver.store import memory
-    before, mark = memory.compile_stats(), memory.journal_mark()
-    start = time.perf_counter()
-    try:
-        task()
-        error = None
-    except BaseException as e:  # noqa: BLE001 (reported, the others go on)
-        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-    after = memory.compile_stats()
-    return (time.perf_counter() - start, after["compiles"] - before["compiles"],
-            after["disk_hits"] - before["disk_hits"], error,
-            after["remote_hits"] - before["remote_hits"], tuple(memory.journal_since(mark)))
 
 
 def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
@@ -213,7 +160,7 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
         from .warmup_job import warmup_job
         return warmup_job(tasks, compile_share, workers=workers, preload=preload,
                           start=start)
-    _warmup_start.check_start(start)
+    _workers.check_start(start)
     tasks = list(tasks)
     if isinstance(preload, str) or not all(isinstance(m, str) for m in preload):
         raise TypeError(f"cutecall.warmup: preload must be a sequence of module "
@@ -235,26 +182,26 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
     modules = _modules(tasks, preload)
     with progress.bar(len(tasks), "cutecall warm-up", "task") as bar:
         bar.set_postfix_str("importing the tasks' modules")
-        method, why = _warmup_start.choose(start, modules)
+        method, why = _workers.choose(start, modules)
         from .._driver.target import default_arch
         arch = default_arch()  # reads the driver, starts no GPU client
         logger.info("warm-up: %d workers by %s (%s), for %s", workers, method, why, arch)
         bar.set_postfix_str(f"{workers} workers by {method}")
-        setup = (_warmup_start.context(method, modules), (dict(os.environ), arch))
+        setup = (_workers.context(method, modules), (dict(os.environ), arch))
 
         def done(i, result):
-            results[i] = result
+            result = results[i] = TaskResult(_name(tasks[i]), *result)
             logger.info("warm-up: %s", _line(result))
             bar.update(1)
 
         # All tasks in one pool. A worker that dies breaks the pool without
         # saying which task it ran: the unfinished tasks then run one per
         # pool, so the one that dies is named.
-        unfinished = _run_pool(tasks, range(len(tasks)), workers, done, setup,
+        unfinished = _workers.run_pool(tasks, range(len(tasks)), workers, done, setup,
                                bar.refresh)
         for i in unfinished:
-            if _run_pool(tasks, [i], 1, done, setup, bar.refresh):
-                done(i, TaskResult(_name(tasks[i]), 0.0, error="worker process died"))
+            if _workers.run_pool(tasks, [i], 1, done, setup, bar.refresh):
+                done(i, (0.0, 0, 0, "worker process died"))
     report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
                           time.perf_counter() - began, workers, method)
     logger.info("%s", str(report).splitlines()[0])
@@ -269,36 +216,10 @@ def compile_share(tasks, workers, preload, start) -> WarmupReport:
     torch.distributed process group does not survive one either."""
     if workers is None or workers == 1:
         began = time.perf_counter()
-        results = tuple(TaskResult(_name(t), *_run(t)) for t in tasks)
+        results = tuple(TaskResult(_name(t), *_workers.run_task(t)) for t in tasks)
         return WarmupReport(results, time.perf_counter() - began, 1, "this process")
     return warmup(tasks, workers=workers, preload=preload,
                   start="forkserver" if start == "auto" else start)
-
-
-def _run_pool(tasks, indices, workers: int, done, setup, tick) -> list:
-    """Runs tasks[i] for i in `indices` in a pool of `workers` processes;
-    returns the indices left unfinished when a worker died. Calls `tick()`
-    at least once a second while waiting (the bar's clock)."""
-    ctx, initargs = setup
-    finished = set()
-    with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
-                                initargs=initargs) as pool:
-        with _warmup_start.quiet_fork():    # a fork pool forks on the first submit
-            futures = {pool.submit(_run, tasks[i]): i for i in indices}
-        pending = set(futures)
-        while pending:
-            ready, pending = cf.wait(pending, timeout=1.0,
-                                     return_when=cf.FIRST_COMPLETED)
-            for fut in ready:
-                i = futures[fut]
-                try:
-                    result = fut.result()
-                except cf.process.BrokenProcessPool:
-                    continue
-                finished.add(i)
-                done(i, TaskResult(_name(tasks[i]), *result))
-            tick()
-    return [i for i in indices if i not in finished]
 
 
 def _line(r: TaskResult) -> str:

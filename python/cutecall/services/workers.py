@@ -1,5 +1,6 @@
-"""How warm-up workers start: forked from this process when that is safe,
-else forked from a fork server.
+"""Warm-up's worker processes: how they start (forked from this process
+when that is safe, else from a fork server), what each imports and runs,
+and the pool that hands them the tasks.
 
 Forking this process is the fast way. The workers inherit every module it
 has imported, so JAX, torch, the CuTe DSL and the kernels' packages are not
@@ -21,14 +22,18 @@ The choice and its reason are logged (``CUTECALL_LOG=info``).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import contextlib
+import functools
 import importlib
 import multiprocessing
 import os
 import sys
+import time
 import warnings
 from typing import Sequence
 
+from .._driver import progress
 from .._driver.log import logger
 
 START_METHODS = ("auto", "fork", "forkserver")
@@ -95,3 +100,81 @@ def quiet_fork():
         warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
                                 category=DeprecationWarning)
         yield
+
+
+# Imported once (here or by the fork server), before any worker forks.
+PRELOAD = ("jax", "cutlass", "cutlass.cute", "cutecall", "cutecall.jax")
+
+
+def init_worker(environ: dict, arch: str) -> None:
+    """A worker compiles, never runs. It takes the caller's environment as
+    it is now (the fork server's is a copy from when it started), targets the
+    caller's arch (CUTECALL_ARCH, so keys match), and JAX in it starts no GPU
+    client (a CUDA context and a memory pool per worker would cost seconds
+    and most of the GPU's memory). It shows no progress of its own: the
+    caller draws the bar, and workers share its terminal."""
+    os.environ.clear()
+    os.environ.update(environ)
+    os.environ.setdefault("CUTECALL_ARCH", arch)
+    os.environ[progress.ENV] = "0"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    if "jax" in sys.modules:  # preloaded: its config read the server's env
+        sys.modules["jax"].config.update("jax_platforms", "cpu")
+
+
+def defining_modules(functions) -> list:
+    """The modules that define `functions` (partials unwrapped), in order,
+    without duplicates; ``__main__`` is left out (each worker imports the
+    main script itself)."""
+    modules = []
+    for f in functions:
+        while isinstance(f, functools.partial):
+            f = f.func
+        module = getattr(f, "__module__", None)
+        if module and module != "__main__" and module not in modules:
+            modules.append(module)
+    return modules
+
+
+def run_task(task) -> tuple:
+    """In a worker: run `task`; return (seconds, compiles, disk hits, error,
+    remote hits, the kernels it got)."""
+    from .._driver.store import memory
+    before, mark = memory.compile_stats(), memory.journal_mark()
+    start = time.perf_counter()
+    try:
+        task()
+        error = None
+    except BaseException as e:  # noqa: BLE001 (reported, the others go on)
+        error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    after = memory.compile_stats()
+    return (time.perf_counter() - start, after["compiles"] - before["compiles"],
+            after["disk_hits"] - before["disk_hits"], error,
+            after["remote_hits"] - before["remote_hits"], tuple(memory.journal_since(mark)))
+
+
+def run_pool(tasks, indices, workers: int, done, setup, tick) -> list:
+    """Runs tasks[i] for i in `indices` in a pool of `workers` processes,
+    calling ``done(i, run_task's tuple)`` as each finishes; returns the
+    indices left unfinished when a worker died. Calls `tick()`
+    at least once a second while waiting (the bar's clock)."""
+    ctx, initargs = setup
+    finished = set()
+    with cf.ProcessPoolExecutor(workers, mp_context=ctx, initializer=init_worker,
+                                initargs=initargs) as pool:
+        with quiet_fork():    # a fork pool forks on the first submit
+            futures = {pool.submit(run_task, tasks[i]): i for i in indices}
+        pending = set(futures)
+        while pending:
+            ready, pending = cf.wait(pending, timeout=1.0,
+                                     return_when=cf.FIRST_COMPLETED)
+            for fut in ready:
+                i = futures[fut]
+                try:
+                    result = fut.result()
+                except cf.process.BrokenProcessPool:
+                    continue
+                finished.add(i)
+                done(i, result)
+            tick()
+    return [i for i in indices if i not in finished]

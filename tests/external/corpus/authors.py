@@ -56,7 +56,8 @@ def structure(x) -> Any:
 
 def _structure(x, annotation) -> Any:
     from cutecall._driver import pytree
-    from cutecall._driver.signature import SCALAR_TYPES, annotation_names
+    from cutecall._driver.scalars import SCALAR_TYPES
+    from cutecall._driver.signature import annotation_names
     if x is None:
         return None
     shape = getattr(x, "shape", None)

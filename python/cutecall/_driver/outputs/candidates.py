@@ -12,8 +12,8 @@ from __future__ import annotations
 import itertools
 from typing import Sequence
 
-from ..signature import (CONSTEXPR, SCALAR, SCALAR_TYPES, TENSOR, LauncherSignature, Param,
-                        is_scalar_value)
+from ..scalars import SCALAR_TYPES, is_scalar_value
+from ..signature import CONSTEXPR, SCALAR, TENSOR, LauncherSignature, Param
 
 # A call argument's kind, for placing outputs.
 ARRAY, SCALAR_ARG, NONE_ARG = "array", "scalar", "none"

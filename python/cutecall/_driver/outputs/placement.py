@@ -33,7 +33,8 @@ import itertools
 from typing import Any, Sequence
 
 from .candidates import by_position, fits, placements
-from ..signature import TENSOR, LauncherSignature, is_scalar_value
+from ..scalars import is_scalar_value
+from ..signature import TENSOR, LauncherSignature
 
 
 @dataclasses.dataclass(frozen=True)
