@@ -28,7 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from . import binding as _binding, call_checks, fallback, fallback_climb
 from . import fingerprint as _fingerprint
-from . import compile_locate, diagnosis, launcher_kind, scalars as _scalars, signature as _signature, target
+from . import compile_locate, diagnosis, launcher_kind, target
+from . import scalars as _scalars, signature as _signature
 from .binding import Call
 from .binding_builder import default_is_array
 from .compile_error import CompileError

@@ -198,10 +198,10 @@ def warmup(tasks: Sequence[Callable], *, workers: int | None = None,
         # saying which task it ran: the unfinished tasks then run one per
         # pool, so the one that dies is named.
         unfinished = _workers.run_pool(tasks, range(len(tasks)), workers, done, setup,
-                               bar.refresh)
+                                       bar.refresh)
         for i in unfinished:
             if _workers.run_pool(tasks, [i], 1, done, setup, bar.refresh):
-                done(i, (0.0, 0, 0, "worker process died"))
+                done(i, (0.0, 0, 0, "worker process died"))  # run_task's tuple
     report = WarmupReport(tuple(results[i] for i in range(len(tasks))),
                           time.perf_counter() - began, workers, method)
     logger.info("%s", str(report).splitlines()[0])
