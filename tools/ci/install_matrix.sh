@@ -16,10 +16,12 @@
 #                              (their extras alone)                    (attention, QuACK)
 #
 # The venvs live in build/ci/<name>, recreated each run and removed once its
-# tests pass (each is 1-6 GiB: torch and jax pull CUDA wheels; four at once
-# filled a CI disk), so the disk holds one at a time; KEEP_VENVS=1 keeps
-# them. pip's cache is off for the same reason. Logs stay in
-# build/ci/<name>.log. MATRIX="torch-only jax-only" runs a subset.
+# tests pass (each is 1-7.5 GiB: torch and jax pull CUDA wheels; four at
+# once filled a CI disk), so the disk holds one at a time; KEEP_VENVS=1
+# keeps them. pip's cache is off for the same reason. Before each venv the
+# free disk is checked against what it needs (the venv and pip's
+# downloads), and a shortfall is said in GiB before pip starts. Logs stay
+# in build/ci/<name>.log. MATRIX="torch-only jax-only" runs a subset.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root="$PWD"
